@@ -1,0 +1,1 @@
+"""Blockchains: JSON-RPC access, head tracking, reorg detection, the chain registry."""

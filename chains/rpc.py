@@ -1,0 +1,288 @@
+"""JSON-RPC access to one node: the only module that touches web3.
+
+Two layers:
+
+* :class:`RpcTransport` — the narrow seam: send one request or one batch, get the raw JSON
+  answers back. :class:`Web3Transport` is the real one (web3.py's ``HTTPProvider`` with its
+  own retries switched off: retrying is the tracker's decision, not the transport's). Unit
+  tests can script odd node behaviour through a transport of their own.
+* :class:`RpcClient` — typed methods over a transport. Every answer is checked: a JSON-RPC
+  error object is an :class:`RpcErrorResponse` even when the HTTP status was 200 (it is never
+  read as "no receipt"), and a result without the promised shape is an
+  :class:`RpcMalformedResponse`. Results come back as the frozen models of chains.models.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import requests
+from web3 import HTTPProvider
+from web3.exceptions import Web3Exception
+
+from chains.errors import RpcErrorResponse, RpcMalformedResponse, RpcUnavailable
+from chains.models import Block, BlockHeader, BlockTx, TxInfo, TxReceipt
+from guard.types import Address, BlockHash, BlockNumber, TxHash
+
+BlockTag = int | str
+"""A block number or one of the tags ``latest``, ``safe``, ``finalized``, ``earliest``."""
+
+Call = tuple[str, Sequence[Any]]
+"""A JSON-RPC method name and its params."""
+
+
+class RpcTransport(Protocol):
+    """Sends JSON-RPC requests to one endpoint and returns the raw decoded answers."""
+
+    endpoint: str
+
+    def request(self, method: str, params: Sequence[Any]) -> Mapping[str, Any]:
+        """One request; raises :class:`RpcUnavailable` when no JSON answer came back."""
+        ...
+
+    def batch(self, calls: Sequence[Call]) -> list[Mapping[str, Any]]:
+        """One HTTP request carrying ``calls``; answers in the order of ``calls``."""
+        ...
+
+
+class Web3Transport:
+    """The real transport: web3.py's HTTPProvider, retries off, errors mapped."""
+
+    def __init__(self, endpoint: str, timeout_s: float = 10.0) -> None:
+        self.endpoint = endpoint
+        self._provider = HTTPProvider(
+            endpoint,
+            request_kwargs={"timeout": timeout_s},
+            exception_retry_configuration=None,
+        )
+
+    def request(self, method: str, params: Sequence[Any]) -> Mapping[str, Any]:
+        try:
+            answer = self._provider.make_request(method, list(params))
+        except (requests.RequestException, Web3Exception, OSError, ValueError) as exc:
+            raise RpcUnavailable(self.endpoint, method, f"{type(exc).__name__}: {exc}") from exc
+        if not isinstance(answer, Mapping):
+            raise RpcMalformedResponse(
+                self.endpoint, method, f"answer is not an object: {answer!r}"
+            )
+        return answer
+
+    def batch(self, calls: Sequence[Call]) -> list[Mapping[str, Any]]:
+        label = f"batch of {len(calls)}"
+        try:
+            answers = self._provider.make_batch_request(
+                [(method, list(params)) for method, params in calls]  # type: ignore[misc]
+            )
+        except (requests.RequestException, Web3Exception, OSError, ValueError) as exc:
+            raise RpcUnavailable(self.endpoint, label, f"{type(exc).__name__}: {exc}") from exc
+        if not isinstance(answers, list) or len(answers) != len(calls):
+            raise RpcMalformedResponse(
+                self.endpoint, label, f"expected {len(calls)} answers, got {answers!r:.200}"
+            )
+        # A node may answer a batch in any order; JSON-RPC ids are ascending in call order.
+        return sorted(answers, key=lambda a: a.get("id", 0) if isinstance(a, Mapping) else 0)
+
+
+def _hex_int(value: Any, endpoint: str, method: str, what: str) -> int:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.startswith("0x"):
+        try:
+            return int(value, 16)
+        except ValueError:
+            pass
+    raise RpcMalformedResponse(endpoint, method, f"{what} is not a hex quantity: {value!r}")
+
+
+def _hex_str(value: Any, endpoint: str, method: str, what: str, length: int) -> str:
+    if isinstance(value, bytes):
+        value = "0x" + value.hex()
+    if isinstance(value, str) and value.startswith("0x") and len(value) == 2 + 2 * length:
+        return value.lower()
+    raise RpcMalformedResponse(endpoint, method, f"{what} is not {length}-byte hex: {value!r}")
+
+
+class RpcClient:
+    """Typed JSON-RPC methods over one transport, counting every call by method."""
+
+    def __init__(self, transport: RpcTransport, max_batch: int = 100) -> None:
+        self.transport = transport
+        self.endpoint = transport.endpoint
+        self.max_batch = max_batch
+        self.calls: Counter[str] = Counter()
+        """JSON-RPC calls made, by method (a batch of k counts k)."""
+        self.errors: Counter[str] = Counter()
+        """Failed calls, by method."""
+        self._lock = threading.Lock()
+
+    # -- raw -----------------------------------------------------------------------------
+
+    def _result(self, method: str, answer: Mapping[str, Any]) -> Any:
+        error = answer.get("error")
+        if error is not None:
+            with self._lock:
+                self.errors[method] += 1
+            code = error.get("code", 0) if isinstance(error, Mapping) else 0
+            message = error.get("message", str(error)) if isinstance(error, Mapping) else str(error)
+            raise RpcErrorResponse(self.endpoint, method, int(code), str(message))
+        if "result" not in answer:
+            with self._lock:
+                self.errors[method] += 1
+            raise RpcMalformedResponse(self.endpoint, method, f"no result in {answer!r:.200}")
+        return answer["result"]
+
+    def call(self, method: str, params: Sequence[Any] = ()) -> Any:
+        """One JSON-RPC call; returns its ``result`` (which may be ``None``)."""
+        with self._lock:
+            self.calls[method] += 1
+        try:
+            answer = self.transport.request(method, params)
+        except RpcUnavailable:
+            with self._lock:
+                self.errors[method] += 1
+            raise
+        return self._result(method, answer)
+
+    def batch(self, calls: Sequence[Call]) -> list[Any]:
+        """Many calls, sent in batches of at most ``max_batch``; results in call order."""
+        results: list[Any] = []
+        for start in range(0, len(calls), self.max_batch):
+            chunk = calls[start : start + self.max_batch]
+            with self._lock:
+                for method, _ in chunk:
+                    self.calls[method] += 1
+            if len(chunk) == 1:
+                answers = [self.transport.request(chunk[0][0], chunk[0][1])]
+            else:
+                answers = self.transport.batch(chunk)
+            results.extend(
+                self._result(method, answer)
+                for (method, _), answer in zip(chunk, answers, strict=True)
+            )
+        return results
+
+    # -- typed ---------------------------------------------------------------------------
+
+    def chain_id(self) -> int:
+        """``eth_chainId``."""
+        return _hex_int(self.call("eth_chainId"), self.endpoint, "eth_chainId", "chain id")
+
+    def block(self, tag: BlockTag, full: bool = True) -> Block | None:
+        """``eth_getBlockByNumber``; None when the node has no such block."""
+        raw = self.call("eth_getBlockByNumber", [_tag(tag), full])
+        return None if raw is None else self._block(raw, "eth_getBlockByNumber")
+
+    def blocks(self, numbers: Sequence[int], full: bool = True) -> list[Block | None]:
+        """Several blocks by number in batched requests."""
+        raws = self.batch([("eth_getBlockByNumber", [_tag(n), full]) for n in numbers])
+        return [None if r is None else self._block(r, "eth_getBlockByNumber") for r in raws]
+
+    def header(self, tag: BlockTag) -> BlockHeader | None:
+        """A header by number or tag, without its transactions."""
+        block = self.block(tag, full=False)
+        return None if block is None else block.header
+
+    def block_receipts(self, block_hash: str, tx_hashes: Sequence[str]) -> list[TxReceipt]:
+        """Receipts of ``tx_hashes`` in the block ``block_hash``.
+
+        Uses ``eth_getBlockReceipts`` (one call); a node without it gets one
+        ``eth_getTransactionReceipt`` per tx, in one batch. Receipts whose block hash is not
+        ``block_hash`` are left out: they belong to another fork.
+        """
+        wanted = set(tx_hashes)
+        try:
+            raws = self.call("eth_getBlockReceipts", [block_hash])
+        except RpcErrorResponse as exc:
+            if exc.code not in (-32601, -32600, -32602):
+                raise
+            raws = self.batch([("eth_getTransactionReceipt", [h]) for h in tx_hashes])
+        if not isinstance(raws, list):
+            raise RpcMalformedResponse(
+                self.endpoint, "eth_getBlockReceipts", f"not a list: {raws!r:.200}"
+            )
+        receipts = [self._receipt(r, "eth_getBlockReceipts") for r in raws if r is not None]
+        return [r for r in receipts if r.tx_hash in wanted and r.block_hash == block_hash]
+
+    def receipts(self, tx_hashes: Sequence[str]) -> list[TxReceipt | None]:
+        """``eth_getTransactionReceipt`` for each hash, batched; None where there is none."""
+        raws = self.batch([("eth_getTransactionReceipt", [h]) for h in tx_hashes])
+        return [None if r is None else self._receipt(r, "eth_getTransactionReceipt") for r in raws]
+
+    def transactions(self, tx_hashes: Sequence[str]) -> list[TxInfo | None]:
+        """``eth_getTransactionByHash`` for each hash, batched; None where the node has none."""
+        raws = self.batch([("eth_getTransactionByHash", [h]) for h in tx_hashes])
+        return [None if r is None else self._tx_info(r) for r in raws]
+
+    # -- parsing -------------------------------------------------------------------------
+
+    def _block(self, raw: Any, method: str) -> Block:
+        if not isinstance(raw, Mapping):
+            raise RpcMalformedResponse(
+                self.endpoint, method, f"block is not an object: {raw!r:.200}"
+            )
+        ep = self.endpoint
+        header = BlockHeader(
+            number=BlockNumber(_hex_int(raw.get("number"), ep, method, "number")),
+            hash=BlockHash(_hex_str(raw.get("hash"), ep, method, "hash", 32)),
+            parent_hash=BlockHash(_hex_str(raw.get("parentHash"), ep, method, "parentHash", 32)),
+            timestamp=_hex_int(raw.get("timestamp"), ep, method, "timestamp"),
+        )
+        txs = raw.get("transactions", [])
+        if not isinstance(txs, list):
+            raise RpcMalformedResponse(ep, method, "transactions is not a list")
+        parsed = tuple(
+            BlockTx(
+                hash=TxHash(_hex_str(tx.get("hash"), ep, method, "tx hash", 32)),
+                sender=Address(_hex_str(tx.get("from"), ep, method, "tx from", 20)),
+                nonce=_hex_int(tx.get("nonce"), ep, method, "tx nonce"),
+            )
+            for tx in txs
+            if isinstance(tx, Mapping)
+        )
+        return Block(header=header, txs=parsed)
+
+    def _receipt(self, raw: Any, method: str) -> TxReceipt:
+        if not isinstance(raw, Mapping):
+            raise RpcMalformedResponse(
+                self.endpoint, method, f"receipt is not an object: {raw!r:.200}"
+            )
+        ep = self.endpoint
+        status = raw.get("status")
+        return TxReceipt(
+            tx_hash=TxHash(_hex_str(raw.get("transactionHash"), ep, method, "transactionHash", 32)),
+            block_number=BlockNumber(_hex_int(raw.get("blockNumber"), ep, method, "blockNumber")),
+            block_hash=BlockHash(_hex_str(raw.get("blockHash"), ep, method, "blockHash", 32)),
+            tx_index=_hex_int(raw.get("transactionIndex"), ep, method, "transactionIndex"),
+            status=_hex_int(status, ep, method, "status") if status is not None else 1,
+        )
+
+    def _tx_info(self, raw: Any) -> TxInfo:
+        method = "eth_getTransactionByHash"
+        if not isinstance(raw, Mapping):
+            raise RpcMalformedResponse(self.endpoint, method, f"tx is not an object: {raw!r:.200}")
+        ep = self.endpoint
+        number = raw.get("blockNumber")
+        block_hash = raw.get("blockHash")
+        return TxInfo(
+            hash=TxHash(_hex_str(raw.get("hash"), ep, method, "hash", 32)),
+            sender=Address(_hex_str(raw.get("from"), ep, method, "from", 20)),
+            nonce=_hex_int(raw.get("nonce"), ep, method, "nonce"),
+            block_number=None
+            if number is None
+            else BlockNumber(_hex_int(number, ep, method, "blockNumber")),
+            block_hash=None
+            if block_hash is None
+            else BlockHash(_hex_str(block_hash, ep, method, "blockHash", 32)),
+        )
+
+
+def _tag(tag: BlockTag) -> str:
+    return hex(tag) if isinstance(tag, int) else tag
+
+
+def connect(endpoint: str, timeout_s: float = 10.0) -> RpcClient:
+    """A client over the real transport for ``endpoint`` (http:// or https://)."""
+    return RpcClient(Web3Transport(endpoint, timeout_s=timeout_s))

@@ -1,0 +1,1 @@
+"""Pure core of Finality Watcher: verdicts, receipts, canonical encoding. No I/O."""

@@ -1,0 +1,35 @@
+"""Errors raised by the pure core.
+
+::
+
+    GuardError(Exception)            anything the core refuses in normal operation
+    ├── InvalidHash(ValueError)      a block or tx hash that is not 0x + 64 hex digits
+    ├── InvalidAddress(ValueError)   an address that is not 0x + 40 hex digits
+    └── InvalidPolicy(ValueError)    a policy or settlement with impossible numbers
+"""
+
+
+class GuardError(Exception):
+    """Base of every error the core raises on bad input."""
+
+
+class InvalidHash(GuardError, ValueError):
+    """A hash is not 0x followed by 64 hex digits."""
+
+    def __init__(self, what: str, value: object) -> None:
+        super().__init__(f"{what}: {value!r} is not a 0x-prefixed 32-byte hex hash")
+        self.what = what
+        self.value = value
+
+
+class InvalidAddress(GuardError, ValueError):
+    """An address is not 0x followed by 40 hex digits."""
+
+    def __init__(self, what: str, value: object) -> None:
+        super().__init__(f"{what}: {value!r} is not a 0x-prefixed 20-byte hex address")
+        self.what = what
+        self.value = value
+
+
+class InvalidPolicy(GuardError, ValueError):
+    """A timeout, wait or confirmation count that cannot be honoured."""

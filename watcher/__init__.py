@@ -1,0 +1,1 @@
+"""The service: config, store, scheduler, HTTP API, CLI."""

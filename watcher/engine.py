@@ -1,0 +1,515 @@
+"""The per-chain poller: head tracker → guard → store, one transaction per block.
+
+:class:`ChainWatcher` owns one chain. Each :meth:`ChainWatcher.poll` does, in order:
+
+1. picks up settlements registered since the last poll (one indexed query);
+2. looks new (and, within a small budget, still unseen) transactions up by hash, to learn
+   their sender and nonce while pending (replacement is provable only then) and to record
+   inclusions that happened before registration;
+3. asks the tracker what changed on chain (one ``eth_getBlockByNumber(latest, true)`` in
+   steady state) and, for each new block: finds watched txs by set lookup and same-nonce
+   replacements by (sender, nonce) lookup, fetches receipts only for blocks that hold a
+   watched tx, and commits the block's header, head pointer, inclusion changes, reorg
+   record, verdicts and events in **one** store transaction;
+4. with no new block, still applies deadlines (timeouts are a matter of time, not blocks).
+
+Memory holds only indexes (tx hash → settlement, (sender, nonce) → settlements) and the
+header window; the store is the truth, and a restart rebuilds both from it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from chains.errors import ChainError
+from chains.models import Block, BlockHeader
+from chains.rpc import RpcClient
+from chains.tracker import HeaderWindow, HeadTracker, Reorg
+from guard.settlement import (
+    Evidence,
+    Reversal,
+    SettlementPolicy,
+    TransitionKind,
+    Verdict,
+    decision_as_json,
+    decision_from_json,
+    settle_transition,
+)
+from guard.types import BlockHash, BlockNumber, UnixMillis
+from watcher.config import ChainConfig
+from watcher.observe import ChainPosition, decide
+from watcher.store import BlockTxn, SettlementRecord, Store, WatchEntry
+
+log = logging.getLogger("finality.engine")
+
+Clock = Callable[[], int]
+"""Returns the current Unix time in milliseconds."""
+
+
+def wall_clock_ms() -> int:
+    """The real clock."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class PollStats:
+    """What one poll did (for logs, metrics and tests)."""
+
+    blocks: int = 0
+    reorg: Reorg | None = None
+    lagging: bool = False
+    behind: int = 0
+    decisions: int = 0
+    probes: int = 0
+
+
+@dataclass
+class _Index:
+    """In-memory lookups over the watched settlements of one chain."""
+
+    by_id: dict[str, WatchEntry] = field(default_factory=dict)
+    by_hash: dict[str, str] = field(default_factory=dict)
+    by_sender_nonce: dict[tuple[str, int], set[str]] = field(default_factory=dict)
+    max_seq: int = 0
+
+    def add(self, entry: WatchEntry) -> None:
+        self.remove(entry.settlement_id)
+        self.by_id[entry.settlement_id] = entry
+        self.by_hash[entry.tx_hash] = entry.settlement_id
+        if entry.sender is not None and entry.nonce is not None:
+            self.by_sender_nonce.setdefault((entry.sender, entry.nonce), set()).add(
+                entry.settlement_id
+            )
+        self.max_seq = max(self.max_seq, entry.seq)
+
+    def remove(self, settlement_id: str) -> None:
+        entry = self.by_id.pop(settlement_id, None)
+        if entry is None:
+            return
+        self.by_hash.pop(entry.tx_hash, None)
+        if entry.sender is not None and entry.nonce is not None:
+            key = (entry.sender, entry.nonce)
+            ids = self.by_sender_nonce.get(key)
+            if ids is not None:
+                ids.discard(settlement_id)
+                if not ids:
+                    del self.by_sender_nonce[key]
+
+    def update(self, rec: SettlementRecord) -> None:
+        if rec.watching:
+            self.add(
+                WatchEntry(
+                    rec.seq, rec.settlement_id, rec.tx_hash, rec.sender, rec.nonce, rec.block_number
+                )
+            )
+        else:
+            self.remove(rec.settlement_id)
+
+    @property
+    def any_included(self) -> bool:
+        return any(e.block_number is not None for e in self.by_id.values())
+
+
+class ChainWatcher:
+    """Follows one chain and keeps its settlements' verdicts in the store."""
+
+    def __init__(
+        self,
+        config: ChainConfig,
+        store: Store,
+        client: RpcClient,
+        clock: Clock = wall_clock_ms,
+        probe_batch: int = 1000,
+        reprobe_per_minute: int = 12,
+    ) -> None:
+        self.config = config
+        self.name = config.name
+        self.store = store
+        self.client = client
+        self.clock = clock
+        self.policy = SettlementPolicy(max_wait_ms=int(config.max_wait_s * 1000))
+        self.window = HeaderWindow(config.resolved_header_window)
+        self.tracker = HeadTracker(config.name, client, self.window, config.max_blocks_per_poll)
+        self.index = _Index()
+        self.probe_batch = probe_batch
+        self.reprobe_per_minute = reprobe_per_minute
+        self._reprobe_tokens = float(reprobe_per_minute)
+        self._reprobe_at = 0
+        self.finalized_number: int | None = None
+        self.last_error: str | None = None
+        self.lagging = False
+        self.polls = 0
+        self._started = False
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load the header window and the watched settlements from the store."""
+        self.store.ensure_chain(self.name, self.config.chain_id, self.clock())
+        self.window.reset(
+            BlockHeader(BlockNumber(n), BlockHash(h), BlockHash(p), ts)
+            for n, h, p, ts in self.store.headers(self.name)
+        )
+        record = self.store.chain(self.name)
+        self.finalized_number = record.finalized_number if record else None
+        for entry in self.store.watch_entries(self.name):
+            self.index.add(entry)
+        self._started = True
+
+    @property
+    def head(self) -> BlockHeader | None:
+        """Last processed head."""
+        return self.window.head
+
+    # -- polling -------------------------------------------------------------------------
+
+    def poll(self) -> PollStats:
+        """One round: new registrations, probes, new blocks, deadlines. See the module doc."""
+        if not self._started:
+            self.start()
+        self.polls += 1
+        stats = PollStats()
+        for entry in self.store.watch_entries(self.name, self.index.max_seq):
+            self.index.add(entry)
+        try:
+            stats.probes = self._probe()
+            advance = self.tracker.poll()
+            self.lagging = advance.lagging
+            stats.lagging = advance.lagging
+            stats.behind = advance.behind
+            finalized = self._finalized() if advance.blocks else self.finalized_number
+            for i, block in enumerate(advance.blocks):
+                reorg = advance.reorg if i == 0 else None
+                stats.decisions += self._commit_block(block, reorg, finalized)
+                stats.blocks += 1
+            if advance.reorg is not None and not advance.blocks:
+                stats.decisions += self._commit_block(None, advance.reorg, finalized)
+            stats.reorg = advance.reorg
+            if not advance.blocks:
+                stats.decisions += self._apply_deadlines()
+            self.last_error = None
+        except ChainError as exc:
+            self.last_error = str(exc)
+            log.warning("chain %s: poll failed, will retry: %s", self.name, exc)
+            raise
+        return stats
+
+    def catch_up(self, max_rounds: int = 1000) -> PollStats:
+        """Poll until the tracker reports nothing behind (bounded); returns the last stats."""
+        stats = self.poll()
+        rounds = 1
+        while stats.behind > 0 and rounds < max_rounds:
+            stats = self.poll()
+            rounds += 1
+        return stats
+
+    def _finalized(self) -> int | None:
+        """The ``finalized`` height: fetched (one call) only when the policy uses it and
+        something is watched; otherwise the last known value."""
+        if self.config.resolved_finality == "depth" or not self.index.by_id:
+            return self.finalized_number
+        header = self.client.header("finalized")
+        if header is not None:
+            self.finalized_number = header.number
+        return self.finalized_number
+
+    # -- per block -----------------------------------------------------------------------
+
+    def _commit_block(self, block: Block | None, reorg: Reorg | None, finalized: int | None) -> int:
+        """Everything one block changes, in one store transaction. Returns decisions made."""
+        now = self.clock()
+        matched: list[tuple[str, Any]] = []
+        replacing: list[tuple[str, Any]] = []
+        receipts: dict[str, Any] = {}
+        if block is not None:
+            for tx in block.txs:
+                sid = self.index.by_hash.get(tx.hash)
+                if sid is not None:
+                    matched.append((sid, tx))
+                for other in self.index.by_sender_nonce.get((tx.sender, tx.nonce), ()):
+                    if self.index.by_id[other].tx_hash != tx.hash:
+                        replacing.append((other, tx))
+            if matched:
+                found = self.client.block_receipts(
+                    block.header.hash, [tx.hash for _, tx in matched]
+                )
+                receipts = {r.tx_hash: r for r in found}
+                missing = [tx.hash for _, tx in matched if tx.hash not in receipts]
+                if missing:
+                    raise ChainInconsistentReceipts(self.name, block.header.number, missing)
+        head = block.header if block is not None else (reorg.common_ancestor if reorg else None)
+        assert head is not None
+        pos = ChainPosition(head.number, head.hash, finalized)
+        changed: list[SettlementRecord] = []
+        decisions = 0
+        with self.store.block_txn(self.name, now) as txn:
+            touched_ids: set[str] = set()
+            reversed_ids: set[str] = set()
+            if reorg is not None:
+                touched_ids, reversed_ids = self._apply_reorg(txn, reorg, head)
+            if block is not None:
+                h = block.header
+                txn.put_header(
+                    h.number, h.hash, h.parent_hash, h.timestamp, self.config.resolved_header_window
+                )
+                by_id = {
+                    r.settlement_id: r for r in txn.by_ids([sid for sid, _ in matched + replacing])
+                }
+                for sid, tx in matched:
+                    r = receipts[tx.hash]
+                    txn.set_inclusion(
+                        by_id[sid],
+                        r.block_number,
+                        r.block_hash,
+                        r.tx_index,
+                        r.status,
+                        tx.sender,
+                        tx.nonce,
+                    )
+                for sid, tx in replacing:
+                    txn.set_replacement(by_id[sid], tx.hash, h.number, h.hash)
+            else:
+                txn.put_header(
+                    head.number,
+                    head.hash,
+                    head.parent_hash,
+                    head.timestamp,
+                    self.config.resolved_header_window,
+                )
+            if finalized is not None and finalized != self._stored_finalized:
+                txn.set_finalized(finalized)
+            late_ms = int(self.config.late_watch_s * 1000)
+            due = {r.settlement_id: r for r in txn.due(head.number, finalized, late_ms)}
+            for r in txn.by_ids([i for i in reversed_ids if i not in due]):
+                due[r.settlement_id] = r
+            for rec in due.values():
+                decisions += self._decide(txn, rec, pos, now, rec.settlement_id in reversed_ids)
+            changed = txn.by_ids(
+                list({sid for sid, _ in matched + replacing} | set(due) | touched_ids)
+            )
+        # The transaction committed: now move memory to match the store.
+        self._stored_finalized = finalized
+        if reorg is not None:
+            self.window.rewind_to(reorg.common_ancestor.number)
+        if block is not None:
+            self.window.push(block.header)
+        for rec in changed:
+            self.index.update(rec)
+        return decisions
+
+    _stored_finalized: int | None = None
+
+    def _apply_reorg(
+        self, txn: BlockTxn, reorg: Reorg, new_head: BlockHeader
+    ) -> tuple[set[str], set[str]]:
+        """Undo inclusions above the common ancestor.
+
+        Returns the ids it touched, and among them those whose terminal verdict lost its
+        ground (to be re-decided under an explicit reversal)."""
+        anc = reorg.common_ancestor
+        txn.rewind(anc.number)
+        touched = txn.anchored_above(anc.number)
+        reversed_ids: set[str] = set()
+        for rec in touched:
+            txn.clear_anchor(rec)
+            if rec.verdict in (Verdict.FINALITY_CONFIRMED, Verdict.SETTLEMENT_FAILED):
+                reversed_ids.add(rec.settlement_id)
+        violation = any(
+            r.verdict == Verdict.FINALITY_CONFIRMED
+            for r in touched
+            if r.settlement_id in reversed_ids
+        )
+        replaced = [
+            {"number": b.number, "old_hash": b.old_hash, "new_hash": b.new_hash}
+            for b in reorg.replaced
+        ]
+        reorg_id = txn.record_reorg(
+            depth=reorg.depth,
+            ancestor_number=anc.number,
+            ancestor_hash=anc.hash,
+            old_head_number=reorg.old_head.number,
+            old_head_hash=reorg.old_head.hash,
+            new_head_number=new_head.number,
+            new_head_hash=new_head.hash,
+            replaced=replaced,
+            touched=[r.settlement_id for r in touched],
+            finality_violation=violation,
+        )
+        payload = {
+            "reorg_id": reorg_id,
+            "chain": self.name,
+            "depth": reorg.depth,
+            "common_ancestor": {"number": anc.number, "hash": anc.hash},
+            "replaced": replaced,
+            "touched": [r.settlement_id for r in touched],
+        }
+        txn.add_event("reorg", "critical" if violation else "warning", payload)
+        log.warning(
+            "chain %s: reorg of depth %d at ancestor %d (%s); %d watched settlements touched",
+            self.name,
+            reorg.depth,
+            anc.number,
+            anc.hash,
+            len(touched),
+        )
+        self._reorg_reversal = Reversal(
+            reason=f"reorg of depth {reorg.depth} past block {anc.number + 1}",
+            evidence=Evidence.of("reorg", UnixMillis(txn.now), **payload),
+        )
+        return {r.settlement_id for r in touched}, reversed_ids
+
+    _reorg_reversal: Reversal | None = None
+
+    def _decide(
+        self, txn: BlockTxn, rec: SettlementRecord, pos: ChainPosition, now: int, reversed_: bool
+    ) -> int:
+        """Evaluate one settlement and store the outcome. Returns 1 if anything changed."""
+        fresh = decide(rec, pos, self.policy, now)
+        previous = decision_from_json(rec.decision)
+        reversal = self._reorg_reversal if reversed_ else None
+        transition = settle_transition(previous, fresh, reversal)
+        kept = transition.decision
+        terminal = kept.verdict.terminal
+        late_horizon = rec.deadline + int(self.config.late_watch_s * 1000)
+        watching = not terminal or (
+            kept.verdict is Verdict.TIMEOUT_TREATED_AS_FAILURE
+            and transition.kind is not TransitionKind.LATE_FINALITY
+            and now < late_horizon
+        )
+        if transition.kind is TransitionKind.UNCHANGED and watching == rec.watching:
+            return 0
+        if transition.kind is TransitionKind.HELD and watching == rec.watching:
+            return 0
+        txn.save_decision(
+            rec,
+            kept.verdict.value,
+            kept.digest,
+            decision_as_json(kept),
+            watching=watching,
+            terminal=terminal,
+        )
+        sid = rec.settlement_id
+        if transition.kind is TransitionKind.LATE_FINALITY:
+            txn.add_event(
+                "late_finality",
+                "critical",
+                {
+                    "settlement_id": sid,
+                    "tx_hash": rec.tx_hash,
+                    "finality": decision_as_json(fresh)["evidence"],
+                    "message": "final after it was treated as failed: reconcile",
+                },
+                sid,
+            )
+            log.error("chain %s: settlement %s final after its timeout", self.name, sid)
+        elif transition.finality_violation:
+            txn.add_event(
+                "finality_violation",
+                "critical",
+                {
+                    "settlement_id": sid,
+                    "tx_hash": rec.tx_hash,
+                    "previous": rec.decision,
+                    "now": decision_as_json(kept),
+                },
+                sid,
+            )
+            log.critical("chain %s: FINALITY VIOLATION for settlement %s", self.name, sid)
+        elif transition.kind is TransitionKind.ADVANCED and terminal:
+            kind = {
+                Verdict.FINALITY_CONFIRMED: "settlement_confirmed",
+                Verdict.SETTLEMENT_FAILED: "settlement_failed",
+                Verdict.TIMEOUT_TREATED_AS_FAILURE: "settlement_timed_out",
+            }[kept.verdict]
+            txn.add_event(
+                kind,
+                "info" if kind == "settlement_confirmed" else "warning",
+                decision_as_json(kept),
+                sid,
+            )
+        return 1
+
+    def _apply_deadlines(self) -> int:
+        """Time-only changes (timeouts, end of late watch) when no block arrived."""
+        head = self.window.head
+        if head is None:
+            return 0
+        now = self.clock()
+        late_ms = int(self.config.late_watch_s * 1000)
+        if not self.store.any_deadline_due(self.name, now, late_ms):
+            return 0
+        pos = ChainPosition(head.number, head.hash, self.finalized_number)
+        decisions = 0
+        with self.store.block_txn(self.name, now) as txn:
+            due = txn.due(head.number, self.finalized_number, late_ms)
+            for rec in due:
+                decisions += self._decide(txn, rec, pos, now, False)
+            changed = txn.by_ids([r.settlement_id for r in due])
+        for rec in changed:
+            self.index.update(rec)
+        return decisions
+
+    # -- probes --------------------------------------------------------------------------
+
+    def _probe(self) -> int:
+        """Look up watched txs by hash: all new ones, and a budget of still-unseen ones."""
+        now = self.clock()
+        elapsed_min = (now - self._reprobe_at) / 60_000 if self._reprobe_at else 0.0
+        self._reprobe_at = now
+        self._reprobe_tokens = min(
+            float(self.reprobe_per_minute),
+            self._reprobe_tokens + elapsed_min * self.reprobe_per_minute,
+        )
+        due = self.store.due_probes(self.name, now, self.probe_batch)
+        fresh = [r for r in due if r.probe_count == 0]
+        budget = int(self._reprobe_tokens)
+        again = [r for r in due if r.probe_count > 0][:budget]
+        self._reprobe_tokens -= len(again)
+        todo = fresh + again
+        if not todo:
+            return 0
+        infos = self.client.transactions([r.tx_hash for r in todo])
+        included = [
+            (r, i) for r, i in zip(todo, infos, strict=True) if i and i.block_number is not None
+        ]
+        receipts = self.client.receipts([r.tx_hash for r, _ in included]) if included else []
+        head = self.window.head
+        with self.store.block_txn(self.name, now) as txn:
+            for rec, info in zip(todo, infos, strict=True):
+                if info is not None:
+                    txn.set_sender(rec, info.sender, info.nonce)
+                backoff = min(300_000, 5_000 * 2 ** min(rec.probe_count, 6))
+                txn.set_probe(rec, now + backoff)
+            for (rec, info), receipt in zip(included, receipts, strict=True):
+                if receipt is None or head is None or receipt.block_number > head.number:
+                    continue  # not yet processed here: block scanning will find it
+                held = self.window.get(receipt.block_number)
+                if held is not None and held.hash != receipt.block_hash:
+                    continue  # the node's receipt is on another branch: not included for us
+                txn.set_inclusion(
+                    rec,
+                    receipt.block_number,
+                    receipt.block_hash,
+                    receipt.tx_index,
+                    receipt.status,
+                    info.sender,
+                    info.nonce,
+                )
+            changed = txn.by_ids([r.settlement_id for r in todo])
+        for rec in changed:
+            self.index.update(rec)
+        return len(todo)
+
+
+class ChainInconsistentReceipts(ChainError):
+    """A block lists a watched tx but the node returned no receipt for it: retry the block."""
+
+    def __init__(self, chain: str, number: int, missing: list[str]) -> None:
+        super().__init__(
+            f"{chain}: block {number} lists {len(missing)} watched tx(s) without receipts "
+            f"(first {missing[0]}); treating them as not yet included and retrying"
+        )

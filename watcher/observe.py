@@ -1,0 +1,118 @@
+"""From a stored settlement and the chain's position to the guard's inputs.
+
+This is where chain facts become evidence: depth = head - inclusion block + 1; finality by
+the chain's policy (``depth`` >= N, the ``finalized`` tag covering the block, or either);
+a status-0 receipt or a same-nonce replacement at finality becomes failure evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from guard.settlement import (
+    Decision,
+    Evidence,
+    Observation,
+    Settlement,
+    SettlementPolicy,
+    evaluate_settlement,
+)
+from guard.types import SettlementId, UnixMillis
+from watcher.store.records import SettlementRecord
+
+
+@dataclass(frozen=True)
+class ChainPosition:
+    """Where the chain stands at evaluation."""
+
+    head_number: int
+    """Canonical head height."""
+    head_hash: str
+    """Its hash."""
+    finalized_number: int | None
+    """The ``finalized`` tag's height, when fetched."""
+
+
+def depth_of(block_number: int | None, head_number: int | None) -> int:
+    """Confirmations: head - block + 1, 0 when not included (or head unknown)."""
+    if block_number is None or head_number is None or head_number < block_number:
+        return 0
+    return head_number - block_number + 1
+
+
+def _is_final(mode: str, block_number: int, required: int, pos: ChainPosition) -> str | None:
+    """The finality basis that holds for a block, or None."""
+    if (
+        mode in ("depth", "depth_or_finalized")
+        and depth_of(block_number, pos.head_number) >= required
+    ):
+        return "depth"
+    if (
+        mode in ("finalized", "depth_or_finalized")
+        and pos.finalized_number is not None
+        and block_number <= pos.finalized_number
+    ):
+        return "finalized"
+    return None
+
+
+def observe(rec: SettlementRecord, pos: ChainPosition, now: int) -> Observation:
+    """The guard's observation of ``rec`` at ``pos``."""
+    at = UnixMillis(now)
+    base = {
+        "chain": rec.chain,
+        "tx_hash": rec.tx_hash,
+        "required_confirmations": rec.required_confirmations,
+        "finality_mode": rec.finality_mode,
+        "head_number": pos.head_number,
+        "head_hash": pos.head_hash,
+        "finalized_number": pos.finalized_number,
+    }
+    if rec.replaced_by is not None and rec.replaced_block_number is not None:
+        basis = _is_final(
+            rec.finality_mode, rec.replaced_block_number, rec.required_confirmations, pos
+        )
+        if basis is not None:
+            return Observation(
+                failure=Evidence.of(
+                    "replaced",
+                    at,
+                    **base,
+                    basis=basis,
+                    sender=rec.sender,
+                    nonce=rec.nonce,
+                    replaced_by=rec.replaced_by,
+                    block_number=rec.replaced_block_number,
+                    block_hash=rec.replaced_block_hash,
+                    confirmations=depth_of(rec.replaced_block_number, pos.head_number),
+                )
+            )
+    if rec.block_number is None:
+        return Observation()
+    facts = dict(
+        base,
+        block_number=rec.block_number,
+        block_hash=rec.block_hash,
+        tx_index=rec.tx_index,
+        status=rec.receipt_status,
+        confirmations=depth_of(rec.block_number, pos.head_number),
+    )
+    basis = _is_final(rec.finality_mode, rec.block_number, rec.required_confirmations, pos)
+    if basis is None:
+        return Observation(progress=Evidence.of("included", at, **facts))
+    if rec.receipt_status == 0:
+        return Observation(failure=Evidence.of("reverted", at, basis=basis, **facts))
+    return Observation(finality=Evidence.of(basis, at, **facts))
+
+
+def decide(
+    rec: SettlementRecord, pos: ChainPosition, policy: SettlementPolicy, now: int
+) -> Decision:
+    """Evaluate ``rec`` with the guard."""
+    settlement = Settlement(
+        settlement_id=SettlementId(rec.settlement_id),
+        initiated=True,
+        initiated_at=UnixMillis(rec.initiated_at),
+        timeout_ms=rec.timeout_ms,
+    )
+    return evaluate_settlement(settlement, observe(rec, pos, now), policy, UnixMillis(now))

@@ -1,0 +1,99 @@
+"""Registering settlements and presenting them: the operations the API and CLI share."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from guard.settlement import (
+    Observation,
+    Settlement,
+    SettlementPolicy,
+    decision_as_json,
+    deadline_of,
+    evaluate_settlement,
+)
+from guard.types import SettlementId, UnixMillis
+from watcher.config import ChainConfig
+from watcher.observe import depth_of
+from watcher.store import NewSettlement, SettlementRecord, Store
+
+
+def settlement_id_for(chain: str, tx_hash: str) -> str:
+    """Deterministic id: the same (chain, tx hash) always gets the same id, on any instance."""
+    return "stl_" + hashlib.sha256(f"evm_tx:{chain}:{tx_hash}".encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What the caller asked to watch, validated."""
+
+    chain: ChainConfig
+    """The chain it settles on."""
+    tx_hash: str
+    """Lower-case 0x hash."""
+    confirmations: int | None = None
+    """N; None uses the chain's default."""
+    timeout_s: float | None = None
+    """Timeout; None uses the chain's default."""
+    dependent_state: dict[str, Any] | None = None
+    """State to commit on finality."""
+    commit_url: str | None = None
+    """Where commits go."""
+
+
+def register(store: Store, reg: Registration, now: int) -> tuple[SettlementRecord, bool]:
+    """Store a new settlement (AWAITING_FINALITY), or return the existing one and False."""
+    chain = reg.chain
+    sid = SettlementId(settlement_id_for(chain.name, reg.tx_hash))
+    timeout_ms = int((reg.timeout_s if reg.timeout_s is not None else chain.timeout_s) * 1000)
+    settlement = Settlement(sid, True, UnixMillis(now), timeout_ms)
+    policy = SettlementPolicy(max_wait_ms=int(chain.max_wait_s * 1000))
+    decision = evaluate_settlement(settlement, Observation(), policy, UnixMillis(now))
+    new = NewSettlement(
+        settlement_id=sid,
+        chain=chain.name,
+        tx_hash=reg.tx_hash,
+        required_confirmations=reg.confirmations or chain.resolved_confirmations,
+        finality_mode=chain.resolved_finality,
+        timeout_ms=timeout_ms,
+        initiated_at=now,
+        deadline=deadline_of(settlement, policy),
+        digest=decision.digest,
+        decision=decision_as_json(decision),
+        dependent_state=reg.dependent_state,
+        commit_url=reg.commit_url,
+    )
+    return store.register(new)
+
+
+def settlement_view(rec: SettlementRecord, head_number: int | None) -> dict[str, Any]:
+    """The public JSON view of a settlement (DESIGN.md's contract)."""
+    decision = rec.decision
+    terminal = rec.verdict in ("FINALITY_CONFIRMED", "SETTLEMENT_FAILED", "TIMEOUT_TREATED_AS_FAILURE")
+    return {
+        "settlement_id": rec.settlement_id,
+        "registered": True,
+        "chain": rec.chain,
+        "tx_hash": rec.tx_hash,
+        "verdict": rec.verdict,
+        "directive": decision.get("directive"),
+        "block_number": rec.block_number,
+        "block_hash": rec.block_hash,
+        "status": rec.receipt_status,
+        "confirmations": depth_of(rec.block_number, head_number),
+        "required_confirmations": rec.required_confirmations,
+        "finality_mode": rec.finality_mode,
+        "head_number": head_number,
+        "reorg_count": rec.reorg_count,
+        "replaced_by": rec.replaced_by,
+        "initiated_at": rec.initiated_at,
+        "deadline": rec.deadline,
+        "terminal_at": rec.terminal_at,
+        "digest": rec.digest,
+        "evidence": decision.get("evidence"),
+        "receipt": decision if terminal else None,
+        "dependent_state": rec.dependent_state,
+        "commit_url": rec.commit_url,
+    }

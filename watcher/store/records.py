@@ -1,0 +1,208 @@
+"""Frozen rows of the store, so nothing outside the store handles SQLAlchemy rows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
+
+from guard.settlement import Verdict
+
+R = TypeVar("R")
+
+
+def from_row(cls: type[R], row: Mapping[Any, Any]) -> R:
+    """Build the record ``cls`` from a row mapping, taking only the fields it declares."""
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    return cls(**{name: row[name] for name in names})
+
+
+@dataclass(frozen=True)
+class ChainRecord:
+    """The stored position of one chain."""
+
+    name: str
+    """Configured name."""
+    chain_id: int
+    """EIP-155 id it was first stored with."""
+    head_number: int | None
+    """Last processed head."""
+    head_hash: str | None
+    """Hash of that head."""
+    finalized_number: int | None
+    """Last ``finalized`` block seen (for chains that use it)."""
+    updated_at: int
+    """When the head last moved (ms)."""
+
+
+@dataclass(frozen=True)
+class NewSettlement:
+    """What a registration writes."""
+
+    settlement_id: str
+    """Deterministic id from chain and tx hash."""
+    chain: str
+    """Chain name."""
+    tx_hash: str
+    """Watched tx."""
+    required_confirmations: int
+    """N for this settlement."""
+    finality_mode: str
+    """``depth``, ``finalized`` or ``depth_or_finalized``."""
+    timeout_ms: int
+    """Caller's timeout."""
+    initiated_at: int
+    """Registration instant (ms); the timeout runs from here."""
+    deadline: int
+    """initiated_at + min(timeout, policy max wait)."""
+    digest: str
+    """Digest of the initial decision."""
+    decision: dict[str, Any]
+    """The initial decision as JSON."""
+    dependent_state: dict[str, Any] | None = None
+    """State to commit on finality (delivered by the outbox)."""
+    commit_url: str | None = None
+    """Where to deliver the commit or discard."""
+
+
+@dataclass(frozen=True)
+class SettlementRecord:
+    """A settlement as stored."""
+
+    seq: int
+    """Insertion order (for incremental loading)."""
+    settlement_id: str
+    """Stable id."""
+    chain: str
+    """Chain name."""
+    tx_hash: str
+    """Watched tx."""
+    required_confirmations: int
+    """N."""
+    finality_mode: str
+    """How finality is decided."""
+    timeout_ms: int
+    """Caller's timeout."""
+    initiated_at: int
+    """Registration instant (ms)."""
+    deadline: int
+    """When waiting ends (ms)."""
+    verdict: str
+    """Current verdict name."""
+    watching: bool
+    """Still followed by the poller (awaiting, or timed out and watched for late finality)."""
+    sender: str | None
+    """``from`` of the tx, once seen."""
+    nonce: int | None
+    """Its nonce, once seen (replacement is detected by sender and nonce)."""
+    block_number: int | None
+    """Inclusion block, None while not included."""
+    block_hash: str | None
+    """Inclusion block hash."""
+    tx_index: int | None
+    """Position in the block."""
+    receipt_status: int | None
+    """1 success, 0 reverted."""
+    replaced_by: str | None
+    """Hash of the tx that consumed the same nonce, if any."""
+    replaced_block_number: int | None
+    """Block of that tx."""
+    replaced_block_hash: str | None
+    """Hash of that block."""
+    confirm_height: int | None
+    """Head height at which depth reaches N (for the index)."""
+    reorg_count: int
+    """How many reorgs touched it."""
+    digest: str
+    """Digest of the current decision."""
+    decision: dict[str, Any]
+    """Current decision as JSON (directive, evidence, deadline...)."""
+    dependent_state: dict[str, Any] | None
+    """Held dependent state."""
+    commit_url: str | None
+    """Where commits go."""
+    next_probe_at: int | None
+    """When to look the tx up by hash again (sender/nonce unknown)."""
+    probe_count: int
+    """Look-ups made so far."""
+    created_at: int
+    """Row creation (ms)."""
+    updated_at: int
+    """Last change (ms)."""
+    terminal_at: int | None
+    """When the verdict became terminal."""
+
+    @property
+    def verdict_enum(self) -> Verdict:
+        """The verdict as the guard's enum."""
+        return Verdict(self.verdict)
+
+
+@dataclass(frozen=True)
+class WatchEntry:
+    """The poller's in-memory view of a watched settlement."""
+
+    seq: int
+    """Insertion order."""
+    settlement_id: str
+    """Id."""
+    tx_hash: str
+    """Tx to look for in new blocks."""
+    sender: str | None
+    """For replacement detection."""
+    nonce: int | None
+    """For replacement detection."""
+    block_number: int | None
+    """Current inclusion."""
+
+
+@dataclass(frozen=True)
+class ReorgRecord:
+    """A stored reorg event."""
+
+    id: int
+    """Sequence."""
+    chain: str
+    """Chain name."""
+    detected_at: int
+    """When it was seen (ms)."""
+    depth: int
+    """Replaced blocks."""
+    ancestor_number: int
+    """Common ancestor height."""
+    ancestor_hash: str
+    """Common ancestor hash."""
+    old_head_number: int
+    """Head before."""
+    old_head_hash: str
+    """Its hash."""
+    new_head_number: int
+    """Head of the new branch when seen."""
+    new_head_hash: str
+    """Its hash."""
+    replaced: list[dict[str, Any]]
+    """``{number, old_hash, new_hash}`` per replaced height."""
+    touched: list[str]
+    """Settlement ids whose inclusion it removed."""
+    finality_violation: bool
+    """Whether it reversed a confirmed settlement."""
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """An alert or lifecycle event."""
+
+    id: int
+    """Sequence."""
+    chain: str
+    """Chain name."""
+    settlement_id: str | None
+    """Settlement concerned, if any."""
+    kind: str
+    """``reorg``, ``finality_violation``, ``late_finality``, ``settlement_confirmed``..."""
+    severity: str
+    """``info``, ``warning`` or ``critical``."""
+    payload: dict[str, Any]
+    """Details."""
+    created_at: int
+    """When (ms)."""

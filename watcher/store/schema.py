@@ -1,0 +1,122 @@
+"""Every table in one place. Times are integer Unix milliseconds; hashes are 0x-hex strings.
+
+The migrations under watcher/migrations create exactly these tables; a test checks that the
+migrated database and this metadata agree, so neither drifts.
+"""
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+SCHEMA_REVISION = "0001"
+"""Alembic revision this code writes and reads."""
+
+metadata = MetaData()
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants BIGINT.
+AutoId = BigInteger().with_variant(Integer(), "sqlite")
+Hash = String(66)
+
+chains = Table(
+    "chains",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("chain_id", BigInteger, nullable=False),
+    Column("head_number", BigInteger),
+    Column("head_hash", Hash),
+    Column("finalized_number", BigInteger),
+    Column("updated_at", BigInteger, nullable=False),
+)
+
+headers = Table(
+    "headers",
+    metadata,
+    Column("chain", String(64), primary_key=True),
+    Column("number", BigInteger, primary_key=True),
+    Column("hash", Hash, nullable=False),
+    Column("parent_hash", Hash, nullable=False),
+    Column("timestamp", BigInteger, nullable=False),
+)
+
+settlements = Table(
+    "settlements",
+    metadata,
+    Column("seq", AutoId, primary_key=True, autoincrement=True),
+    Column("settlement_id", String(64), nullable=False, unique=True),
+    Column("chain", String(64), nullable=False),
+    Column("tx_hash", Hash, nullable=False),
+    Column("required_confirmations", Integer, nullable=False),
+    Column("finality_mode", String(32), nullable=False),
+    Column("timeout_ms", BigInteger, nullable=False),
+    Column("initiated_at", BigInteger, nullable=False),
+    Column("deadline", BigInteger, nullable=False),
+    Column("verdict", String(32), nullable=False),
+    Column("watching", Boolean, nullable=False),
+    Column("sender", String(42)),
+    Column("nonce", BigInteger),
+    Column("block_number", BigInteger),
+    Column("block_hash", Hash),
+    Column("tx_index", Integer),
+    Column("receipt_status", Integer),
+    Column("replaced_by", Hash),
+    Column("replaced_block_number", BigInteger),
+    Column("replaced_block_hash", Hash),
+    Column("confirm_height", BigInteger),
+    Column("reorg_count", Integer, nullable=False),
+    Column("digest", String(80), nullable=False),
+    Column("decision", JSON, nullable=False),
+    Column("dependent_state", JSON),
+    Column("commit_url", Text),
+    Column("next_probe_at", BigInteger),
+    Column("probe_count", Integer, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    Column("terminal_at", BigInteger),
+    UniqueConstraint("chain", "tx_hash", name="uq_settlements_chain_tx"),
+    Index("ix_settlements_confirm", "chain", "watching", "confirm_height"),
+    Index("ix_settlements_deadline", "chain", "watching", "deadline"),
+    Index("ix_settlements_block", "chain", "block_number"),
+    Index("ix_settlements_replaced", "chain", "replaced_block_number"),
+)
+
+reorgs = Table(
+    "reorgs",
+    metadata,
+    Column("id", AutoId, primary_key=True, autoincrement=True),
+    Column("chain", String(64), nullable=False),
+    Column("detected_at", BigInteger, nullable=False),
+    Column("depth", Integer, nullable=False),
+    Column("ancestor_number", BigInteger, nullable=False),
+    Column("ancestor_hash", Hash, nullable=False),
+    Column("old_head_number", BigInteger, nullable=False),
+    Column("old_head_hash", Hash, nullable=False),
+    Column("new_head_number", BigInteger, nullable=False),
+    Column("new_head_hash", Hash, nullable=False),
+    Column("replaced", JSON, nullable=False),
+    Column("touched", JSON, nullable=False),
+    Column("finality_violation", Boolean, nullable=False),
+    Index("ix_reorgs_chain", "chain", "id"),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("id", AutoId, primary_key=True, autoincrement=True),
+    Column("chain", String(64), nullable=False),
+    Column("settlement_id", String(64)),
+    Column("kind", String(32), nullable=False),
+    Column("severity", String(16), nullable=False),
+    Column("payload", JSON, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Index("ix_events_settlement", "settlement_id"),
+)
