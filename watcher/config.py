@@ -1,0 +1,507 @@
+"""The daemon's configuration: a TOML file, validated before anything starts.
+
+A config file says where state is stored (``[store]``), where the HTTP API listens
+(``[api]``) and which chains are watched (one ``[[chains]]`` table each)::
+
+    [store]
+    url = "sqlite:///finality.db"
+
+    [api]
+    listen = "127.0.0.1:8710"
+
+    [[chains]]
+    name = "ethereum"
+    chain_id = 1
+    rpc = ["${ETH_RPC_URL}"]      # confirmations, finality, poll_interval_s: from the registry
+
+Rules, so a mistake is an error at start-up and never a silent default:
+
+- Unknown keys are errors (``confirmation = 3`` is reported, with the likely intended key).
+- Types are strict: ``confirmations = "3"`` or ``= true`` is an error; an integer is accepted
+  where seconds are expected. ``inf`` and ``nan`` are refused everywhere.
+- Environment: every ``${NAME}`` inside a string value is replaced by ``os.environ[NAME]``
+  (the whole string or a part of it; there is no escape for a literal ``${``). An unset
+  variable is an error naming the key and the variable. Error messages show the
+  ``${NAME}`` template, not the secret it expanded to.
+- Keys a chain may omit are filled from :mod:`chains.registry` by ``chain_id``:
+  ``confirmations``, ``finality``, ``poll_interval_s``, then ``header_window``. After
+  validation those four fields are never ``None``; read them through the typed properties
+  ``resolved_confirmations``, ``resolved_finality``, ``resolved_poll_interval_s`` and
+  ``resolved_header_window`` (mypy sees the fields as optional, the properties are not).
+- A relative SQLite path is relative to the daemon's current working directory, not to the
+  config file (``sqlite:///finality.db``); write ``sqlite:////abs/path.db`` for an absolute one.
+
+Errors::
+
+    ConfigError(Exception)          the file is missing, unreadable, not TOML, or invalid;
+                                    one line per problem: "FILE: KEY: what is wrong"
+    UnknownChainName(LookupError)   Config.chain(name) for a name that is not configured
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar, cast, get_args
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from chains.registry import known_chain
+
+FinalityMode = Literal["depth", "finalized", "depth_or_finalized"]
+"""How a chain's blocks become final: depth >= N, the node's ``finalized`` tag, or either."""
+
+_FINALITY_MODES: tuple[FinalityMode, ...] = get_args(FinalityMode)
+_STORE_SCHEMES = ("sqlite://", "postgresql://", "postgresql+psycopg://")
+_RPC_SCHEMES = ("http", "https", "ws", "wss")
+_CHAIN_NAME = re.compile(r"[a-z0-9_-]+")
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+_Loc = tuple[str | int, ...]
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message has one line per problem.
+
+    Each line reads ``SOURCE: KEY: what is wrong`` (``KEY`` is a path such as
+    ``chains[0].confirmations``), or ``SOURCE: what is wrong`` when no key is involved
+    (a missing file, a TOML syntax error with its line).
+    """
+
+    def __init__(self, source: str, problems: Sequence[str]) -> None:
+        self.source = source
+        """The file (or ``<string>``) the configuration came from."""
+        self.problems: tuple[str, ...] = tuple(problems)
+        """One entry per problem, without the source prefix."""
+        super().__init__("\n".join(f"{source}: {p}" for p in self.problems))
+
+
+class UnknownChainName(LookupError):
+    """A chain name that is not in the configuration."""
+
+    def __init__(self, name: str, known: Sequence[str]) -> None:
+        self.name = name
+        """The name asked for."""
+        self.known: tuple[str, ...] = tuple(known)
+        """The configured chain names."""
+        listed = ", ".join(self.known) or "(none)"
+        super().__init__(f"unknown chain {name!r}; configured chains: {listed}")
+
+
+class _KeyedErrors(ValueError):
+    """Raised by a model validator to report problems at keys below the model."""
+
+    def __init__(self, problems: Sequence[tuple[_Loc, str]]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("; ".join(f"{_key(loc)}: {msg}" for loc, msg in self.problems))
+
+
+class _Strict(BaseModel):
+    """Base of every config model: unknown keys and loose types are errors; values frozen."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    def _fill(self, name: str, value: object) -> None:
+        """Set a defaulted field during validation (the model is frozen afterwards)."""
+        self.__dict__[name] = value
+
+
+class StoreConfig(_Strict):
+    """Where settlements, verdicts and the outbox are stored.
+
+    ``url`` is an SQLAlchemy URL: ``sqlite:///finality.db`` (a file relative to the daemon's
+    current working directory), ``sqlite:////var/lib/finality/finality.db`` (absolute), or
+    ``postgresql://user@host/db`` / ``postgresql+psycopg://...`` for several instances.
+    """
+
+    url: str = "sqlite:///finality.db"
+    """SQLAlchemy URL of the store: ``sqlite://...`` or ``postgresql[+psycopg]://...``."""
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        if not value.startswith(_STORE_SCHEMES):
+            raise ValueError("must start with sqlite://, postgresql:// or postgresql+psycopg://")
+        if value.startswith("postgresql") and not urlsplit(value).netloc:
+            raise ValueError("a PostgreSQL URL needs a host, e.g. postgresql://user@host/db")
+        return value
+
+
+def _split_listen(value: str) -> tuple[str, int]:
+    """``"HOST:PORT"`` (``"[::1]:PORT"`` for IPv6) → ``(host, port)``; ValueError if not."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not host:
+        raise ValueError('must be "HOST:PORT", e.g. "127.0.0.1:8710"')
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host or (":" in host and not value.startswith("[")):
+        raise ValueError('must be "HOST:PORT" (write an IPv6 host as "[::1]:8710")')
+    if not port_text.isascii() or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise ValueError("port must be an integer in 1..65535")
+    return host, int(port_text)
+
+
+class ApiConfig(_Strict):
+    """Where the HTTP API (and the query commands of the CLI) listen."""
+
+    listen: str = "127.0.0.1:8710"
+    """``"HOST:PORT"``; an IPv6 host in brackets (``"[::1]:8710"``); port in 1..65535."""
+
+    @field_validator("listen")
+    @classmethod
+    def _check_listen(cls, value: str) -> str:
+        _split_listen(value)
+        return value
+
+    @property
+    def host(self) -> str:
+        """The host part of ``listen`` (IPv6 without brackets)."""
+        return _split_listen(self.listen)[0]
+
+    @property
+    def port(self) -> int:
+        """The port part of ``listen``."""
+        return _split_listen(self.listen)[1]
+
+
+def _check_rpc_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in _RPC_SCHEMES or not parts.netloc:
+        raise ValueError("must be a URL starting with http://, https://, ws:// or wss://")
+    return value
+
+
+class ChainConfig(_Strict):
+    """One watched chain: where to reach it and when its blocks count as final.
+
+    ``confirmations``, ``finality``, ``poll_interval_s`` and ``header_window`` may be omitted;
+    validation fills them (from the registry entry for ``chain_id`` where there is one), so
+    after validation they are never ``None``. Use the ``resolved_*`` properties for typed
+    access.
+    """
+
+    name: str
+    """Name used by the API and CLI (``--chain NAME``): lower-case letters, digits, _ and -."""
+    chain_id: int = Field(gt=0)
+    """EIP-155 chain id; checked against ``eth_chainId`` of every endpoint at start-up."""
+    rpc: list[Annotated[str, AfterValidator(_check_rpc_url)]] = Field(min_length=1)
+    """JSON-RPC endpoints (http, https, ws, wss), in order of preference; at least one."""
+    confirmations: int | None = Field(default=None, ge=1)
+    """Default depth N (head - block + 1) for finality; ``None`` → the registry's default."""
+    finality: FinalityMode | None = None
+    """Finality rule; ``None`` → the registry's default, or ``"depth"`` for unknown chains."""
+    poll_interval_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Seconds between head polls; ``None`` → the registry's block time, else 1.0."""
+    timeout_s: float = Field(default=3600.0, gt=0, allow_inf_nan=False)
+    """Settlement timeout used when a registration gives none."""
+    max_wait_s: float = Field(default=86400.0, gt=0, allow_inf_nan=False)
+    """Policy ceiling on any settlement's wait, whatever timeout a registration asks for."""
+    header_window: int | None = None
+    """Recent headers kept for reorg detection; ``None`` → max(2 N, N + 64); must be > N."""
+    max_blocks_per_poll: int = Field(default=500, ge=1)
+    """Most blocks fetched in one poll when catching up."""
+    late_watch_s: float = Field(default=86400.0, ge=0, allow_inf_nan=False)
+    """How long a timed-out settlement is still watched, to report late finality."""
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        if not value:
+            raise ValueError("must not be empty")
+        if not _CHAIN_NAME.fullmatch(value):
+            raise ValueError("must contain only lower-case letters, digits, '_' and '-'")
+        return value
+
+    @model_validator(mode="after")
+    def _resolve_defaults(self) -> ChainConfig:
+        known = known_chain(self.chain_id)
+        problems: list[tuple[_Loc, str]] = []
+        confirmations = self.confirmations
+        if confirmations is None:
+            if known is None:
+                problems.append(
+                    (
+                        ("confirmations",),
+                        f"is required: chain id {self.chain_id} is not a known chain, "
+                        "so it has no default",
+                    )
+                )
+            else:
+                confirmations = known.default_confirmations
+        finality = self.finality
+        if finality is None:
+            finality = "depth" if known is None else _as_finality(known.default_finality)
+        elif finality != "depth" and known is not None and not known.supports_finalized:
+            problems.append(
+                (
+                    ("finality",),
+                    f"{finality!r} needs the 'finalized' tag, which "
+                    f'{known.name} does not support; use "depth"',
+                )
+            )
+        poll = self.poll_interval_s
+        if poll is None:
+            poll = 1.0 if known is None else known.block_time_s
+        if self.timeout_s > self.max_wait_s:
+            problems.append(
+                (
+                    ("timeout_s",),
+                    f"must be <= max_wait_s ({self.max_wait_s}) (got {self.timeout_s})",
+                )
+            )
+        window = self.header_window
+        if confirmations is not None:
+            if window is None:
+                window = max(2 * confirmations, confirmations + 64)
+            elif window <= confirmations:
+                problems.append(
+                    (
+                        ("header_window",),
+                        f"must be > confirmations ({confirmations}) (got {window})",
+                    )
+                )
+        if problems:
+            raise _KeyedErrors(problems)
+        self._fill("confirmations", confirmations)
+        self._fill("finality", finality)
+        self._fill("poll_interval_s", poll)
+        self._fill("header_window", window)
+        return self
+
+    @property
+    def resolved_confirmations(self) -> int:
+        """``confirmations`` after defaults: the depth N required for finality."""
+        return _resolved(self.confirmations, "confirmations")
+
+    @property
+    def resolved_finality(self) -> FinalityMode:
+        """``finality`` after defaults."""
+        return _resolved(self.finality, "finality")
+
+    @property
+    def resolved_poll_interval_s(self) -> float:
+        """``poll_interval_s`` after defaults."""
+        return _resolved(self.poll_interval_s, "poll_interval_s")
+
+    @property
+    def resolved_header_window(self) -> int:
+        """``header_window`` after defaults."""
+        return _resolved(self.header_window, "header_window")
+
+
+def _as_finality(value: str) -> FinalityMode:
+    if value not in _FINALITY_MODES:  # the registry validates its entries; belt and braces
+        raise ValueError(f"registry finality {value!r} is not one of {_FINALITY_MODES}")
+    return cast(FinalityMode, value)
+
+
+_T = TypeVar("_T")
+
+
+def _resolved(value: _T | None, name: str) -> _T:
+    if value is None:
+        raise RuntimeError(f"ChainConfig.{name} is unset: build ChainConfig by validation")
+    return value
+
+
+class Config(_Strict):
+    """The whole configuration of one daemon instance."""
+
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    """The ``[store]`` table."""
+    api: ApiConfig = Field(default_factory=ApiConfig)
+    """The ``[api]`` table."""
+    chains: list[ChainConfig] = Field(min_length=1)
+    """The ``[[chains]]`` tables; names unique, chain ids unique."""
+
+    @model_validator(mode="after")
+    def _check_unique(self) -> Config:
+        problems: list[tuple[_Loc, str]] = []
+        names: dict[str, int] = {}
+        ids: dict[int, int] = {}
+        for i, chain in enumerate(self.chains):
+            if chain.name in names:
+                problems.append(
+                    (
+                        ("chains", i, "name"),
+                        f"duplicate chain name {chain.name!r} "
+                        f"(also chains[{names[chain.name]}].name)",
+                    )
+                )
+            names.setdefault(chain.name, i)
+            if chain.chain_id in ids:
+                problems.append(
+                    (
+                        ("chains", i, "chain_id"),
+                        f"duplicate chain id {chain.chain_id} "
+                        f"(also chains[{ids[chain.chain_id]}].chain_id)",
+                    )
+                )
+            ids.setdefault(chain.chain_id, i)
+        if problems:
+            raise _KeyedErrors(problems)
+        return self
+
+    def chain(self, name: str) -> ChainConfig:
+        """The chain configured under ``name``; :class:`UnknownChainName` if there is none."""
+        for chain in self.chains:
+            if chain.name == name:
+                return chain
+        raise UnknownChainName(name, [c.name for c in self.chains])
+
+
+def load_config(path: str | Path) -> Config:
+    """Read, expand and validate the TOML file at ``path``; :class:`ConfigError` if unusable."""
+    source = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(source, [f"cannot read config file: {exc.strerror or exc}"]) from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(source, [f"not UTF-8 text: {exc}"]) from exc
+    return parse_config(text, source)
+
+
+def parse_config(text: str, source: str = "<string>") -> Config:
+    """Validate a TOML document; ``source`` names it in error messages."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, [f"invalid TOML: {exc}"]) from exc
+    templates: dict[_Loc, str] = {}
+    missing: list[str] = []
+    expanded = _expand(raw, (), templates, missing)
+    if missing:
+        raise ConfigError(source, missing)
+    try:
+        return Config.model_validate(expanded)
+    except ValidationError as exc:
+        raise ConfigError(source, _describe(exc, templates)) from exc
+
+
+def _expand(value: object, loc: _Loc, templates: dict[_Loc, str], missing: list[str]) -> object:
+    """Replace ``${NAME}`` in every string below ``value``; record templates and unset names."""
+    if isinstance(value, dict):
+        return {k: _expand(v, (*loc, k), templates, missing) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, (*loc, i), templates, missing) for i, v in enumerate(value)]
+    if not isinstance(value, str) or not _ENV_REF.search(value):
+        return value
+    templates[loc] = value
+
+    def substitute(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            missing.append(f"{_key(loc)}: environment variable {name} is not set")
+            return ""
+        return os.environ[name]
+
+    return _ENV_REF.sub(substitute, value)
+
+
+def _key(loc: Iterable[str | int]) -> str:
+    """``("chains", 0, "rpc", 1)`` → ``"chains[0].rpc[1]"``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out or "(top level)"
+
+
+def _describe(exc: ValidationError, templates: dict[_Loc, str]) -> list[str]:
+    """One ``KEY: what is wrong (got VALUE)`` line per pydantic error."""
+    lines: list[str] = []
+    for error in exc.errors():
+        loc: _Loc = tuple(error["loc"])
+        ctx: dict[str, Any] = error.get("ctx") or {}
+        cause = ctx.get("error")
+        if isinstance(cause, _KeyedErrors):
+            lines.extend(f"{_key(loc + sub)}: {msg}" for sub, msg in cause.problems)
+            continue
+        message = _message(error["type"], loc, ctx, str(error["msg"]))
+        if error["type"] not in ("missing", "extra_forbidden", "model_type", "dict_type"):
+            message += f" (got {_shown(loc, error.get('input'), templates)})"
+        lines.append(f"{_key(loc)}: {message}")
+    return lines
+
+
+def _message(kind: str, loc: _Loc, ctx: dict[str, Any], default: str) -> str:
+    if kind == "value_error" and ctx.get("error") is not None:
+        return str(ctx["error"])
+    if kind == "extra_forbidden":
+        guess = difflib.get_close_matches(str(loc[-1]), _field_names_at(loc[:-1]), n=1)
+        return "unknown key" + (f" (did you mean {guess[0]!r}?)" if guess else "")
+    if kind == "list_type" and loc == ("chains",):
+        return "must be an array of tables: write [[chains]], not [chains]"
+    fixed = {
+        "missing": "is required",
+        "greater_than_equal": f"must be >= {ctx.get('ge')}",
+        "greater_than": f"must be > {ctx.get('gt')}",
+        "less_than_equal": f"must be <= {ctx.get('le')}",
+        "less_than": f"must be < {ctx.get('lt')}",
+        "too_short": f"must have at least {ctx.get('min_length')} item(s)",
+        "literal_error": f"must be one of {ctx.get('expected')}",
+        "int_type": "must be an integer",
+        "float_type": "must be a number",
+        "finite_number": "must be a finite number",
+        "string_type": "must be a string",
+        "bool_type": "must be true or false",
+        "list_type": "must be an array",
+        "model_type": "must be a table",
+        "dict_type": "must be a table",
+    }
+    return fixed.get(kind, default[:1].lower() + default[1:])
+
+
+def _field_names_at(loc: _Loc) -> list[str]:
+    """The keys the model at ``loc`` accepts (for "did you mean")."""
+    tp: Any = Config
+    for part in loc:
+        if isinstance(part, int):
+            args = get_args(tp)
+            tp = args[0] if args else None
+        elif isinstance(tp, type) and issubclass(tp, BaseModel) and part in tp.model_fields:
+            tp = tp.model_fields[part].annotation
+        else:
+            return []
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return list(tp.model_fields)
+    return []
+
+
+def _shown(loc: _Loc, value: object, templates: dict[_Loc, str]) -> str:
+    """The offending value for an error line: templates stay unexpanded, passwords hidden."""
+    if loc in templates:
+        return f"{templates[loc]!r}, from the environment"
+    if isinstance(value, str):
+        value = _hide_password(value)
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _hide_password(value: str) -> str:
+    try:
+        parts = urlsplit(value)
+        if parts.password is None:
+            return value
+    except ValueError:
+        return value
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
