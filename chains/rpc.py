@@ -173,12 +173,12 @@ class RpcClient:
     def block(self, tag: BlockTag, full: bool = True) -> Block | None:
         """``eth_getBlockByNumber``; None when the node has no such block."""
         raw = self.call("eth_getBlockByNumber", [_tag(tag), full])
-        return None if raw is None else self._block(raw, "eth_getBlockByNumber")
+        return None if raw is None else self.parse_block(raw, "eth_getBlockByNumber")
 
     def blocks(self, numbers: Sequence[int], full: bool = True) -> list[Block | None]:
         """Several blocks by number in batched requests."""
         raws = self.batch([("eth_getBlockByNumber", [_tag(n), full]) for n in numbers])
-        return [None if r is None else self._block(r, "eth_getBlockByNumber") for r in raws]
+        return [None if r is None else self.parse_block(r, "eth_getBlockByNumber") for r in raws]
 
     def header(self, tag: BlockTag) -> BlockHeader | None:
         """A header by number or tag, without its transactions."""
@@ -203,22 +203,22 @@ class RpcClient:
             raise RpcMalformedResponse(
                 self.endpoint, "eth_getBlockReceipts", f"not a list: {raws!r:.200}"
             )
-        receipts = [self._receipt(r, "eth_getBlockReceipts") for r in raws if r is not None]
+        receipts = [self.parse_receipt(r, "eth_getBlockReceipts") for r in raws if r is not None]
         return [r for r in receipts if r.tx_hash in wanted and r.block_hash == block_hash]
 
     def receipts(self, tx_hashes: Sequence[str]) -> list[TxReceipt | None]:
         """``eth_getTransactionReceipt`` for each hash, batched; None where there is none."""
         raws = self.batch([("eth_getTransactionReceipt", [h]) for h in tx_hashes])
-        return [None if r is None else self._receipt(r, "eth_getTransactionReceipt") for r in raws]
+        return [None if r is None else self.parse_receipt(r, "eth_getTransactionReceipt") for r in raws]
 
     def transactions(self, tx_hashes: Sequence[str]) -> list[TxInfo | None]:
         """``eth_getTransactionByHash`` for each hash, batched; None where the node has none."""
         raws = self.batch([("eth_getTransactionByHash", [h]) for h in tx_hashes])
-        return [None if r is None else self._tx_info(r) for r in raws]
+        return [None if r is None else self.parse_tx_info(r) for r in raws]
 
     # -- parsing -------------------------------------------------------------------------
 
-    def _block(self, raw: Any, method: str) -> Block:
+    def parse_block(self, raw: Any, method: str) -> Block:
         if not isinstance(raw, Mapping):
             raise RpcMalformedResponse(
                 self.endpoint, method, f"block is not an object: {raw!r:.200}"
@@ -244,7 +244,7 @@ class RpcClient:
         )
         return Block(header=header, txs=parsed)
 
-    def _receipt(self, raw: Any, method: str) -> TxReceipt:
+    def parse_receipt(self, raw: Any, method: str) -> TxReceipt:
         if not isinstance(raw, Mapping):
             raise RpcMalformedResponse(
                 self.endpoint, method, f"receipt is not an object: {raw!r:.200}"
@@ -259,7 +259,7 @@ class RpcClient:
             status=_hex_int(status, ep, method, "status") if status is not None else 1,
         )
 
-    def _tx_info(self, raw: Any) -> TxInfo:
+    def parse_tx_info(self, raw: Any) -> TxInfo:
         method = "eth_getTransactionByHash"
         if not isinstance(raw, Mapping):
             raise RpcMalformedResponse(self.endpoint, method, f"tx is not an object: {raw!r:.200}")

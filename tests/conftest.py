@@ -1,0 +1,87 @@
+"""Shared fixtures: real anvil nodes, the machine's PostgreSQL, stores on both backends.
+
+Under ``CI=true`` a missing service fails the test instead of skipping it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.support.anvil import ANVIL_BIN, Anvil, in_ci
+
+PG_BASE = os.environ.get("FINALITY_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def _missing(what: str) -> None:
+    if in_ci():
+        pytest.fail(f"{what} is required under CI=true")
+    pytest.skip(f"{what} not available")
+
+
+@pytest.fixture(autouse=True)
+def _clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never read the developer's RPC URLs or config by accident."""
+    for name in ("ETH_RPC_URL", "BASE_RPC_URL", "ARBITRUM_RPC_URL", "FINALITY_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def start_anvil() -> Iterator[Callable[..., Anvil]]:
+    """Factory: ``start_anvil("--block-time", "1")`` starts a node that is killed after the test."""
+    if not ANVIL_BIN.exists():
+        _missing(f"anvil at {ANVIL_BIN}")
+    nodes: list[Anvil] = []
+
+    def start(*args: str) -> Anvil:
+        node = Anvil(*args)
+        nodes.append(node)
+        return node
+
+    yield start
+    for node in nodes:
+        node.stop()
+
+
+@pytest.fixture
+def anvil(start_anvil: Callable[..., Anvil]) -> Anvil:
+    """An automining anvil (a block per transaction, or per ``anvil_mine``)."""
+    return start_anvil()
+
+
+def _pg_available() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_BASE, connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL URL whose search_path is a fresh schema, dropped after the test."""
+    import psycopg
+
+    if not _pg_available():
+        _missing(f"PostgreSQL at {PG_BASE}")
+    schema = "fw_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(PG_BASE, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{PG_BASE}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(PG_BASE, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: object) -> str:
+    """The same test on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/finality.db"
+    return str(request.getfixturevalue("pg_url"))

@@ -1,0 +1,317 @@
+"""The HTTP API (FastAPI): register settlements, follow them, ask about any tx hash.
+
+Every error answers ``{"error": "<one line naming the field and the problem>", ...}`` with a
+4xx status; nothing a client sends can corrupt stored state (registration is one insert,
+idempotent on (chain, tx hash)). OpenAPI is served at ``/docs`` and ``/openapi.json``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CollectorRegistry, generate_latest
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from chains.errors import ChainError
+from guard.errors import InvalidHash
+from guard.hexes import parse_tx_hash
+from watcher.config import UnknownChainName
+from watcher.metrics import ServiceCollector
+from watcher.service import Service
+from watcher.settlements import Registration, register, settlement_view
+from watcher.store import SettlementNotFound
+
+MAX_DEPENDENT_STATE_BYTES = 64 * 1024
+"""Largest accepted ``dependent_state`` (canonical JSON bytes)."""
+
+
+class ApiError(Exception):
+    """An error answer: status, one-line message, optional extra fields."""
+
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.extra = extra
+
+
+class SettlementRequest(BaseModel):
+    """Body of ``POST /v1/settlements``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    chain: str = Field(description="Configured chain name, e.g. 'local'.")
+    tx_hash: str = Field(description="0x + 64 hex digits.")
+    confirmations: int | None = Field(
+        default=None, ge=1, description="Depth N; chain default if omitted."
+    )
+    timeout_s: float | None = Field(
+        default=None, gt=0, description="Seconds until treated as failed."
+    )
+    dependent_state: dict[str, Any] | None = Field(
+        default=None, description="State to commit on finality."
+    )
+    commit_url: str | None = Field(
+        default=None, description="Where commit/discard events are POSTed."
+    )
+
+    @field_validator("tx_hash")
+    @classmethod
+    def _check_hash(cls, value: str) -> str:
+        try:
+            return str(parse_tx_hash(value))
+        except InvalidHash as exc:
+            raise ValueError(str(exc).removeprefix("tx_hash: ")) from None
+
+    @field_validator("commit_url")
+    @classmethod
+    def _check_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+
+def _field_of(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path")]
+    return ".".join(parts) or "body"
+
+
+def create_app(service: Service) -> FastAPI:
+    """The API bound to a running :class:`Service`."""
+    app = FastAPI(
+        title="Finality Watcher",
+        version="1",
+        description="Says when a settlement is final, with the evidence, and never before.",
+    )
+    registry = CollectorRegistry()
+    registry.register(ServiceCollector(service))
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse({"error": exc.message, **exc.extra}, status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [
+            f"{_field_of(tuple(err.get('loc', ())))}: {str(err.get('msg', 'invalid')).removeprefix('Value error, ')}"
+            for err in exc.errors()
+        ]
+        fields = [_field_of(tuple(err.get("loc", ()))) for err in exc.errors()]
+        return JSONResponse({"error": "; ".join(problems), "fields": fields}, status_code=422)
+
+    def chain_or_error(name: str, status: int = 404) -> Any:
+        try:
+            return service.chain_config(name)
+        except UnknownChainName:
+            known = [c.name for c in service.config.chains]
+            raise ApiError(
+                status,
+                f"chain: unknown chain {name!r}; known chains: {', '.join(known)}",
+                known_chains=known,
+            ) from None
+
+    def head_of(chain: str) -> int | None:
+        head = service.watchers[chain].head
+        return head.number if head is not None else None
+
+    @app.post("/v1/settlements", status_code=201)
+    def create_settlement(body: SettlementRequest) -> JSONResponse:
+        """Register a settlement; 200 with the same settlement if it was already registered."""
+        chain = chain_or_error(body.chain, 422)
+        window = chain.resolved_header_window
+        if body.confirmations is not None and body.confirmations >= window:
+            raise ApiError(
+                422,
+                f"confirmations: must be below the header window of chain {chain.name!r} "
+                f"({window}), got {body.confirmations}",
+                fields=["confirmations"],
+            )
+        if body.timeout_s is not None and body.timeout_s > chain.max_wait_s:
+            pass  # capped by the policy's max wait; the view shows the real deadline
+        if body.dependent_state is not None:
+            import json
+
+            size = len(json.dumps(body.dependent_state, separators=(",", ":")).encode())
+            if size > MAX_DEPENDENT_STATE_BYTES:
+                raise ApiError(
+                    413,
+                    f"dependent_state: {size} bytes is over the limit of "
+                    f"{MAX_DEPENDENT_STATE_BYTES} bytes",
+                    limit=MAX_DEPENDENT_STATE_BYTES,
+                )
+        rec, created = register(
+            service.store,
+            Registration(
+                chain=chain,
+                tx_hash=body.tx_hash,
+                confirmations=body.confirmations,
+                timeout_s=body.timeout_s,
+                dependent_state=body.dependent_state,
+                commit_url=body.commit_url,
+            ),
+            service.clock(),
+        )
+        return JSONResponse(
+            settlement_view(rec, head_of(rec.chain)), status_code=201 if created else 200
+        )
+
+    @app.get("/v1/settlements/{settlement_id}")
+    def get_settlement(settlement_id: str) -> dict[str, Any]:
+        """A registered settlement's current view."""
+        try:
+            rec = service.store.settlement(settlement_id)
+        except SettlementNotFound:
+            raise ApiError(404, f"settlement_id: no settlement {settlement_id!r}") from None
+        return settlement_view(rec, head_of(rec.chain))
+
+    @app.get("/v1/settlements/{settlement_id}/receipt")
+    def get_receipt(settlement_id: str) -> dict[str, Any]:
+        """The terminal decision with its evidence; 404 while the settlement is not terminal."""
+        view = get_settlement(settlement_id)
+        if view["receipt"] is None:
+            raise ApiError(
+                404,
+                f"settlement {settlement_id} has no receipt yet: verdict {view['verdict']}",
+                verdict=view["verdict"],
+            )
+        receipt: dict[str, Any] = view["receipt"]
+        return receipt
+
+    @app.get("/v1/settlements/{settlement_id}/events")
+    def get_settlement_events(settlement_id: str) -> list[dict[str, Any]]:
+        """Events (confirmed, failed, reorg, violations) recorded for one settlement."""
+        get_settlement(settlement_id)
+        return [_event_json(e) for e in service.store.events(settlement_id=settlement_id)]
+
+    @app.get("/v1/chains/{chain}/txs/{tx_hash}")
+    def get_tx(
+        chain: str,
+        tx_hash: str,
+        confirmations: int | None = Query(default=None, ge=1),
+    ) -> dict[str, Any]:
+        """Verdict for any tx hash: the registered settlement, or a live answer from the node."""
+        config = chain_or_error(chain)
+        try:
+            tx = parse_tx_hash(tx_hash)
+        except InvalidHash as exc:
+            raise ApiError(422, f"tx_hash: {exc}", fields=["tx_hash"]) from None
+        try:
+            rec = service.store.settlement_by_tx(chain, tx)
+            return settlement_view(rec, head_of(chain))
+        except SettlementNotFound:
+            pass
+        from watcher.live import live_view
+
+        try:
+            return live_view(service.clients[chain], config, tx, confirmations, service.clock())
+        except ChainError as exc:
+            raise ApiError(
+                503, f"chain {chain!r}: node unavailable for a live answer: {exc}"
+            ) from None
+
+    @app.get("/v1/chains")
+    def list_chains() -> list[dict[str, Any]]:
+        """Configured chains with their head, health and RPC use."""
+        out = []
+        for chain in service.config.chains:
+            watcher = service.watchers[chain.name]
+            health = service.health[chain.name]
+            head = watcher.head
+            out.append(
+                {
+                    "name": chain.name,
+                    "chain_id": chain.chain_id,
+                    "confirmations": chain.resolved_confirmations,
+                    "finality": chain.resolved_finality,
+                    "poll_interval_s": chain.resolved_poll_interval_s,
+                    "head_number": head.number if head else None,
+                    "head_hash": head.hash if head else None,
+                    "finalized_number": watcher.finalized_number,
+                    "healthy": service.healthy(chain.name),
+                    "lagging": watcher.lagging,
+                    "last_error": health.last_error,
+                    "watched": len(watcher.index.by_id),
+                    "rpc": [{"endpoint": _redact(url)} for url in chain.rpc],
+                    "rpc_calls": dict(service.clients[chain.name].calls),
+                }
+            )
+        return out
+
+    @app.get("/v1/reorgs")
+    def list_reorgs(
+        chain: str | None = None, limit: int = Query(default=100, ge=1, le=1000)
+    ) -> list[dict[str, Any]]:
+        """Reorgs seen, newest first, with depth, common ancestor and touched settlements."""
+        if chain is not None:
+            chain_or_error(chain)
+        return [
+            {
+                "id": r.id,
+                "chain": r.chain,
+                "detected_at": r.detected_at,
+                "depth": r.depth,
+                "common_ancestor": {"number": r.ancestor_number, "hash": r.ancestor_hash},
+                "old_head": {"number": r.old_head_number, "hash": r.old_head_hash},
+                "new_head": {"number": r.new_head_number, "hash": r.new_head_hash},
+                "replaced": r.replaced,
+                "touched": r.touched,
+                "finality_violation": r.finality_violation,
+            }
+            for r in service.store.reorgs(chain, limit)
+        ]
+
+    @app.get("/v1/events")
+    def list_events(
+        after: int = Query(default=0, ge=0), limit: int = Query(default=100, ge=1, le=1000)
+    ) -> list[dict[str, Any]]:
+        """Alerts and lifecycle events in order; page with ``after`` = the last id seen."""
+        return [_event_json(e) for e in service.store.events(after_id=after, limit=limit)]
+
+    @app.get("/healthz")
+    def healthz() -> JSONResponse:
+        """200 when every chain polled successfully of late, else 503 with the reasons."""
+        chains = {
+            c.name: {
+                "healthy": service.healthy(c.name),
+                "last_error": service.health[c.name].last_error,
+                "head_number": head_of(c.name),
+            }
+            for c in service.config.chains
+        }
+        ok = all(v["healthy"] for v in chains.values())
+        return JSONResponse({"ok": ok, "chains": chains}, status_code=200 if ok else 503)
+
+    @app.get("/metrics")
+    def metrics() -> PlainTextResponse:
+        """Prometheus text format."""
+        return PlainTextResponse(
+            generate_latest(registry).decode(), media_type="text/plain; version=0.0.4"
+        )
+
+    return app
+
+
+def _event_json(e: Any) -> dict[str, Any]:
+    return {
+        "id": e.id,
+        "chain": e.chain,
+        "settlement_id": e.settlement_id,
+        "kind": e.kind,
+        "severity": e.severity,
+        "payload": e.payload,
+        "created_at": e.created_at,
+    }
+
+
+def _redact(url: str) -> str:
+    """Hide credentials and API keys in an endpoint URL (keep scheme and host)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    tail = "/…" if parts.path.strip("/") or parts.query else ""
+    return f"{parts.scheme}://{host}{port}{tail}"

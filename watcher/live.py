@@ -1,0 +1,109 @@
+"""Answering "is this tx final?" for a hash nobody registered, straight from the chain.
+
+One batched request (tx, receipt, latest header, and the ``finalized`` header when the
+chain's policy uses it) gives everything the guard needs. Nothing is stored: an unregistered
+hash stays unregistered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chains.rpc import RpcClient
+from guard.settlement import (
+    Observation,
+    Settlement,
+    SettlementPolicy,
+    Verdict,
+    decision_as_json,
+    evaluate_settlement,
+)
+from guard.types import SettlementId, UnixMillis
+from watcher.config import ChainConfig
+from watcher.observe import ChainPosition, depth_of, observe
+from watcher.settlements import settlement_id_for
+from watcher.store.records import SettlementRecord
+
+
+def live_view(
+    client: RpcClient, chain: ChainConfig, tx_hash: str, confirmations: int | None, now: int
+) -> dict[str, Any]:
+    """The settlement view of an unregistered tx, computed from the node right now."""
+    required = confirmations or chain.resolved_confirmations
+    calls: list[tuple[str, list[Any]]] = [
+        ("eth_getTransactionByHash", [tx_hash]),
+        ("eth_getTransactionReceipt", [tx_hash]),
+        ("eth_getBlockByNumber", ["latest", False]),
+    ]
+    if chain.resolved_finality != "depth":
+        calls.append(("eth_getBlockByNumber", ["finalized", False]))
+    raw = client.batch(calls)
+    tx = None if raw[0] is None else client.parse_tx_info(raw[0])
+    receipt = None if raw[1] is None else client.parse_receipt(raw[1], "eth_getTransactionReceipt")
+    head = client.parse_block(raw[2], "eth_getBlockByNumber").header
+    finalized = None
+    if len(raw) > 3 and raw[3] is not None:
+        finalized = client.parse_block(raw[3], "eth_getBlockByNumber").header.number
+    sid = settlement_id_for(chain.name, tx_hash)
+    record = SettlementRecord(
+        seq=0,
+        settlement_id=sid,
+        chain=chain.name,
+        tx_hash=tx_hash,
+        required_confirmations=required,
+        finality_mode=chain.resolved_finality,
+        timeout_ms=int(chain.max_wait_s * 1000),
+        initiated_at=now,
+        deadline=0,
+        verdict=Verdict.AWAITING_FINALITY.value,
+        watching=False,
+        sender=tx.sender if tx else None,
+        nonce=tx.nonce if tx else None,
+        block_number=receipt.block_number if receipt else None,
+        block_hash=receipt.block_hash if receipt else None,
+        tx_index=receipt.tx_index if receipt else None,
+        receipt_status=receipt.status if receipt else None,
+        replaced_by=None,
+        replaced_block_number=None,
+        replaced_block_hash=None,
+        confirm_height=None,
+        reorg_count=0,
+        digest="",
+        decision={},
+        dependent_state=None,
+        commit_url=None,
+        next_probe_at=None,
+        probe_count=0,
+        created_at=now,
+        updated_at=now,
+        terminal_at=None,
+    )
+    known = tx is not None or receipt is not None
+    settlement = Settlement(SettlementId(sid), known, UnixMillis(now), record.timeout_ms)
+    position = ChainPosition(head.number, head.hash, finalized)
+    observation = observe(record, position, now) if known else Observation()
+    policy = SettlementPolicy(max_wait_ms=record.timeout_ms)
+    decision = evaluate_settlement(settlement, observation, policy, UnixMillis(now))
+    directive = decision.directive
+    if not known:
+        directive = f"UNKNOWN: the node of chain {chain.name!r} does not know tx {tx_hash}."
+    return {
+        "settlement_id": None,
+        "registered": False,
+        "chain": chain.name,
+        "tx_hash": tx_hash,
+        "verdict": decision.verdict.value,
+        "directive": directive,
+        "block_number": record.block_number,
+        "block_hash": record.block_hash,
+        "status": record.receipt_status,
+        "confirmations": depth_of(record.block_number, head.number),
+        "required_confirmations": required,
+        "finality_mode": record.finality_mode,
+        "head_number": head.number,
+        "reorg_count": 0,
+        "replaced_by": None,
+        "digest": decision.digest,
+        "evidence": decision_as_json(decision)["evidence"],
+        "receipt": None,
+    }

@@ -1,0 +1,200 @@
+"""The daemon: one polling job per chain (APScheduler) and the HTTP API (uvicorn).
+
+Start-up checks every endpoint's ``eth_chainId`` against the config and refuses a mismatch.
+A chain whose node is down at start-up is not fatal: its job keeps trying, ``/healthz``
+says so, and nothing is decided for that chain meanwhile (the watcher waits, and says why).
+
+SIGTERM or SIGINT stop the API, let a running poll finish its block (each block is one
+store transaction, so there is nothing half-done to undo), and log a one-line summary.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from dataclasses import dataclass
+
+import uvicorn
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from chains.errors import ChainError, ChainIdMismatch
+from chains.rpc import RpcClient, connect
+from watcher.config import ChainConfig, Config
+from watcher.engine import ChainWatcher, Clock, wall_clock_ms
+from watcher.store import Store, StoreError
+
+log = logging.getLogger("finality.service")
+
+CATCH_UP_SLICE_S = 5.0
+"""Longest one poll job keeps catching up before yielding to the next run."""
+
+
+@dataclass
+class ChainHealth:
+    """What ``/healthz`` and ``/v1/chains`` say about one chain."""
+
+    last_success_ms: int | None = None
+    last_error: str | None = None
+    consecutive_errors: int = 0
+    started: bool = False
+
+
+class Service:
+    """Everything the daemon runs, built from a :class:`Config`."""
+
+    def __init__(self, config: Config, clock: Clock = wall_clock_ms) -> None:
+        self.config = config
+        self.clock = clock
+        self.store = Store.open(config.store.url)
+        self.clients: dict[str, RpcClient] = {}
+        self.watchers: dict[str, ChainWatcher] = {}
+        self.health: dict[str, ChainHealth] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        for chain in config.chains:
+            client = connect(chain.rpc[0])
+            self.clients[chain.name] = client
+            self.watchers[chain.name] = ChainWatcher(chain, self.store, client, clock=clock)
+            self.health[chain.name] = ChainHealth()
+            self._locks[chain.name] = threading.Lock()
+        self.scheduler = BackgroundScheduler(timezone="UTC")
+        self.started_at = clock()
+
+    # -- chains --------------------------------------------------------------------------
+
+    def chain_config(self, name: str) -> ChainConfig:
+        """Config of a chain; raises ``UnknownChainName`` listing the configured ones."""
+        return self.config.chain(name)
+
+    def check_chain(self, chain: ChainConfig) -> None:
+        """Verify ``eth_chainId`` of every endpoint; raise :class:`ChainIdMismatch`."""
+        for endpoint in chain.rpc:
+            actual = connect(endpoint, timeout_s=5.0).chain_id()
+            if actual != chain.chain_id:
+                raise ChainIdMismatch(chain.name, endpoint, chain.chain_id, actual)
+
+    def start_chain(self, name: str) -> None:
+        """Check the node and load the chain's state; raises on a chain id mismatch."""
+        chain = self.chain_config(name)
+        self.check_chain(chain)
+        self.watchers[name].start()
+        self.health[name].started = True
+
+    def poll_chain(self, name: str) -> None:
+        """One scheduler run for a chain: poll, and keep catching up for a bounded time."""
+        health = self.health[name]
+        with self._locks[name]:
+            try:
+                if not health.started:
+                    self.start_chain(name)
+                watcher = self.watchers[name]
+                started = time.monotonic()
+                stats = watcher.poll()
+                while stats.behind > 0 and time.monotonic() - started < CATCH_UP_SLICE_S:
+                    stats = watcher.poll()
+                health.last_success_ms = self.clock()
+                health.last_error = None
+                health.consecutive_errors = 0
+            except ChainIdMismatch as exc:
+                health.last_error = str(exc)
+                health.consecutive_errors += 1
+                log.error("%s", exc)
+            except (ChainError, StoreError) as exc:
+                health.last_error = str(exc)
+                health.consecutive_errors += 1
+                if health.consecutive_errors in (1, 10) or health.consecutive_errors % 100 == 0:
+                    log.warning("chain %s: %s (error #%d)", name, exc, health.consecutive_errors)
+
+    def healthy(self, name: str) -> bool:
+        """A chain is healthy when its last poll succeeded recently."""
+        health = self.health[name]
+        if health.last_success_ms is None or health.last_error is not None:
+            return False
+        interval_ms = self.chain_config(name).resolved_poll_interval_s * 1000
+        return self.clock() - health.last_success_ms <= 5 * interval_ms + 10_000
+
+    # -- running -------------------------------------------------------------------------
+
+    def start_polling(self) -> None:
+        """Start one polling job per chain, first run now."""
+        for chain in self.config.chains:
+            self.scheduler.add_job(
+                self.poll_chain,
+                "interval",
+                seconds=chain.resolved_poll_interval_s,
+                args=[chain.name],
+                id=f"poll:{chain.name}",
+                max_instances=1,
+                coalesce=True,
+                misfire_grace_time=None,
+                next_run_time=_now_utc(),
+            )
+        self.scheduler.start()
+
+    def stop(self) -> None:
+        """Stop polling (waiting for a running poll to finish its block) and close the store."""
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=True)
+        counts = self.store.verdict_counts()
+        summary = ", ".join(
+            f"{chain}/{verdict}={n}" for (chain, verdict), n in sorted(counts.items())
+        )
+        log.info(
+            "stopped after %.1f s; settlements: %s",
+            (self.clock() - self.started_at) / 1000,
+            summary or "none",
+        )
+        self.store.close()
+
+    def run(self) -> None:
+        """Run until SIGTERM/SIGINT: the API in the foreground, polling in the background."""
+        from watcher.api import create_app
+
+        for chain in self.config.chains:
+            try:
+                self.start_chain(chain.name)
+            except ChainIdMismatch:
+                self.store.close()
+                raise
+            except ChainError as exc:
+                self.health[chain.name].last_error = str(exc)
+                log.warning(
+                    "chain %s: node not reachable at start-up, will keep trying: %s",
+                    chain.name,
+                    exc,
+                )
+        app = create_app(self)
+        server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                host=self.config.api.host,
+                port=self.config.api.port,
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+            )
+        )
+        self.start_polling()
+        log.info(
+            "finality watcher: API on http://%s:%d (docs at /docs), chains: %s, store: %s",
+            self.config.api.host,
+            self.config.api.port,
+            ", ".join(c.name for c in self.config.chains),
+            self.config.store.url,
+        )
+        # uvicorn handles SIGTERM/SIGINT itself and re-raises the signal once it has shut
+        # down; a Python handler here turns that re-raise into a no-op, so that the
+        # scheduler is stopped and the summary logged instead of the process dying first.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: None)
+        try:
+            server.run()
+        finally:
+            self.stop()
+
+
+def _now_utc() -> object:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC)
