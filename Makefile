@@ -12,4 +12,4 @@ test:  ## install everything, lint, type-check, run the whole test suite
 
 bench:  ## the benchmarks (by hand; prints ratios against the naive approach)
 	./scripts/bootstrap.sh
-	.venv/bin/python -m bench.rpc_calls
+	.venv/bin/python -m bench.core

@@ -11,13 +11,16 @@ of evaluation, it answers one of five verdicts:
     failure evidence exists (a reverted receipt, a replacing tx, a failed charge). Failure
     dominates every other evidence.
 ``FINALITY_CONFIRMED``
-    finality evidence exists (depth >= N, or the chain's finalized tag covers the block).
-    Only finality evidence confirms: inclusion alone never does.
+    finality evidence (depth >= N, or the chain's finalized tag covers the block), evaluated
+    before the deadline or observed before it. Only finality evidence confirms: inclusion
+    alone never does.
 ``TIMEOUT_TREATED_AS_FAILURE``
-    no finality and the deadline has passed. The deadline is
+    the deadline has passed without finality observed before it. The deadline is
     ``initiated_at + min(settlement timeout, policy max wait)``; the boundary is **inclusive**:
-    at ``now >= deadline`` the waiting budget is spent. So a settlement that is still
-    ``AWAITING_FINALITY`` always has ``remaining_ms > 0``.
+    at ``now >= deadline`` the waiting budget is spent, so a settlement that is still
+    ``AWAITING_FINALITY`` always has ``remaining_ms > 0``. Finality observed at or after the
+    deadline does not undo the timeout (the caller may already have discarded): the decision
+    carries it as ``late_finality`` so that someone reconciles.
 ``AWAITING_FINALITY``
     anything else; the decision carries elapsed and remaining time.
 
@@ -25,9 +28,10 @@ The guard reads no clock: ``now`` is an argument. Each decision carries a digest
 verdict *and* the evidence it rests on, so two decisions with the same verdict but different
 evidence never share a digest.
 
-A terminal verdict does not flip by re-evaluation alone: :func:`settle_transition` keeps it,
-unless an explicit :class:`Reversal` (a reorg past the confirming block, a refund) is given,
-which is reported as a finality violation.
+A terminal verdict does not flip by re-evaluation alone: :func:`settle_transition` keeps it.
+The one exception is an explicit :class:`Reversal` (a reorg past the confirming block, a
+refund) of a ``FINALITY_CONFIRMED`` verdict, reported as a finality violation. A failure or a
+timeout is never reversed into a commit: the caller may already have discarded.
 """
 
 from __future__ import annotations
@@ -144,6 +148,8 @@ class Decision:
     """The evidence the verdict rests on (the last progress for awaiting and timeout)."""
     digest: str = field(default="")
     """``sha256:``… over the verdict, settlement, deadline and evidence."""
+    late_finality: Evidence | None = None
+    """On a timeout: finality evidence observed at or after the deadline (reconcile!)."""
 
 
 def deadline_of(settlement: Settlement, policy: SettlementPolicy) -> UnixMillis:
@@ -161,6 +167,7 @@ def _decide(
     elapsed_ms: int,
     remaining_ms: int,
     evidence: Evidence | None,
+    late_finality: Evidence | None = None,
 ) -> Decision:
     bound = {
         "verdict": verdict.value,
@@ -173,6 +180,8 @@ def _decide(
     }
     if verdict is Verdict.AWAITING_FINALITY:
         bound["elapsed_ms"] = elapsed_ms
+    if late_finality is not None:
+        bound["late_finality"] = late_finality.as_json()
     return Decision(
         verdict=verdict,
         directive=directive,
@@ -182,6 +191,7 @@ def _decide(
         remaining_ms=remaining_ms,
         evidence=evidence,
         digest=digest(bound),
+        late_finality=late_finality,
     )
 
 
@@ -197,7 +207,11 @@ def evaluate_settlement(
         return _decide(
             Verdict.NO_SETTLEMENT,
             f"PROCEED: no settlement initiated for {sid}; nothing to commit or discard.",
-            settlement, None, 0, 0, None,
+            settlement,
+            None,
+            0,
+            0,
+            None,
         )
     deadline = deadline_of(settlement, policy)
     elapsed = max(0, now - settlement.initiated_at)
@@ -206,28 +220,50 @@ def evaluate_settlement(
             Verdict.SETTLEMENT_FAILED,
             f"DISCARD: settlement {sid} failed ({observation.failure.kind}); "
             "do not commit dependent state.",
-            settlement, deadline, elapsed, 0, observation.failure,
+            settlement,
+            deadline,
+            elapsed,
+            0,
+            observation.failure,
         )
-    if observation.finality is not None:
+    finality = observation.finality
+    if finality is not None and (now < deadline or finality.observed_at < deadline):
         return _decide(
             Verdict.FINALITY_CONFIRMED,
-            f"COMMIT: settlement {sid} is final ({observation.finality.kind}); "
-            "commit dependent state.",
-            settlement, deadline, elapsed, 0, observation.finality,
+            f"COMMIT: settlement {sid} is final ({finality.kind}); commit dependent state.",
+            settlement,
+            deadline,
+            elapsed,
+            0,
+            finality,
         )
     if now >= deadline:
+        late = (
+            " Finality was observed only at or after the deadline: reconcile."
+            if finality is not None
+            else ""
+        )
         return _decide(
             Verdict.TIMEOUT_TREATED_AS_FAILURE,
             f"DISCARD: settlement {sid} not final by its deadline "
             f"({elapsed} ms elapsed >= {deadline - settlement.initiated_at} ms allowed); "
-            "treat as failed.",
-            settlement, deadline, elapsed, 0, observation.progress,
+            f"treat as failed.{late}",
+            settlement,
+            deadline,
+            elapsed,
+            0,
+            observation.progress,
+            finality,
         )
     remaining = deadline - now
     return _decide(
         Verdict.AWAITING_FINALITY,
         f"WAIT: settlement {sid} not final yet ({elapsed} ms elapsed, {remaining} ms left).",
-        settlement, deadline, elapsed, remaining, observation.progress,
+        settlement,
+        deadline,
+        elapsed,
+        remaining,
+        observation.progress,
     )
 
 
@@ -273,20 +309,21 @@ def settle_transition(
 ) -> Transition:
     """Combine the stored decision with a fresh evaluation.
 
-    A terminal verdict stands unless ``reversal`` is given. Finality observed after a
-    timeout does not turn the timeout into a commit (the caller may already have discarded);
-    it is reported as ``LATE_FINALITY`` so someone reconciles.
+    A terminal verdict stands, unless it is ``FINALITY_CONFIRMED`` and ``reversal`` is given
+    (``REVERSED``, a finality violation). A ``reversal`` of a failure or a timeout is ignored:
+    they are never turned into a commit. Finality observed after the deadline is reported as
+    ``LATE_FINALITY`` and the timeout stands.
     """
     if previous is None or not previous.verdict.terminal:
+        if fresh.late_finality is not None:
+            return Transition(TransitionKind.LATE_FINALITY, fresh, False)
         if previous is not None and previous.verdict is fresh.verdict:
             return Transition(TransitionKind.UNCHANGED, fresh, False)
         return Transition(TransitionKind.ADVANCED, fresh, False)
-    if reversal is not None:
-        violated = previous.verdict is Verdict.FINALITY_CONFIRMED
-        return Transition(TransitionKind.REVERSED, fresh, violated)
-    if (
-        previous.verdict is Verdict.TIMEOUT_TREATED_AS_FAILURE
-        and fresh.verdict is Verdict.FINALITY_CONFIRMED
+    if reversal is not None and previous.verdict is Verdict.FINALITY_CONFIRMED:
+        return Transition(TransitionKind.REVERSED, fresh, True)
+    if previous.verdict is Verdict.TIMEOUT_TREATED_AS_FAILURE and (
+        fresh.verdict is Verdict.FINALITY_CONFIRMED or fresh.late_finality is not None
     ):
         return Transition(TransitionKind.LATE_FINALITY, previous, False)
     if previous.verdict is fresh.verdict:
@@ -318,6 +355,9 @@ def decision_as_json(decision: Decision) -> dict[str, object]:
         "elapsed_ms": decision.elapsed_ms,
         "remaining_ms": decision.remaining_ms,
         "evidence": decision.evidence.as_json() if decision.evidence is not None else None,
+        "late_finality": (
+            decision.late_finality.as_json() if decision.late_finality is not None else None
+        ),
         "digest": decision.digest,
     }
 
@@ -334,4 +374,5 @@ def decision_from_json(data: dict[str, object]) -> Decision:
         remaining_ms=int(str(data["remaining_ms"])),
         evidence=evidence_from_json(data.get("evidence")),
         digest=str(data["digest"]),
+        late_finality=evidence_from_json(data.get("late_finality")),
     )

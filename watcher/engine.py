@@ -124,7 +124,7 @@ class ChainWatcher:
         client: RpcClient,
         clock: Clock = wall_clock_ms,
         probe_batch: int = 1000,
-        reprobe_per_minute: int = 12,
+        reprobe_per_minute: int = 6,
     ) -> None:
         self.config = config
         self.name = config.name
@@ -137,7 +137,7 @@ class ChainWatcher:
         self.index = _Index()
         self.probe_batch = probe_batch
         self.reprobe_per_minute = reprobe_per_minute
-        self._reprobe_tokens = float(reprobe_per_minute)
+        self._reprobe_tokens = 0.0
         self._reprobe_at = 0
         self.finalized_number: int | None = None
         self.last_error: str | None = None
@@ -184,10 +184,12 @@ class ChainWatcher:
             finalized = self._finalized() if advance.blocks else self.finalized_number
             for i, block in enumerate(advance.blocks):
                 reorg = advance.reorg if i == 0 else None
-                stats.decisions += self._commit_block(block, reorg, finalized)
+                stats.decisions += self._commit_block(block, reorg, finalized, advance.node_head)
                 stats.blocks += 1
             if advance.reorg is not None and not advance.blocks:
-                stats.decisions += self._commit_block(None, advance.reorg, finalized)
+                stats.decisions += self._commit_block(
+                    None, advance.reorg, finalized, advance.node_head
+                )
             stats.reorg = advance.reorg
             if not advance.blocks:
                 stats.decisions += self._apply_deadlines()
@@ -219,8 +221,17 @@ class ChainWatcher:
 
     # -- per block -----------------------------------------------------------------------
 
-    def _commit_block(self, block: Block | None, reorg: Reorg | None, finalized: int | None) -> int:
-        """Everything one block changes, in one store transaction. Returns decisions made."""
+    def _commit_block(
+        self,
+        block: Block | None,
+        reorg: Reorg | None,
+        finalized: int | None,
+        node_head: BlockHeader | None = None,
+    ) -> int:
+        """Everything one block changes, in one store transaction. Returns decisions made.
+
+        ``node_head`` is the node's ``latest`` in this poll: a reorg is recorded with it as
+        the new branch's head (the block committed first is only the branch's bottom)."""
         now = self.clock()
         matched: list[tuple[str, Any]] = []
         replacing: list[tuple[str, Any]] = []
@@ -250,7 +261,7 @@ class ChainWatcher:
             touched_ids: set[str] = set()
             reversed_ids: set[str] = set()
             if reorg is not None:
-                touched_ids, reversed_ids = self._apply_reorg(txn, reorg, head)
+                touched_ids, reversed_ids = self._apply_reorg(txn, reorg, node_head or head)
             if block is not None:
                 h = block.header
                 txn.put_header(
@@ -393,14 +404,32 @@ class ChainWatcher:
             terminal=terminal,
         )
         sid = rec.settlement_id
+        moved = transition.kind in (TransitionKind.ADVANCED, TransitionKind.LATE_FINALITY)
+        if moved and terminal and not previous.verdict.terminal:
+            # Became terminal now; a timeout decided together with late finality is still a
+            # timeout, and gets its lifecycle event before the late-finality alert.
+            kind = {
+                Verdict.FINALITY_CONFIRMED: "settlement_confirmed",
+                Verdict.SETTLEMENT_FAILED: "settlement_failed",
+                Verdict.TIMEOUT_TREATED_AS_FAILURE: "settlement_timed_out",
+            }[kept.verdict]
+            txn.add_event(
+                kind,
+                "info" if kind == "settlement_confirmed" else "warning",
+                decision_as_json(kept),
+                sid,
+            )
         if transition.kind is TransitionKind.LATE_FINALITY:
+            # The guard carries finality seen at or after the deadline as ``late_finality``
+            # (a fresh timeout); a fresh FINALITY_CONFIRMED carries it as its evidence.
+            late = fresh.late_finality or fresh.evidence
             txn.add_event(
                 "late_finality",
                 "critical",
                 {
                     "settlement_id": sid,
                     "tx_hash": rec.tx_hash,
-                    "finality": decision_as_json(fresh)["evidence"],
+                    "finality": late.as_json() if late is not None else None,
                     "message": "final after it was treated as failed: reconcile",
                 },
                 sid,
@@ -419,18 +448,6 @@ class ChainWatcher:
                 sid,
             )
             log.critical("chain %s: FINALITY VIOLATION for settlement %s", self.name, sid)
-        elif transition.kind is TransitionKind.ADVANCED and terminal:
-            kind = {
-                Verdict.FINALITY_CONFIRMED: "settlement_confirmed",
-                Verdict.SETTLEMENT_FAILED: "settlement_failed",
-                Verdict.TIMEOUT_TREATED_AS_FAILURE: "settlement_timed_out",
-            }[kept.verdict]
-            txn.add_event(
-                kind,
-                "info" if kind == "settlement_confirmed" else "warning",
-                decision_as_json(kept),
-                sid,
-            )
         return 1
 
     def _apply_deadlines(self) -> int:
@@ -478,13 +495,27 @@ class ChainWatcher:
         ]
         receipts = self.client.receipts([r.tx_hash for r, _ in included]) if included else []
         head = self.window.head
+        # Included where we cannot judge it yet (no head before the first block is stored, or
+        # no receipt yet at a height already processed): leave it untouched so the next poll
+        # looks it up again. Recording its sender would end its probing for good, and block
+        # scanning will never revisit a block at or below the head.
+        deferred = {
+            rec.settlement_id
+            for (rec, info), receipt in zip(included, receipts, strict=True)
+            if head is None or (receipt is None and (info.block_number or 0) <= head.number)
+        }
+        found: list[str] = []
         with self.store.block_txn(self.name, now) as txn:
             for rec, info in zip(todo, infos, strict=True):
+                if rec.settlement_id in deferred:
+                    continue
                 if info is not None:
                     txn.set_sender(rec, info.sender, info.nonce)
                 backoff = min(300_000, 5_000 * 2 ** min(rec.probe_count, 6))
                 txn.set_probe(rec, now + backoff)
             for (rec, info), receipt in zip(included, receipts, strict=True):
+                if rec.settlement_id in deferred:
+                    continue
                 if receipt is None or head is None or receipt.block_number > head.number:
                     continue  # not yet processed here: block scanning will find it
                 held = self.window.get(receipt.block_number)
@@ -499,6 +530,13 @@ class ChainWatcher:
                     info.sender,
                     info.nonce,
                 )
+                found.append(rec.settlement_id)
+            if found and head is not None:
+                # Included in a block processed before registration: decide now (it may
+                # already be deep enough), not only when the next block arrives.
+                pos = ChainPosition(head.number, head.hash, self.finalized_number)
+                for rec in txn.by_ids(found):
+                    self._decide(txn, rec, pos, now, False)
             changed = txn.by_ids([r.settlement_id for r in todo])
         for rec in changed:
             self.index.update(rec)

@@ -10,8 +10,8 @@ from guard.settlement import (
     Observation,
     Settlement,
     SettlementPolicy,
-    decision_as_json,
     deadline_of,
+    decision_as_json,
     evaluate_settlement,
 )
 from guard.types import SettlementId, UnixMillis
@@ -45,13 +45,18 @@ class Registration:
 
 def register(store: Store, reg: Registration, now: int) -> tuple[SettlementRecord, bool]:
     """Store a new settlement (AWAITING_FINALITY), or return the existing one and False."""
+    return store.register(new_settlement(reg, now))
+
+
+def new_settlement(reg: Registration, now: int) -> NewSettlement:
+    """The row for a registration at ``now``: its id, deadline and initial decision."""
     chain = reg.chain
     sid = SettlementId(settlement_id_for(chain.name, reg.tx_hash))
     timeout_ms = int((reg.timeout_s if reg.timeout_s is not None else chain.timeout_s) * 1000)
     settlement = Settlement(sid, True, UnixMillis(now), timeout_ms)
     policy = SettlementPolicy(max_wait_ms=int(chain.max_wait_s * 1000))
     decision = evaluate_settlement(settlement, Observation(), policy, UnixMillis(now))
-    new = NewSettlement(
+    return NewSettlement(
         settlement_id=sid,
         chain=chain.name,
         tx_hash=reg.tx_hash,
@@ -65,13 +70,16 @@ def register(store: Store, reg: Registration, now: int) -> tuple[SettlementRecor
         dependent_state=reg.dependent_state,
         commit_url=reg.commit_url,
     )
-    return store.register(new)
 
 
 def settlement_view(rec: SettlementRecord, head_number: int | None) -> dict[str, Any]:
     """The public JSON view of a settlement (DESIGN.md's contract)."""
     decision = rec.decision
-    terminal = rec.verdict in ("FINALITY_CONFIRMED", "SETTLEMENT_FAILED", "TIMEOUT_TREATED_AS_FAILURE")
+    terminal = rec.verdict in (
+        "FINALITY_CONFIRMED",
+        "SETTLEMENT_FAILED",
+        "TIMEOUT_TREATED_AS_FAILURE",
+    )
     return {
         "settlement_id": rec.settlement_id,
         "registered": True,

@@ -164,33 +164,24 @@ class Store:
 
     def register(self, new: NewSettlement) -> tuple[SettlementRecord, bool]:
         """Insert a settlement; if (chain, tx hash) exists, return the stored one and False."""
-        values = {
-            "settlement_id": new.settlement_id,
-            "chain": new.chain,
-            "tx_hash": new.tx_hash,
-            "required_confirmations": new.required_confirmations,
-            "finality_mode": new.finality_mode,
-            "timeout_ms": new.timeout_ms,
-            "initiated_at": new.initiated_at,
-            "deadline": new.deadline,
-            "verdict": new.decision["verdict"],
-            "watching": True,
-            "reorg_count": 0,
-            "digest": new.digest,
-            "decision": new.decision,
-            "dependent_state": new.dependent_state,
-            "commit_url": new.commit_url,
-            "next_probe_at": new.initiated_at,
-            "probe_count": 0,
-            "created_at": new.initiated_at,
-            "updated_at": new.initiated_at,
-        }
         try:
             with self._writer.begin() as conn:
-                conn.execute(insert(s.settlements).values(**values))
+                conn.execute(insert(s.settlements).values(**_settlement_values(new)))
         except IntegrityError:
             return self.settlement_by_tx(new.chain, new.tx_hash), False
         return self.settlement(new.settlement_id), True
+
+    def register_many(self, news: Sequence[NewSettlement]) -> None:
+        """Insert many new settlements in one transaction (a bulk import).
+
+        All or nothing: one already registered (chain, tx hash) rejects the whole batch
+        with :class:`StoreError` naming the conflict.
+        """
+        try:
+            with self._writer.begin() as conn:
+                conn.execute(insert(s.settlements), [_settlement_values(n) for n in news])
+        except IntegrityError as exc:
+            raise StoreError(f"bulk registration rejected, nothing stored: {exc.orig}") from exc
 
     def settlement(self, settlement_id: str) -> SettlementRecord:
         """One settlement by id; raises :class:`SettlementNotFound`."""
@@ -314,6 +305,31 @@ class Store:
         """One write transaction for ``chain``: committed on exit, rolled back on error."""
         with self._writer.begin() as conn:
             yield BlockTxn(conn, chain, now)
+
+
+def _settlement_values(new: NewSettlement) -> dict[str, Any]:
+    """The row a registration inserts."""
+    return {
+        "settlement_id": new.settlement_id,
+        "chain": new.chain,
+        "tx_hash": new.tx_hash,
+        "required_confirmations": new.required_confirmations,
+        "finality_mode": new.finality_mode,
+        "timeout_ms": new.timeout_ms,
+        "initiated_at": new.initiated_at,
+        "deadline": new.deadline,
+        "verdict": new.decision["verdict"],
+        "watching": True,
+        "reorg_count": 0,
+        "digest": new.digest,
+        "decision": new.decision,
+        "dependent_state": new.dependent_state,
+        "commit_url": new.commit_url,
+        "next_probe_at": new.initiated_at,
+        "probe_count": 0,
+        "created_at": new.initiated_at,
+        "updated_at": new.initiated_at,
+    }
 
 
 def _deadline_reasons(now: int, late_watch_ms: int) -> list[Any]:
