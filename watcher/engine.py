@@ -327,13 +327,23 @@ class ChainWatcher:
         reversed_ids: set[str] = set()
         for rec in touched:
             txn.clear_anchor(rec)
-            if rec.verdict in (Verdict.FINALITY_CONFIRMED, Verdict.SETTLEMENT_FAILED):
+            if rec.verdict == Verdict.FINALITY_CONFIRMED:
                 reversed_ids.add(rec.settlement_id)
-        violation = any(
-            r.verdict == Verdict.FINALITY_CONFIRMED
-            for r in touched
-            if r.settlement_id in reversed_ids
-        )
+            elif rec.verdict == Verdict.SETTLEMENT_FAILED:
+                # The failure stands (the caller may have discarded already), but the block
+                # that proved it is gone: say so, so that someone can look.
+                txn.add_event(
+                    "failure_evidence_reorged",
+                    "warning",
+                    {
+                        "settlement_id": rec.settlement_id,
+                        "tx_hash": rec.tx_hash,
+                        "block_number": rec.block_number or rec.replaced_block_number,
+                        "common_ancestor": anc.number,
+                    },
+                    rec.settlement_id,
+                )
+        violation = bool(reversed_ids)
         replaced = [
             {"number": b.number, "old_hash": b.old_hash, "new_hash": b.new_hash}
             for b in reorg.replaced
