@@ -109,10 +109,6 @@ class _Index:
         else:
             self.remove(rec.settlement_id)
 
-    @property
-    def any_included(self) -> bool:
-        return any(e.block_number is not None for e in self.by_id.values())
-
 
 class ChainWatcher:
     """Follows one chain and keeps its settlements' verdicts in the store."""
