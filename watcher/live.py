@@ -77,6 +77,7 @@ def live_view(
         created_at=now,
         updated_at=now,
         terminal_at=None,
+        provisional=False,
     )
     known = tx is not None or receipt is not None
     settlement = Settlement(SettlementId(sid), known, UnixMillis(now), record.timeout_ms)

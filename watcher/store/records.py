@@ -63,6 +63,8 @@ class NewSettlement:
     """State to commit on finality (delivered by the outbox)."""
     commit_url: str | None = None
     """Where to deliver the commit or discard."""
+    provisional: bool = False
+    """Also deliver inclusion and depth updates before finality, marked provisional."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,8 @@ class SettlementRecord:
     """Last change (ms)."""
     terminal_at: int | None
     """When the verdict became terminal."""
+    provisional: bool
+    """Whether provisional (pre-finality) updates are delivered."""
 
     @property
     def verdict_enum(self) -> Verdict:

@@ -16,9 +16,10 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
 )
 
-SCHEMA_REVISION = "0001"
+SCHEMA_REVISION = "0003"
 """Alembic revision this code writes and reads."""
 
 metadata = MetaData()
@@ -82,6 +83,7 @@ settlements = Table(
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger, nullable=False),
     Column("terminal_at", BigInteger),
+    Column("provisional", Boolean, nullable=False, server_default=false()),
     UniqueConstraint("chain", "tx_hash", name="uq_settlements_chain_tx"),
     Index("ix_settlements_confirm", "chain", "watching", "confirm_height"),
     Index("ix_settlements_deadline", "chain", "watching", "deadline"),
@@ -119,4 +121,54 @@ events = Table(
     Column("payload", JSON, nullable=False),
     Column("created_at", BigInteger, nullable=False),
     Index("ix_events_settlement", "settlement_id"),
+)
+
+# -- 0002: receipts and signers -----------------------------------------------------------
+
+receipts = Table(
+    "receipts",
+    metadata,
+    Column("id", AutoId, primary_key=True, autoincrement=True),
+    Column("settlement_id", String(64), nullable=False),
+    Column("kind", String(48), nullable=False),
+    Column("signer", String(42), nullable=False),
+    Column("digest", String(80), nullable=False),
+    Column("body", JSON, nullable=False),
+    Column("revokes", BigInteger),
+    Column("created_at", BigInteger, nullable=False),
+    Index("ix_receipts_settlement", "settlement_id", "id"),
+)
+
+signers = Table(
+    "signers",
+    metadata,
+    Column("address", String(42), primary_key=True),
+    Column("first_used_at", BigInteger, nullable=False),
+    Column("retired_at", BigInteger),
+    Column("source", String(32), nullable=False),
+)
+
+# -- 0003: the delivery outbox --------------------------------------------------------------
+
+deliveries = Table(
+    "deliveries",
+    metadata,
+    Column("id", AutoId, primary_key=True, autoincrement=True),
+    Column("settlement_id", String(64)),
+    Column("event_id", BigInteger),
+    Column("channel", String(32), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("idempotency_key", String(96), nullable=False, unique=True),
+    Column("state", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", BigInteger, nullable=False),
+    Column("last_error", Text),
+    Column("last_status", Integer),
+    Column("body", JSON),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    Column("delivered_at", BigInteger),
+    Index("ix_deliveries_due", "state", "next_attempt_at"),
+    Index("ix_deliveries_settlement", "settlement_id"),
 )

@@ -329,6 +329,7 @@ def _settlement_values(new: NewSettlement) -> dict[str, Any]:
         "probe_count": 0,
         "created_at": new.initiated_at,
         "updated_at": new.initiated_at,
+        "provisional": new.provisional,
     }
 
 

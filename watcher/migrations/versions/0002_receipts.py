@@ -1,0 +1,42 @@
+"""Receipts (signed evidence, revocations included) and the signer addresses used.
+
+Revision ID: 0002
+Revises: 0001
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+AutoId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+def upgrade() -> None:
+    op.create_table(
+        "receipts",
+        sa.Column("id", AutoId, primary_key=True, autoincrement=True),
+        sa.Column("settlement_id", sa.String(64), nullable=False),
+        sa.Column("kind", sa.String(48), nullable=False),
+        sa.Column("signer", sa.String(42), nullable=False),
+        sa.Column("digest", sa.String(80), nullable=False),
+        sa.Column("body", sa.JSON, nullable=False),
+        sa.Column("revokes", sa.BigInteger),
+        sa.Column("created_at", sa.BigInteger, nullable=False),
+    )
+    op.create_index("ix_receipts_settlement", "receipts", ["settlement_id", "id"])
+    op.create_table(
+        "signers",
+        sa.Column("address", sa.String(42), primary_key=True),
+        sa.Column("first_used_at", sa.BigInteger, nullable=False),
+        sa.Column("retired_at", sa.BigInteger),
+        sa.Column("source", sa.String(32), nullable=False),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("signers")
+    op.drop_table("receipts")
