@@ -27,6 +27,9 @@ from watcher.store import SettlementNotFound
 MAX_DEPENDENT_STATE_BYTES = 64 * 1024
 """Largest accepted ``dependent_state`` (canonical JSON bytes)."""
 
+MAX_LIVE_CONFIRMATIONS = 2**31 - 1
+"""Largest N a live answer accepts (decisions encode integers below 2**53)."""
+
 
 class ApiError(Exception):
     """An error answer: status, one-line message, optional extra fields."""
@@ -41,7 +44,7 @@ class ApiError(Exception):
 class SettlementRequest(BaseModel):
     """Body of ``POST /v1/settlements``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     chain: str = Field(description="Configured chain name, e.g. 'local'.")
     tx_hash: str = Field(description="0x + 64 hex digits.")
@@ -49,7 +52,7 @@ class SettlementRequest(BaseModel):
         default=None, ge=1, description="Depth N; chain default if omitted."
     )
     timeout_s: float | None = Field(
-        default=None, gt=0, description="Seconds until treated as failed."
+        default=None, gt=0, allow_inf_nan=False, description="Seconds until treated as failed."
     )
     dependent_state: dict[str, Any] | None = Field(
         default=None, description="State to commit on finality."
@@ -129,12 +132,23 @@ def create_app(service: Service) -> FastAPI:
                 f"({window}), got {body.confirmations}",
                 fields=["confirmations"],
             )
-        if body.timeout_s is not None and body.timeout_s > chain.max_wait_s:
-            pass  # capped by the policy's max wait; the view shows the real deadline
+        timeout_s = body.timeout_s
+        if timeout_s is not None and timeout_s > chain.max_wait_s:
+            # Capped by the policy's max wait (the deadline would be the same); capping here
+            # also keeps a huge value from overflowing the stored milliseconds.
+            timeout_s = chain.max_wait_s
         if body.dependent_state is not None:
             import json
 
-            size = len(json.dumps(body.dependent_state, separators=(",", ":")).encode())
+            try:
+                encoded = json.dumps(body.dependent_state, separators=(",", ":"), allow_nan=False)
+            except ValueError:
+                raise ApiError(
+                    422,
+                    "dependent_state: must be JSON without NaN or Infinity",
+                    fields=["dependent_state"],
+                ) from None
+            size = len(encoded.encode())
             if size > MAX_DEPENDENT_STATE_BYTES:
                 raise ApiError(
                     413,
@@ -148,7 +162,7 @@ def create_app(service: Service) -> FastAPI:
                 chain=chain,
                 tx_hash=body.tx_hash,
                 confirmations=body.confirmations,
-                timeout_s=body.timeout_s,
+                timeout_s=timeout_s,
                 dependent_state=body.dependent_state,
                 commit_url=body.commit_url,
             ),
@@ -190,7 +204,7 @@ def create_app(service: Service) -> FastAPI:
     def get_tx(
         chain: str,
         tx_hash: str,
-        confirmations: int | None = Query(default=None, ge=1),
+        confirmations: int | None = Query(default=None, ge=1, le=MAX_LIVE_CONFIRMATIONS),
     ) -> dict[str, Any]:
         """Verdict for any tx hash: the registered settlement, or a live answer from the node."""
         config = chain_or_error(chain)

@@ -32,8 +32,7 @@ class CliError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        raise CliError(f"{self.prog}: {message}")
+        raise CliError(f"{self.prog}: {message} (see `{self.prog} --help`)")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -87,8 +86,8 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
     return value
 
 
@@ -186,17 +185,20 @@ def _print(args: argparse.Namespace, data: Any, human: str) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from chains.errors import ChainIdMismatch
     from watcher import logs
     from watcher.config import ConfigError, load_config
-    from watcher.service import Service
-    from watcher.store import StoreError
 
     logs.configure(args.log_level.upper())
     try:
         config = load_config(args.config)
     except ConfigError as exc:
         raise CliError(str(exc), EX_CONFIG) from None
+    # Imported after the config is read: a broken config is reported at once, not after
+    # web3 and the rest have loaded.
+    from chains.errors import ChainIdMismatch
+    from watcher.service import Service
+    from watcher.store import StoreError
+
     try:
         service = Service(config)
     except StoreError as exc:

@@ -1,0 +1,139 @@
+"""The daemon as a process: clean shutdown, kill -9 at random moments, catch-up after downtime."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+
+import pytest
+
+from tests.e2e.helpers import Miner
+from tests.support.anvil import Anvil
+from tests.support.daemon import CHAIN, Daemon, wait_for
+
+pytestmark = pytest.mark.anvil
+
+MakeDaemon = Callable[..., Daemon]
+
+
+def assert_no_header_gap(daemon: Daemon) -> tuple[int, int]:
+    [(low, high, count)] = daemon.query(
+        "SELECT min(number), max(number), count(*) FROM headers WHERE chain = ?", CHAIN
+    )
+    assert count > 0
+    assert count == high - low + 1, f"headers {low}..{high} hold only {count} rows"
+    return low, high
+
+
+def assert_stored_head_matches_node(daemon: Daemon, anvil: Anvil, high: int) -> None:
+    """The stored headers are the node's canonical ones (checked at the top)."""
+    [(stored_hash,)] = daemon.query(
+        "SELECT hash FROM headers WHERE chain = ? AND number = ?", CHAIN, high
+    )
+    assert stored_hash == anvil.block(high)["hash"]
+
+
+def test_sigterm_exits_0_with_summary(anvil: Anvil, make_daemon: MakeDaemon) -> None:
+    daemon = make_daemon(anvil.url)
+    tx = anvil.send()
+    sid = daemon.register(tx)["settlement_id"]
+    anvil.mine(3)
+    daemon.wait_verdict(sid, "FINALITY_CONFIRMED")
+    started = time.monotonic()
+    code = daemon.terminate(timeout=5.0)
+    elapsed = time.monotonic() - started
+    assert code == 0, daemon.log_tail()
+    assert elapsed < 5.0
+    summary = [line for line in daemon.log().splitlines() if "stopped after" in line]
+    assert len(summary) == 1, daemon.log_tail()
+    assert "local/FINALITY_CONFIRMED=1" in summary[0]
+    assert "Traceback" not in daemon.log()
+
+
+def test_kill_9_loses_nothing(anvil: Anvil, make_daemon: MakeDaemon) -> None:
+    seed = random.randrange(1 << 32)
+    rng = random.Random(seed)
+    print(f"kill -9 schedule seed: {seed}")  # shown on failure, to replay the schedule
+    daemon = make_daemon(anvil.url, poll_interval_s=0.1)
+    expected: dict[str, str] = {}  # settlement id -> tx hash
+
+    def send_and_register(i: int) -> None:
+        tx = anvil.send(value=1000 + i)
+        sid = daemon.register(tx, confirmations=6 + 2 * i)["settlement_id"]
+        expected[sid] = tx
+
+    for i in range(5):
+        send_and_register(i)
+    with Miner(anvil, interval=0.1) as miner:
+        for round_ in range(5):
+            time.sleep(rng.uniform(0.1, 0.6))  # a random moment, not a wait for a condition
+            daemon.kill9()
+            if rng.random() < 0.5:
+                time.sleep(rng.uniform(0.0, 0.3))  # blocks keep coming while it is down
+            daemon.restart()
+            send_and_register(5 + round_)
+        assert len(expected) == 10
+        for sid in expected:
+            daemon.wait_verdict(sid, "FINALITY_CONFIRMED", timeout=20)
+    assert miner.blocks > 0
+    assert daemon.starts == 6
+
+    # Every settlement: confirmed once, at the block the node says, with its receipt.
+    for sid, tx in expected.items():
+        view = daemon.settlement(sid)
+        mined = anvil.receipt(tx)
+        assert view["block_number"] == int(mined["blockNumber"], 16), (seed, sid)
+        assert view["block_hash"] == mined["blockHash"], (seed, sid)
+        assert view["receipt"] is not None
+    confirmed = daemon.query(
+        "SELECT settlement_id, count(*) FROM events WHERE kind = 'settlement_confirmed' "
+        "GROUP BY settlement_id"
+    )
+    assert dict(confirmed) == dict.fromkeys(expected, 1), f"seed {seed}"
+    verdicts = daemon.query("SELECT settlement_id, verdict FROM settlements")
+    assert dict(verdicts) == dict.fromkeys(expected, "FINALITY_CONFIRMED")
+    _, high = assert_no_header_gap(daemon)
+    assert_stored_head_matches_node(daemon, anvil, high)
+    assert daemon.terminate(timeout=5.0) == 0
+
+
+def test_restart_catches_up(anvil: Anvil, make_daemon: MakeDaemon) -> None:
+    daemon = make_daemon(anvil.url, poll_interval_s=0.1)
+    anvil.rpc("evm_setAutomine", False)
+    pending = anvil.send(value=5)
+    sid = daemon.register(pending)["settlement_id"]
+    wait_for(
+        lambda: daemon.query("SELECT sender FROM settlements WHERE settlement_id = ?", sid)[0][0],
+        10,
+        what="the pending tx probed",
+    )
+    daemon.kill9()
+
+    anvil.mine(150)  # the pending tx goes into the first of these
+    anvil.rpc("evm_setAutomine", True)
+    late = anvil.send(value=6)  # sent and mined while the daemon is down
+    late_block = int(anvil.receipt(late)["blockNumber"], 16)
+    anvil.mine(150)
+    node_head = anvil.head()
+    pending_block = int(anvil.receipt(pending)["blockNumber"], 16)
+    assert node_head - pending_block >= 300
+
+    daemon.start()
+    daemon.wait_head(node_head, anvil.block(node_head)["hash"], timeout=20)
+    view = daemon.wait_verdict(sid, "FINALITY_CONFIRMED")
+    assert view["block_number"] == pending_block
+    assert view["confirmations"] == node_head - pending_block + 1
+
+    late_view = daemon.register(late)
+    final = daemon.wait_verdict(late_view["settlement_id"], "FINALITY_CONFIRMED")
+    assert final["block_number"] == late_block
+
+    _, high = assert_no_header_gap(daemon)
+    assert high == node_head
+    assert_stored_head_matches_node(daemon, anvil, high)
+    confirmed = daemon.query(
+        "SELECT count(*) FROM events WHERE kind = 'settlement_confirmed' AND settlement_id = ?",
+        sid,
+    )
+    assert confirmed == [(1,)]

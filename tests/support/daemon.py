@@ -1,0 +1,317 @@
+"""The finality daemon as a real process, for end-to-end tests.
+
+:class:`Daemon` writes a TOML config (SQLite store in a temporary directory, the API on a free
+loopback port, one chain ``local`` at a given anvil URL), starts
+``python -m watcher.cli run --config FILE`` as a subprocess, and waits until ``/healthz``
+answers 200. Nothing is mocked: tests talk HTTP to the process and read its SQLite file.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from tests.support.anvil import ROOT, free_port
+
+CHAIN = "local"
+CHAIN_ID = 31337
+START_TIMEOUT_S = 20.0
+CLI_TIMEOUT_S = 30.0
+
+_T = TypeVar("_T")
+
+
+def wait_for(
+    check: Callable[[], _T | None],
+    timeout: float = 10.0,
+    interval: float = 0.05,
+    what: str = "condition",
+) -> _T:
+    """Call ``check`` until it returns something truthy; return it, or fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while True:
+        result = check()
+        if result:
+            return result
+        last = result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+        time.sleep(interval)
+
+
+def toml_value(value: Any) -> str:
+    """A Python value as a TOML literal (the few types a config uses)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        return f'"{escaped}"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def config_text(store_url: str, listen: str, chain: Mapping[str, Any]) -> str:
+    """A whole config file: ``[store]``, ``[api]`` and one ``[[chains]]`` table."""
+    lines = [
+        "[store]",
+        f"url = {toml_value(store_url)}",
+        "",
+        "[api]",
+        f"listen = {toml_value(listen)}",
+        "",
+        "[[chains]]",
+        *(f"{key} = {toml_value(value)}" for key, value in chain.items()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def subprocess_env() -> dict[str, str]:
+    """The environment for daemon and CLI processes: no developer settings leak in."""
+    env = dict(os.environ)
+    for name in ("FINALITY_CONFIG", "FINALITY_API", "ETH_RPC_URL"):
+        env.pop(name, None)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def run_cli(*args: str, timeout: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    """``python -m watcher.cli ARGS`` as a process; output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "watcher.cli", *args],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+class Daemon:
+    """One ``finality run`` process on a free port with its own SQLite store.
+
+    ``chain_overrides`` replace or add keys of the ``[[chains]]`` table (``chain_id=1``,
+    ``confirmations=10``, ``poll_interval_s=0.1``...). ``start=False`` only writes the config.
+    """
+
+    def __init__(
+        self, tmp_path: Path, anvil_url: str, *, start: bool = True, **chain_overrides: Any
+    ) -> None:
+        self.dir = Path(tmp_path)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.db_path = self.dir / "finality.db"
+        self.log_path = self.dir / "daemon.log"
+        self.config_path = self.dir / "finality.toml"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.chain: dict[str, Any] = {
+            "name": CHAIN,
+            "chain_id": CHAIN_ID,
+            "rpc": [anvil_url],
+            "confirmations": 3,
+            "poll_interval_s": 0.2,
+        }
+        self.chain.update(chain_overrides)
+        self.config_path.write_text(
+            config_text(f"sqlite:///{self.db_path}", f"127.0.0.1:{self.port}", self.chain)
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.http = httpx.Client(base_url=self.url, timeout=10.0)
+        self.starts = 0
+        if start:
+            self.start()
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    def spawn(self) -> subprocess.Popen[bytes]:
+        """Start the process (appending to the log) without waiting for it to be ready."""
+        if self.proc is not None and self.proc.poll() is None:
+            raise RuntimeError("the daemon is already running")
+        self.starts += 1
+        with self.log_path.open("ab") as log:
+            log.write(f"--- start #{self.starts} ---\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "watcher.cli", "run", "--config", str(self.config_path)],
+                cwd=ROOT,
+                env=subprocess_env(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+            )
+        return self.proc
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Start the process and wait until ``/healthz`` answers 200."""
+        proc = self.spawn()
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        while True:
+            code = proc.poll()
+            if code is not None:
+                raise RuntimeError(
+                    f"the daemon exited with {code} before it was healthy; log:\n{self.log_tail()}"
+                )
+            try:
+                answer = self.http.get("/healthz", timeout=2.0)
+                if answer.status_code == 200:
+                    return
+                last = f"HTTP {answer.status_code}: {answer.text}"
+            except httpx.HTTPError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            if time.monotonic() > deadline:
+                self.kill9()
+                raise RuntimeError(
+                    f"the daemon was not healthy after {timeout} s ({last}); log:\n"
+                    f"{self.log_tail()}"
+                )
+            time.sleep(0.05)
+
+    @property
+    def running(self) -> bool:
+        """The process exists and has not exited."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill9(self) -> None:
+        """SIGKILL: no shutdown code runs."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def terminate(self, timeout: float = 10.0) -> int:
+        """SIGTERM and wait; returns the exit code (kills and fails after ``timeout``)."""
+        assert self.proc is not None, "the daemon was never started"
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+            raise AssertionError(
+                f"the daemon did not exit within {timeout} s of SIGTERM; log:\n{self.log_tail()}"
+            ) from None
+
+    def restart(self) -> None:
+        """Kill the process if it still runs, start it again on the same config and store."""
+        self.kill9()
+        self.start()
+
+    def close(self) -> None:
+        """Always leaves no process behind."""
+        try:
+            self.kill9()
+        finally:
+            self.http.close()
+
+    def __enter__(self) -> Daemon:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- talking to it -------------------------------------------------------------------
+
+    def get(self, path: str, **kwargs: Any) -> httpx.Response:
+        """``GET path`` on the API."""
+        return self.http.get(path, **kwargs)
+
+    def post(self, path: str, json: Any = None, **kwargs: Any) -> httpx.Response:
+        """``POST path`` with a JSON body."""
+        return self.http.post(path, json=json, **kwargs)
+
+    def cli(self, *args: str, timeout: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+        """``python -m watcher.cli ARGS --api URL`` against this daemon."""
+        return run_cli(*args, "--api", self.url, timeout=timeout)
+
+    def log(self) -> str:
+        """Everything the process wrote (all starts)."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the log."""
+        return "\n".join(self.log().splitlines()[-lines:])
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def chain_info(self) -> dict[str, Any]:
+        """``GET /v1/chains`` entry of the chain ``local``."""
+        answer = self.get("/v1/chains")
+        answer.raise_for_status()
+        return next(c for c in answer.json() if c["name"] == CHAIN)
+
+    def head(self) -> int | None:
+        """The daemon's processed head."""
+        number = self.chain_info()["head_number"]
+        return None if number is None else int(number)
+
+    def wait_head(self, number: int, block_hash: str | None = None, timeout: float = 10.0) -> None:
+        """Wait until the daemon processed ``number`` (and, if given, with ``block_hash``)."""
+
+        def reached() -> bool:
+            info = self.chain_info()
+            if block_hash is not None:
+                return bool(info["head_hash"] == block_hash)
+            return info["head_number"] is not None and int(info["head_number"]) >= number
+
+        wait_for(reached, timeout, what=f"daemon head {number} {block_hash or ''}".strip())
+
+    def register(self, tx_hash: str, **fields: Any) -> dict[str, Any]:
+        """``POST /v1/settlements`` that must succeed (201 or 200); returns the view."""
+        answer = self.post("/v1/settlements", {"chain": CHAIN, "tx_hash": tx_hash, **fields})
+        assert answer.status_code in (200, 201), answer.text
+        view: dict[str, Any] = answer.json()
+        return view
+
+    def settlement(self, settlement_id: str) -> dict[str, Any]:
+        """``GET /v1/settlements/{id}`` that must succeed."""
+        answer = self.get(f"/v1/settlements/{settlement_id}")
+        assert answer.status_code == 200, answer.text
+        view: dict[str, Any] = answer.json()
+        return view
+
+    def wait_verdict(
+        self, settlement_id: str, verdicts: str | tuple[str, ...], timeout: float = 15.0
+    ) -> dict[str, Any]:
+        """Wait until the settlement's verdict is one of ``verdicts``; returns the view."""
+        wanted = (verdicts,) if isinstance(verdicts, str) else verdicts
+        seen: dict[str, Any] = {}
+
+        def check() -> dict[str, Any] | None:
+            view = self.settlement(settlement_id)
+            seen["verdict"] = view["verdict"]
+            return view if view["verdict"] in wanted else None
+
+        try:
+            return wait_for(check, timeout, interval=0.1, what=f"{settlement_id} → {wanted}")
+        except TimeoutError as exc:
+            raise AssertionError(
+                f"{exc}; last verdict {seen.get('verdict')}; log:\n{self.log_tail()}"
+            ) from None
+
+    def db(self) -> sqlite3.Connection:
+        """A read-only connection to the daemon's SQLite store (close it after use)."""
+        return sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=10.0)
+
+    def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        """Rows of one read-only query on the store."""
+        conn = self.db()
+        try:
+            return list(conn.execute(sql, params).fetchall())
+        finally:
+            conn.close()
