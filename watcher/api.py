@@ -305,6 +305,10 @@ def create_app(service: Service) -> FastAPI:
             generate_latest(registry).decode(), media_type="text/plain; version=0.0.4"
         )
 
+    from watcher import api_delivery, api_receipts
+
+    app.include_router(api_receipts.router(service))
+    app.include_router(api_delivery.router(service))
     return app
 
 

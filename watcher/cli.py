@@ -11,7 +11,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import httpx
@@ -68,6 +68,11 @@ def _build_parser() -> argparse.ArgumentParser:
     reorgs = query("reorgs", "reorgs seen, newest first")
     reorgs.add_argument("--chain")
     reorgs.add_argument("--limit", type=_positive_int, default=20)
+
+    from watcher import cli_delivery, cli_receipts
+
+    cli_receipts.add_commands(sub, COMMANDS, query)
+    cli_delivery.add_commands(sub, COMMANDS, query)
     return parser
 
 
@@ -278,7 +283,7 @@ def cmd_reorgs(args: argparse.Namespace) -> int:
     return EX_OK
 
 
-COMMANDS = {
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": cmd_run,
     "status": cmd_status,
     "watch": cmd_watch,

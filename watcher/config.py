@@ -317,6 +317,62 @@ def _resolved(value: _T | None, name: str) -> _T:
     return value
 
 
+Severity = Literal["info", "warning", "critical"]
+
+
+class SigningConfig(_Strict):
+    """How receipts are signed (an Ethereum key; EIP-712 typed data).
+
+    The key comes from the environment variable named by ``key_env`` (hex private key), or
+    from an encrypted keystore file (``keystore``, password in ``keystore_password_env``).
+    With neither, and only when every configured chain is a local development chain, a
+    development key is generated into ``dev_key_file`` with a loud warning.
+    """
+
+    key_env: str = "FINALITY_SIGNING_KEY"
+    """Name of the environment variable holding a 0x hex private key."""
+    keystore: str | None = None
+    """Path of an encrypted JSON keystore (geth/eth-account format)."""
+    keystore_password_env: str = "FINALITY_KEYSTORE_PASSWORD"
+    """Name of the environment variable holding the keystore password."""
+    dev_key_file: str = ".finality-dev-key"
+    """Where the generated development key is kept (local chains only)."""
+
+
+class DeliveryConfig(_Strict):
+    """The outbox sender: commits, discards and webhook alerts."""
+
+    secret: str | None = None
+    """HMAC-SHA256 secret for the signature header (use "${FINALITY_WEBHOOK_SECRET}")."""
+    max_attempts: int = Field(default=8, ge=1)
+    """Attempts before an entry is dead-lettered."""
+    backoff_initial_s: float = Field(default=1.0, gt=0)
+    """First retry delay; doubles each attempt, with jitter."""
+    backoff_max_s: float = Field(default=300.0, gt=0)
+    """Cap on the retry delay."""
+    timeout_s: float = Field(default=10.0, gt=0)
+    """HTTP timeout of one delivery attempt."""
+    workers: int = Field(default=4, ge=1)
+    """Deliveries sent concurrently."""
+    receipt_wait_s: float = Field(default=30.0, ge=0)
+    """How long a commit/discard waits for its signed receipt before going out without it."""
+    max_dependent_state_bytes: int = Field(default=65536, ge=1)
+    """Largest accepted dependent_state (canonical JSON bytes); larger gets 413."""
+
+
+class AlertChannelConfig(_Strict):
+    """One ``[[alerts]]`` channel: which events go where."""
+
+    type: Literal["webhook", "slack", "log"]
+    """``webhook`` (JSON, signed, via the outbox), ``slack`` (Slack-compatible), ``log``."""
+    url: str | None = None
+    """Target URL (webhook and slack)."""
+    events: list[str] = Field(default_factory=lambda: ["*"])
+    """Event kinds to send (``reorg``, ``finality_violation``...); ``*`` for all."""
+    min_severity: Severity = "info"
+    """Lowest severity sent."""
+
+
 class Config(_Strict):
     """The whole configuration of one daemon instance."""
 
@@ -326,6 +382,12 @@ class Config(_Strict):
     """The ``[api]`` table."""
     chains: list[ChainConfig] = Field(min_length=1)
     """The ``[[chains]]`` tables; names unique, chain ids unique."""
+    signing: SigningConfig = Field(default_factory=SigningConfig)
+    """The ``[signing]`` table."""
+    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
+    """The ``[delivery]`` table."""
+    alerts: list[AlertChannelConfig] = Field(default_factory=list)
+    """The ``[[alerts]]`` tables."""
 
     @model_validator(mode="after")
     def _check_unique(self) -> Config:

@@ -60,6 +60,9 @@ class Service:
             self._locks[chain.name] = threading.Lock()
         self.scheduler = BackgroundScheduler(timezone="UTC")
         self.started_at = clock()
+        from watcher.components import build_components
+
+        self.components = build_components(self)
 
     # -- chains --------------------------------------------------------------------------
 
@@ -96,6 +99,8 @@ class Service:
                 health.last_success_ms = self.clock()
                 health.last_error = None
                 health.consecutive_errors = 0
+                for component in self.components:
+                    component.after_poll(name)
             except ChainIdMismatch as exc:
                 health.last_error = str(exc)
                 health.consecutive_errors += 1
@@ -131,11 +136,15 @@ class Service:
                 next_run_time=_now_utc(),
             )
         self.scheduler.start()
+        for component in self.components:
+            component.start()
 
     def stop(self) -> None:
         """Stop polling (waiting for a running poll to finish its block) and close the store."""
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
+        for component in reversed(self.components):
+            component.stop()
         counts = self.store.verdict_counts()
         summary = ", ".join(
             f"{chain}/{verdict}={n}" for (chain, verdict), n in sorted(counts.items())
