@@ -209,12 +209,26 @@ class RpcClient:
     def receipts(self, tx_hashes: Sequence[str]) -> list[TxReceipt | None]:
         """``eth_getTransactionReceipt`` for each hash, batched; None where there is none."""
         raws = self.batch([("eth_getTransactionReceipt", [h]) for h in tx_hashes])
-        return [None if r is None else self.parse_receipt(r, "eth_getTransactionReceipt") for r in raws]
+        return [
+            None if r is None else self.parse_receipt(r, "eth_getTransactionReceipt") for r in raws
+        ]
 
     def transactions(self, tx_hashes: Sequence[str]) -> list[TxInfo | None]:
         """``eth_getTransactionByHash`` for each hash, batched; None where the node has none."""
         raws = self.batch([("eth_getTransactionByHash", [h]) for h in tx_hashes])
         return [None if r is None else self.parse_tx_info(r) for r in raws]
+
+    def raw_transactions(self, tx_hashes: Sequence[str]) -> list[str | None]:
+        """``eth_getRawTransactionByHash`` for each hash, batched: signed bytes as 0x hex."""
+        raws = self.batch([("eth_getRawTransactionByHash", [h]) for h in tx_hashes])
+        out: list[str | None] = []
+        for raw in raws:
+            if raw is not None and not (isinstance(raw, str) and raw.startswith("0x")):
+                raise RpcMalformedResponse(
+                    self.endpoint, "eth_getRawTransactionByHash", f"not hex: {raw!r:.80}"
+                )
+            out.append(raw)
+        return out
 
     # -- parsing -------------------------------------------------------------------------
 

@@ -500,6 +500,16 @@ class ChainWatcher:
             (r, i) for r, i in zip(todo, infos, strict=True) if i and i.block_number is not None
         ]
         receipts = self.client.receipts([r.tx_hash for r, _ in included]) if included else []
+        # The signed bytes of a pending tx prove its sender and nonce later, after a
+        # replacement has made it vanish from every node.
+        pending = [r for r, i in zip(todo, infos, strict=True) if i and i.block_number is None]
+        raws = dict(
+            zip(
+                (r.settlement_id for r in pending),
+                self.client.raw_transactions([r.tx_hash for r in pending]) if pending else [],
+                strict=True,
+            )
+        )
         head = self.window.head
         # Included where we cannot judge it yet (no head before the first block is stored, or
         # no receipt yet at a height already processed): leave it untouched so the next poll
@@ -516,7 +526,7 @@ class ChainWatcher:
                 if rec.settlement_id in deferred:
                     continue
                 if info is not None:
-                    txn.set_sender(rec, info.sender, info.nonce)
+                    txn.set_sender(rec, info.sender, info.nonce, raws.get(rec.settlement_id))
                 backoff = min(300_000, 5_000 * 2 ** min(rec.probe_count, 6))
                 txn.set_probe(rec, now + backoff)
             for (rec, info), receipt in zip(included, receipts, strict=True):

@@ -78,6 +78,7 @@ def live_view(
         updated_at=now,
         terminal_at=None,
         provisional=False,
+        raw_tx=None,
     )
     known = tx is not None or receipt is not None
     settlement = Settlement(SettlementId(sid), known, UnixMillis(now), record.timeout_ms)

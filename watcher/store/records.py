@@ -135,6 +135,8 @@ class SettlementRecord:
     """When the verdict became terminal."""
     provisional: bool
     """Whether provisional (pre-finality) updates are delivered."""
+    raw_tx: str | None
+    """Signed raw bytes of the watched tx, kept while it was pending (replacement proof)."""
 
     @property
     def verdict_enum(self) -> Verdict:

@@ -83,6 +83,7 @@ settlements = Table(
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger, nullable=False),
     Column("terminal_at", BigInteger),
+    Column("raw_tx", Text),
     Column("provisional", Boolean, nullable=False, server_default=false()),
     UniqueConstraint("chain", "tx_hash", name="uq_settlements_chain_tx"),
     Index("ix_settlements_confirm", "chain", "watching", "confirm_height"),

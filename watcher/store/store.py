@@ -488,9 +488,13 @@ class BlockTxn:
             reorg_count=record.reorg_count + 1,
         )
 
-    def set_sender(self, record: SettlementRecord, sender: str, nonce: int) -> None:
-        """Remember who sent the watched tx and with which nonce (seen while pending)."""
-        self._update(record.settlement_id, sender=sender, nonce=nonce)
+    def set_sender(
+        self, record: SettlementRecord, sender: str, nonce: int, raw_tx: str | None = None
+    ) -> None:
+        """Remember who sent the watched tx, its nonce and its signed bytes (seen pending)."""
+        self._update(
+            record.settlement_id, sender=sender, nonce=nonce, raw_tx=raw_tx or record.raw_tx
+        )
 
     def set_probe(self, record: SettlementRecord, next_probe_at: int) -> None:
         """When to look the tx up by hash again."""

@@ -1,4 +1,5 @@
-"""Receipts (signed evidence, revocations included) and the signer addresses used.
+"""Receipts (signed evidence, revocations included), the signer addresses used, and the raw
+signed bytes of a watched tx seen while pending (to prove a replacement later).
 
 Revision ID: 0002
 Revises: 0001
@@ -35,8 +36,12 @@ def upgrade() -> None:
         sa.Column("retired_at", sa.BigInteger),
         sa.Column("source", sa.String(32), nullable=False),
     )
+    with op.batch_alter_table("settlements") as batch:
+        batch.add_column(sa.Column("raw_tx", sa.Text))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("settlements") as batch:
+        batch.drop_column("raw_tx")
     op.drop_table("signers")
     op.drop_table("receipts")
