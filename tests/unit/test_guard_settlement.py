@@ -2,6 +2,7 @@
 
 import pytest
 
+from guard.canonical import MAX_SAFE_INTEGER, CanonicalError
 from guard.errors import GuardError, InvalidPolicy
 from guard.settlement import (
     Decision,
@@ -13,6 +14,8 @@ from guard.settlement import (
     TransitionKind,
     Verdict,
     deadline_of,
+    decision_as_json,
+    decision_from_json,
     evaluate_settlement,
     settle_transition,
 )
@@ -127,10 +130,22 @@ def test_timeout_treated_as_failure() -> None:
     decision = evaluate(Observation(progress=progress), now=DEADLINE + 5)
     assert decision.verdict is Verdict.TIMEOUT_TREATED_AS_FAILURE
     assert decision.evidence == progress
+    assert decision.late_finality is None
     assert decision.remaining_ms == 0
     assert decision.elapsed_ms == TIMEOUT_MS + 5
     assert decision.directive.startswith("DISCARD")
+    assert "reconcile" not in decision.directive
     assert decision.verdict.terminal
+
+
+def test_only_a_timeout_carries_late_finality() -> None:
+    for decision in (
+        evaluate(),
+        evaluate(Observation(finality=depth()), now=T0 + 30_000),
+        evaluate(Observation(failure=reverted(), finality=depth(observed_at=DEADLINE))),
+        evaluate(Observation(finality=depth()), s=settlement(initiated=False)),
+    ):
+        assert decision.late_finality is None, decision.verdict
 
 
 # --- precedence ---------------------------------------------------------------------------
@@ -181,9 +196,57 @@ def test_one_millisecond_before_deadline_is_awaiting() -> None:
     assert before.elapsed_ms == TIMEOUT_MS - 1
 
 
-def test_finality_at_deadline_confirms() -> None:
+def test_finality_observed_before_the_deadline_confirms_when_evaluated_at_it() -> None:
+    # depth() was observed at T0 + 30 s, well before the deadline.
     decision = evaluate(Observation(finality=depth()), now=DEADLINE)
     assert decision.verdict is Verdict.FINALITY_CONFIRMED
+    assert decision.late_finality is None
+
+
+@pytest.mark.parametrize("now", [DEADLINE, DEADLINE + 1, DEADLINE + 3_600_000])
+def test_finality_observed_one_ms_before_the_deadline_confirms_however_late_evaluated(
+    now: int,
+) -> None:
+    finality = depth(observed_at=DEADLINE - 1)
+    decision = evaluate(Observation(finality=finality, progress=included()), now=now)
+    assert decision.verdict is Verdict.FINALITY_CONFIRMED
+    assert decision.evidence == finality
+    assert decision.late_finality is None
+    assert decision.remaining_ms == 0
+    assert decision.elapsed_ms == now - T0
+
+
+@pytest.mark.parametrize("observed_at", [DEADLINE, DEADLINE + 1, DEADLINE + 10_000])
+def test_finality_observed_at_or_after_the_deadline_is_a_timeout_with_late_finality(
+    observed_at: int,
+) -> None:
+    # The observation boundary is inclusive too: observed *at* the deadline is late.
+    finality = depth(observed_at=observed_at)
+    progress = included()
+    decision = evaluate(Observation(finality=finality, progress=progress), now=observed_at)
+    assert decision.verdict is Verdict.TIMEOUT_TREATED_AS_FAILURE
+    assert decision.evidence == progress
+    assert decision.late_finality == finality
+    assert decision.remaining_ms == 0
+    assert decision.directive.startswith("DISCARD")
+    assert "reconcile" in decision.directive
+
+
+def test_finality_evaluated_before_the_deadline_confirms() -> None:
+    # One millisecond before the deadline the waiting budget is not spent: finality confirms.
+    finality = depth(observed_at=DEADLINE - 1)
+    decision = evaluate(Observation(finality=finality), now=DEADLINE - 1)
+    assert decision.verdict is Verdict.FINALITY_CONFIRMED
+    assert decision.evidence == finality
+
+
+def test_failure_dominates_late_finality() -> None:
+    failure = reverted(observed_at=DEADLINE + 1)
+    observation = Observation(finality=depth(observed_at=DEADLINE + 1), failure=failure)
+    decision = evaluate(observation, now=DEADLINE + 1)
+    assert decision.verdict is Verdict.SETTLEMENT_FAILED
+    assert decision.evidence == failure
+    assert decision.late_finality is None
 
 
 def test_now_before_initiation_has_zero_elapsed() -> None:
@@ -327,6 +390,58 @@ def test_digest_binds_the_settlement() -> None:
 def test_awaiting_digest_moves_with_time_but_timeout_digest_does_not() -> None:
     assert evaluate(now=T0 + 1).digest != evaluate(now=T0 + 2).digest
     assert evaluate(now=DEADLINE).digest == evaluate(now=DEADLINE + 1_000).digest
+    late = Observation(finality=depth(observed_at=DEADLINE))
+    assert evaluate(late, now=DEADLINE).digest == evaluate(late, now=DEADLINE + 1_000).digest
+
+
+def test_digest_binds_the_late_finality() -> None:
+    plain = evaluate(Observation(progress=included()), now=DEADLINE + 10_000)
+    late_a = evaluate(
+        Observation(finality=depth(BLOCK_A, DEADLINE), progress=included()), now=DEADLINE + 10_000
+    )
+    late_b = evaluate(
+        Observation(finality=depth(BLOCK_B, DEADLINE), progress=included()), now=DEADLINE + 10_000
+    )
+    later_a = evaluate(
+        Observation(finality=depth(BLOCK_A, DEADLINE + 1), progress=included()),
+        now=DEADLINE + 10_000,
+    )
+    assert plain.verdict is late_a.verdict is late_b.verdict is later_a.verdict
+    assert len({plain.digest, late_a.digest, late_b.digest, later_a.digest}) == 4
+
+
+def test_integers_beyond_2_53_in_facts_are_refused_not_digested() -> None:
+    # Amounts in wei overflow an IEEE double: they go as decimal strings.
+    wei = 2**53
+    huge = Evidence.of("depth", UnixMillis(T0), value=wei)
+    with pytest.raises(CanonicalError, match=r"2\*\*53"):
+        evaluate(Observation(finality=huge))
+    as_string = Evidence.of("depth", UnixMillis(T0), value=str(wei))
+    assert evaluate(Observation(finality=as_string)).verdict is Verdict.FINALITY_CONFIRMED
+    safe = Evidence.of("depth", UnixMillis(T0), value=MAX_SAFE_INTEGER)
+    assert evaluate(Observation(finality=safe)).verdict is Verdict.FINALITY_CONFIRMED
+
+
+# --- JSON form ----------------------------------------------------------------------------
+
+
+def test_decision_json_round_trips_late_finality() -> None:
+    late = depth(observed_at=DEADLINE + 10)
+    decision = evaluate(Observation(finality=late, progress=included()), now=DEADLINE + 10)
+    as_json = decision_as_json(decision)
+    assert as_json["late_finality"] == late.as_json()
+    assert decision_from_json(as_json) == decision
+    assert decision_from_json(as_json).late_finality == late
+
+
+def test_decision_json_without_late_finality() -> None:
+    decision = evaluate(Observation(finality=depth()), now=T0 + 30_000)
+    as_json = decision_as_json(decision)
+    assert as_json["late_finality"] is None
+    assert decision_from_json(as_json) == decision
+    # A decision stored before the field existed reads back without late finality.
+    del as_json["late_finality"]
+    assert decision_from_json(as_json) == decision
 
 
 # --- transitions --------------------------------------------------------------------------
@@ -337,9 +452,35 @@ CONFIRMED = evaluate(Observation(finality=depth(BLOCK_A)), now=T0 + 30_000)
 CONFIRMED_ON_B = evaluate(Observation(finality=depth(BLOCK_B)), now=T0 + 40_000)
 FAILED = evaluate(Observation(failure=reverted()), now=T0 + 20_000)
 TIMED_OUT = evaluate(Observation(progress=included()), now=DEADLINE)
-LATE_CONFIRMED = evaluate(
-    Observation(finality=depth(observed_at=DEADLINE + 10_000)), now=DEADLINE + 10_000
+# A fresh timeout that carries finality observed after the deadline.
+LATE = evaluate(
+    Observation(finality=depth(observed_at=DEADLINE + 10_000), progress=included()),
+    now=DEADLINE + 10_000,
 )
+# A fresh confirmation, evaluated after the deadline, of finality observed before it.
+CONFIRMED_LATE_EVALUATED = evaluate(
+    Observation(finality=depth(observed_at=DEADLINE - 1)), now=DEADLINE + 10_000
+)
+NAMED = {
+    "awaiting": AWAITING,
+    "awaiting_later": AWAITING_LATER,
+    "confirmed": CONFIRMED,
+    "confirmed_on_b": CONFIRMED_ON_B,
+    "failed": FAILED,
+    "timed_out": TIMED_OUT,
+    "late": LATE,
+    "confirmed_late_evaluated": CONFIRMED_LATE_EVALUATED,
+}
+
+
+def name(value: object) -> str:
+    """Readable test ids: the fixture's name for a decision, the value for a kind."""
+    for label, decision in NAMED.items():
+        if value is decision:
+            return label
+    return str(getattr(value, "value", value))
+
+
 REORG = Reversal(
     reason="reorg of depth 20 past block 812",
     evidence=Evidence.of(
@@ -362,7 +503,7 @@ def test_awaiting_to_awaiting_is_unchanged_and_keeps_the_fresh_progress() -> Non
     assert transition.decision == AWAITING_LATER
 
 
-@pytest.mark.parametrize("fresh", [CONFIRMED, FAILED, TIMED_OUT])
+@pytest.mark.parametrize("fresh", [CONFIRMED, FAILED, TIMED_OUT], ids=name)
 def test_awaiting_to_terminal_advances(fresh: Decision) -> None:
     transition = settle_transition(AWAITING, fresh)
     assert transition.kind is TransitionKind.ADVANCED
@@ -370,12 +511,40 @@ def test_awaiting_to_terminal_advances(fresh: Decision) -> None:
     assert not transition.finality_violation
 
 
-def test_late_finality_keeps_the_timeout() -> None:
-    assert LATE_CONFIRMED.verdict is Verdict.FINALITY_CONFIRMED
-    transition = settle_transition(TIMED_OUT, LATE_CONFIRMED)
+def test_fixtures_have_the_verdicts_the_transition_tests_assume() -> None:
+    assert LATE.verdict is Verdict.TIMEOUT_TREATED_AS_FAILURE
+    assert LATE.late_finality is not None
+    assert TIMED_OUT.late_finality is None
+    assert CONFIRMED_LATE_EVALUATED.verdict is Verdict.FINALITY_CONFIRMED
+
+
+@pytest.mark.parametrize("fresh", [LATE, CONFIRMED_LATE_EVALUATED, CONFIRMED], ids=name)
+def test_late_finality_keeps_the_timeout(fresh: Decision) -> None:
+    transition = settle_transition(TIMED_OUT, fresh)
     assert transition.kind is TransitionKind.LATE_FINALITY
     assert transition.decision == TIMED_OUT
     assert transition.decision.verdict is Verdict.TIMEOUT_TREATED_AS_FAILURE
+    assert not transition.finality_violation
+
+
+@pytest.mark.parametrize("previous", [None, AWAITING], ids=["none", "awaiting"])
+def test_first_terminal_decision_with_late_finality_is_late_finality(
+    previous: Decision | None,
+) -> None:
+    # The timeout and the late finality are decided together: the fresh timeout is stored
+    # (with its late_finality), and the kind says someone must reconcile.
+    transition = settle_transition(previous, LATE)
+    assert transition.kind is TransitionKind.LATE_FINALITY
+    assert transition.decision == LATE
+    assert transition.decision.late_finality == LATE.late_finality
+    assert not transition.finality_violation
+
+
+@pytest.mark.parametrize("previous", [FAILED, CONFIRMED], ids=name)
+def test_late_finality_after_another_terminal_verdict_is_held(previous: Decision) -> None:
+    transition = settle_transition(previous, LATE)
+    assert transition.kind is TransitionKind.HELD
+    assert transition.decision == previous
     assert not transition.finality_violation
 
 
@@ -390,8 +559,10 @@ def test_late_finality_keeps_the_timeout() -> None:
         (FAILED, TIMED_OUT),
         (TIMED_OUT, AWAITING),
         (TIMED_OUT, FAILED),
+        (FAILED, LATE),
+        (CONFIRMED, LATE),
     ],
-    ids=lambda d: d.verdict.value,
+    ids=name,
 )
 def test_terminal_is_held_without_reversal(previous: Decision, fresh: Decision) -> None:
     transition = settle_transition(previous, fresh)
@@ -407,19 +578,43 @@ def test_terminal_same_verdict_is_unchanged_and_keeps_the_stored_decision() -> N
     assert transition.decision.digest == CONFIRMED.digest
 
 
-def test_reversal_of_confirmed_is_a_finality_violation() -> None:
-    transition = settle_transition(CONFIRMED, AWAITING_LATER, REORG)
+@pytest.mark.parametrize(
+    "fresh", [AWAITING_LATER, CONFIRMED_ON_B, FAILED, TIMED_OUT, LATE], ids=name
+)
+def test_reversal_of_confirmed_is_a_finality_violation(fresh: Decision) -> None:
+    transition = settle_transition(CONFIRMED, fresh, REORG)
     assert transition.kind is TransitionKind.REVERSED
-    assert transition.decision == AWAITING_LATER
+    assert transition.decision == fresh
     assert transition.finality_violation
 
 
-@pytest.mark.parametrize("previous", [FAILED, TIMED_OUT], ids=lambda d: d.verdict.value)
-def test_reversal_of_other_terminal_is_not_a_finality_violation(previous: Decision) -> None:
-    transition = settle_transition(previous, AWAITING_LATER, REORG)
-    assert transition.kind is TransitionKind.REVERSED
-    assert transition.decision == AWAITING_LATER
+@pytest.mark.parametrize(
+    ("previous", "fresh", "kind"),
+    [
+        (FAILED, AWAITING_LATER, TransitionKind.HELD),
+        (FAILED, CONFIRMED, TransitionKind.HELD),
+        (FAILED, TIMED_OUT, TransitionKind.HELD),
+        (FAILED, LATE, TransitionKind.HELD),
+        (FAILED, FAILED, TransitionKind.UNCHANGED),
+        (TIMED_OUT, AWAITING_LATER, TransitionKind.HELD),
+        (TIMED_OUT, FAILED, TransitionKind.HELD),
+        (TIMED_OUT, TIMED_OUT, TransitionKind.UNCHANGED),
+        (TIMED_OUT, CONFIRMED, TransitionKind.LATE_FINALITY),
+        (TIMED_OUT, CONFIRMED_LATE_EVALUATED, TransitionKind.LATE_FINALITY),
+        (TIMED_OUT, LATE, TransitionKind.LATE_FINALITY),
+    ],
+    ids=name,
+)
+def test_reversal_of_a_failure_or_timeout_is_ignored(
+    previous: Decision, fresh: Decision, kind: TransitionKind
+) -> None:
+    # A failure or a timeout may already have been discarded: never turned into a commit.
+    transition = settle_transition(previous, fresh, REORG)
+    assert transition.kind is kind
+    assert transition.decision == previous
+    assert transition.decision.verdict is not Verdict.FINALITY_CONFIRMED
     assert not transition.finality_violation
+    assert transition == settle_transition(previous, fresh)
 
 
 def test_reversal_of_non_terminal_is_an_ordinary_transition() -> None:

@@ -11,16 +11,23 @@
       "policy": {"max_wait_ms": int},
       "now": int ms,
       "expected": {"verdict": str, "deadline": int ms | null, "elapsed_ms": int,
-                   "remaining_ms": int, "digest": "sha256:<64 hex>"}
+                   "remaining_ms": int, "late_finality": EVIDENCE | null,
+                   "digest": "sha256:<64 hex>"}
     }
 
     EVIDENCE = {"kind": str, "observed_at": int ms, "facts": {str: int | str | bool | null}}
 
+Integers are within +-(2**53 - 1). Finality confirms when evaluated before the deadline
+(``now < deadline``) or observed before it (``observed_at < deadline``); at ``now >= deadline``
+finality observed at or after the deadline gives ``TIMEOUT_TREATED_AS_FAILURE`` with that
+finality as ``late_finality`` (null in every other case).
+
 The digest is SHA-256 over the canonical JSON (RFC 8785 style: sorted keys, no white space,
 UTF-8, no floats) of ``{"verdict", "settlement_id", "initiated", "initiated_at",
-"timeout_ms", "deadline", "evidence"}`` plus ``"elapsed_ms"`` for ``AWAITING_FINALITY`` only,
-where ``evidence`` is the EVIDENCE the verdict rests on (the failure, the finality, or the
-progress for awaiting and timeout; null for no settlement).
+"timeout_ms", "deadline", "evidence"}`` plus ``"elapsed_ms"`` for ``AWAITING_FINALITY`` only
+and ``"late_finality"`` only when it is not null, where ``evidence`` is the EVIDENCE the
+verdict rests on (the failure, the finality, or the progress for awaiting and timeout; null
+for no settlement).
 
 The test evaluates the inputs of the committed file and compares every expected field, so a
 change of behaviour or encoding shows up as a failing vector. After an intended change,
@@ -88,6 +95,9 @@ def expected_of(decision: Decision) -> dict[str, Any]:
         "deadline": decision.deadline,
         "elapsed_ms": decision.elapsed_ms,
         "remaining_ms": decision.remaining_ms,
+        "late_finality": (
+            decision.late_finality.as_json() if decision.late_finality is not None else None
+        ),
         "digest": decision.digest,
     }
 
@@ -115,6 +125,7 @@ def test_vector_file_is_well_formed() -> None:
             "deadline",
             "elapsed_ms",
             "remaining_ms",
+            "late_finality",
             "digest",
         }
         assert set(vector["observation"]) == {"finality", "failure", "progress"}
@@ -125,13 +136,61 @@ def test_vectors_cover_every_verdict() -> None:
     assert covered == {verdict.value for verdict in Verdict}
 
 
+def test_vectors_cover_both_sides_of_the_late_finality_rule() -> None:
+    def deadline_and_finality(vector: dict[str, Any]) -> tuple[int | None, dict[str, Any] | None]:
+        return vector["expected"]["deadline"], vector["observation"]["finality"]
+
+    # Finality observed before the deadline, evaluated at or after it: confirmed.
+    assert any(
+        v["expected"]["verdict"] == "FINALITY_CONFIRMED"
+        and v["now"] >= deadline
+        and finality["observed_at"] < deadline
+        for v in _VECTORS
+        for deadline, finality in [deadline_and_finality(v)]
+        if deadline is not None and finality is not None
+    )
+    # Finality observed exactly at the deadline: a timeout carrying it as late finality.
+    assert any(
+        v["expected"]["verdict"] == "TIMEOUT_TREATED_AS_FAILURE"
+        and finality["observed_at"] == deadline
+        and v["expected"]["late_finality"] == finality
+        for v in _VECTORS
+        for deadline, finality in [deadline_and_finality(v)]
+        if deadline is not None and finality is not None
+    )
+
+
 @pytest.mark.parametrize("vector", _VECTORS, ids=[vector["name"] for vector in _VECTORS])
 def test_vector(vector: dict[str, Any]) -> None:
     decision = evaluate_settlement(*inputs_from_json(vector))
     expected = vector["expected"]
     actual = expected_of(decision)
-    for key in ("verdict", "deadline", "elapsed_ms", "remaining_ms", "digest"):
+    for key in ("verdict", "deadline", "elapsed_ms", "remaining_ms", "late_finality", "digest"):
         assert actual[key] == expected[key], f"{vector['name']}: {key}"
+
+
+@pytest.mark.parametrize("vector", _VECTORS, ids=[vector["name"] for vector in _VECTORS])
+def test_verdict_follows_the_documented_rules(vector: dict[str, Any]) -> None:
+    # Recomputed from the vector alone, as another implementation would.
+    s, o, now = vector["settlement"], vector["observation"], vector["now"]
+    expected = vector["expected"]
+    if not s["initiated"]:
+        assert expected["verdict"] == "NO_SETTLEMENT"
+        return
+    deadline = s["initiated_at"] + min(s["timeout_ms"], vector["policy"]["max_wait_ms"])
+    assert expected["deadline"] == deadline
+    finality = o["finality"]
+    if o["failure"] is not None:
+        verdict = "SETTLEMENT_FAILED"
+    elif finality is not None and (now < deadline or finality["observed_at"] < deadline):
+        verdict = "FINALITY_CONFIRMED"
+    elif now >= deadline:
+        verdict = "TIMEOUT_TREATED_AS_FAILURE"
+    else:
+        verdict = "AWAITING_FINALITY"
+    assert expected["verdict"] == verdict
+    assert expected["remaining_ms"] == (deadline - now if verdict == "AWAITING_FINALITY" else 0)
+    assert expected["elapsed_ms"] == max(0, now - s["initiated_at"])
 
 
 @pytest.mark.parametrize("vector", _VECTORS, ids=[vector["name"] for vector in _VECTORS])
@@ -155,6 +214,12 @@ def test_digest_follows_the_documented_recipe(vector: dict[str, Any]) -> None:
     }
     if verdict == "AWAITING_FINALITY":
         bound["elapsed_ms"] = expected["elapsed_ms"]
+    # Late finality: the finality of a timeout (observed at or after the deadline).
+    late = observation["finality"] if verdict == "TIMEOUT_TREATED_AS_FAILURE" else None
+    assert expected["late_finality"] == late
+    if late is not None:
+        assert late["observed_at"] >= expected["deadline"]
+        bound["late_finality"] = late
     preimage = json.dumps(bound, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     digest = "sha256:" + hashlib.sha256(preimage.encode("utf-8")).hexdigest()
     assert digest == expected["digest"]
@@ -276,6 +341,67 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], int]] = [
         _observation(finality=DEPTH_A, failure=REVERTED),
         POLICY,
         T0 + 50_000,
+    ),
+    (
+        "confirmed_observed_before_deadline_evaluated_after",
+        _settlement(),
+        _observation(finality=DEPTH_A, progress=INCLUDED),
+        POLICY,
+        T0 + 90_000,
+    ),
+    (
+        "confirmed_observed_one_ms_before_deadline_evaluated_at_it",
+        _settlement(),
+        _observation(finality=_evidence("finalized", T0 + 59_999, block_number=812)),
+        POLICY,
+        T0 + 60_000,
+    ),
+    (
+        "confirmed_one_ms_before_deadline",
+        _settlement(),
+        _observation(finality=_evidence("finalized", T0 + 59_999, block_number=812)),
+        POLICY,
+        T0 + 59_999,
+    ),
+    (
+        "timeout_finality_observed_at_deadline_is_late",
+        _settlement(),
+        _observation(finality=_evidence("finalized", T0 + 60_000, block_number=812)),
+        POLICY,
+        T0 + 60_000,
+    ),
+    (
+        "timeout_late_finality_with_progress",
+        _settlement(),
+        _observation(
+            finality=_evidence(
+                "depth", T0 + 75_000, block_number=812, block_hash=BLOCK_A, depth=12, head=823
+            ),
+            progress=INCLUDED,
+        ),
+        POLICY,
+        T0 + 80_000,
+    ),
+    (
+        "timeout_late_finality_policy_caps_wait",
+        _settlement(timeout_ms=3_600_000),
+        _observation(
+            finality=_evidence(
+                "depth", T0 + 600_000, block_number=812, block_hash=BLOCK_B, depth=12, head=823
+            )
+        ),
+        POLICY,
+        T0 + 700_000,
+    ),
+    (
+        "failed_dominates_late_finality",
+        _settlement(),
+        _observation(
+            finality=_evidence("finalized", T0 + 70_000, block_number=812),
+            failure=REVERTED,
+        ),
+        POLICY,
+        T0 + 70_000,
     ),
     (
         "failed_after_deadline",

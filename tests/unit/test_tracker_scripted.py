@@ -46,8 +46,13 @@ class ScriptedNode:
             n = len(self.chain)
             parent = self.chain[-1]["hash"] if self.chain else "0x" + "00" * 32
             self.chain.append(
-                {"number": hex(n), "hash": h(tag, n), "parentHash": parent,
-                 "timestamp": hex(1000 + n), "transactions": []}
+                {
+                    "number": hex(n),
+                    "hash": h(tag, n),
+                    "parentHash": parent,
+                    "timestamp": hex(1000 + n),
+                    "transactions": [],
+                }
             )
 
     def fork(self, at: int, count: int, tag: str) -> None:
@@ -58,13 +63,21 @@ class ScriptedNode:
     def _answer(self, method: str, params: Sequence[Any]) -> Mapping[str, Any]:
         self.requests.append(method)
         if method == self.error_for:
-            return {"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "header not found"}}
+            return {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "error": {"code": -32000, "message": "header not found"},
+            }
         if method == "eth_getBlockByNumber":
             tag = params[0]
             if tag == "latest":
                 return {"jsonrpc": "2.0", "id": 1, "result": self.latest_override or self.chain[-1]}
             n = int(tag, 16)
-            return {"jsonrpc": "2.0", "id": 1, "result": self.chain[n] if n < len(self.chain) else None}
+            return {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "result": self.chain[n] if n < len(self.chain) else None,
+            }
         raise AssertionError(f"unexpected {method}")
 
     def request(self, method: str, params: Sequence[Any]) -> Mapping[str, Any]:
@@ -76,8 +89,10 @@ class ScriptedNode:
 
 def header(block: dict[str, Any]) -> BlockHeader:
     return BlockHeader(
-        BlockNumber(int(block["number"], 16)), BlockHash(block["hash"]),
-        BlockHash(block["parentHash"]), int(block["timestamp"], 16),
+        BlockNumber(int(block["number"], 16)),
+        BlockHash(block["hash"]),
+        BlockHash(block["parentHash"]),
+        int(block["timestamp"], 16),
     )
 
 
