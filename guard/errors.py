@@ -5,7 +5,8 @@
     GuardError(Exception)            anything the core refuses in normal operation
     ├── InvalidHash(ValueError)      a block or tx hash that is not 0x + 64 hex digits
     ├── InvalidAddress(ValueError)   an address that is not 0x + 40 hex digits
-    └── InvalidPolicy(ValueError)    a policy or settlement with impossible numbers
+    ├── InvalidPolicy(ValueError)    a policy or settlement with impossible numbers
+    └── CanonicalError(TypeError)    a value with no canonical JSON form (guard.canonical)
 """
 
 

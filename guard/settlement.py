@@ -338,6 +338,8 @@ def evidence_from_json(data: object) -> Evidence | None:
     if not isinstance(data, dict):
         raise TypeError(f"evidence must be an object, got {type(data).__name__}")
     facts = data.get("facts", {})
+    if not isinstance(facts, dict):
+        raise TypeError(f"evidence facts must be an object, got {type(facts).__name__}")
     return Evidence(
         kind=str(data["kind"]),
         observed_at=UnixMillis(int(data["observed_at"])),
