@@ -90,6 +90,7 @@ settlements = Table(
     Index("ix_settlements_deadline", "chain", "watching", "deadline"),
     Index("ix_settlements_block", "chain", "block_number"),
     Index("ix_settlements_replaced", "chain", "replaced_block_number"),
+    Index("ix_settlements_probe", "chain", "watching", "next_probe_at"),
 )
 
 reorgs = Table(

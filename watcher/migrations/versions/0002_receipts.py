@@ -38,9 +38,11 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("settlements") as batch:
         batch.add_column(sa.Column("raw_tx", sa.Text))
+    op.create_index("ix_settlements_probe", "settlements", ["chain", "watching", "next_probe_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_settlements_probe", "settlements")
     with op.batch_alter_table("settlements") as batch:
         batch.drop_column("raw_tx")
     op.drop_table("signers")
