@@ -19,8 +19,14 @@ def chain_config(rpc: str, **overrides: object) -> ChainConfig:
     """The local chain's config pointed at ``rpc``."""
     lines = [f"{k} = {v!r}".replace("'", '"') for k, v in overrides.items()]
     text = "\n".join(
-        ["[[chains]]", 'name = "local"', "chain_id = 31337", f'rpc = ["{rpc}"]', "confirmations = 3",
-         *lines]
+        [
+            "[[chains]]",
+            'name = "local"',
+            "chain_id = 31337",
+            f'rpc = ["{rpc}"]',
+            "confirmations = 3",
+            *lines,
+        ]
     )
     return parse_config(text, "<bench>").chains[0]
 

@@ -107,7 +107,8 @@ def catch_up(anvil: Anvil, missed: int) -> tuple[float, float]:
     watcher = watcher_for(store, chain)
     watcher.poll()
     start_head = anvil.head()
-    anvil.mine(missed)
+    for _ in range(0, missed, 1000):
+        anvil.mine(min(1000, missed))
     restarted = watcher_for(store, chain)
     started = time.monotonic()
     stats = restarted.catch_up(max_rounds=10_000)
@@ -144,7 +145,9 @@ def memory(anvil: Anvil, count: int) -> tuple[float, float, int]:
         store.close()
         out = subprocess.run(
             [sys.executable, "-m", "bench.core", "--rss-child", anvil.url, store.url],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.split()
         return float(out[0]), int(out[1])
 
@@ -156,6 +159,13 @@ def memory(anvil: Anvil, count: int) -> tuple[float, float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller counts, for a smoke run")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=["calls", "latency", "catchup", "memory"],
+        default=["calls", "latency", "catchup", "memory"],
+        help="run only these sections",
+    )
     parser.add_argument("--rss-child", nargs=2, metavar=("URL", "DB"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss_child:
@@ -163,26 +173,40 @@ def main() -> None:
         return
     big = 10_000 if args.quick else 100_000
     with Anvil() as anvil:
-        print("== steady-state JSON-RPC calls per poll (one new block per poll), target <= 1.2")
-        for count in (1, 1000, big):
+        if "calls" in args.only:
+            print("== steady-state JSON-RPC calls per poll (one new block per poll), target <= 1.2")
+        for count in (1, 1000, big) if "calls" in args.only else ():
             ours, naive = calls_per_poll(anvil, count, rounds=120)
-            print(f"  {count:>7} watched: ours {ours:6.2f}   naive {naive:9.1f}   ratio {naive / ours:9.1f}x")
+            print(
+                f"  {count:>7} watched: ours {ours:6.2f}   naive {naive:9.1f}   ratio {naive / ours:9.1f}x"
+            )
 
         interval = 1.0
-        print(f"== depth-N block -> FINALITY_CONFIRMED, poll interval {interval:.1f} s, target median <= {interval + 0.1:.1f} s")
-        lat = finality_latency(anvil, samples=5 if args.quick else 15, interval_s=interval)
-        print(f"  median {statistics.median(lat):.3f} s  max {max(lat):.3f} s  "
-              f"(ratio to interval {statistics.median(lat) / interval:.2f})")
+        if "latency" in args.only:
+            print(
+                f"== depth-N block -> FINALITY_CONFIRMED, poll interval {interval:.1f} s, target median <= {interval + 0.1:.1f} s"
+            )
+            lat = finality_latency(anvil, samples=5 if args.quick else 15, interval_s=interval)
+            print(
+                f"  median {statistics.median(lat):.3f} s  max {max(lat):.3f} s  "
+                f"(ratio to interval {statistics.median(lat) / interval:.2f})"
+            )
 
         missed = 2_000 if args.quick else 10_000
-        print(f"== catch-up after {missed} missed blocks, target <= 30 s")
-        ours, fetch = catch_up(anvil, missed)
-        print(f"  ours {ours:.1f} s   fetching the blocks alone {fetch:.1f} s   ratio {ours / fetch:.2f}")
+        if "catchup" in args.only:
+            print(f"== catch-up after {missed} missed blocks, target <= 30 s")
+            ours, fetch = catch_up(anvil, missed)
+            print(
+                f"  ours {ours:.1f} s   fetching the blocks alone {fetch:.1f} s   ratio {ours / fetch:.2f}"
+            )
 
-        print(f"== peak RSS with {big} watched settlements, target <= 300 MB")
-        rss, empty, loaded = memory(anvil, big)
-        print(f"  ours {rss:.0f} MB ({loaded} loaded)   same process with none {empty:.0f} MB   "
-              f"per settlement {(rss - empty) * 1024 / max(loaded, 1):.2f} KB")
+        if "memory" in args.only:
+            print(f"== peak RSS with {big} watched settlements, target <= 300 MB")
+            rss, empty, loaded = memory(anvil, big)
+            print(
+                f"  ours {rss:.0f} MB ({loaded} loaded)   same process with none {empty:.0f} MB   "
+                f"per settlement {(rss - empty) * 1024 / max(loaded, 1):.2f} KB"
+            )
 
 
 if __name__ == "__main__":

@@ -30,7 +30,9 @@ class CountingProxy:
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
                 proxy._count(body)
                 answer = proxy._session.post(
-                    proxy.upstream, data=body, headers={"content-type": "application/json"},
+                    proxy.upstream,
+                    data=body,
+                    headers={"content-type": "application/json"},
                     timeout=60,
                 )
                 self.send_response(answer.status_code)
