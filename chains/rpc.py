@@ -230,6 +230,52 @@ class RpcClient:
             out.append(raw)
         return out
 
+    # -- raw answers, for proofs ----------------------------------------------------------
+
+    def raw_blocks(
+        self, numbers: Sequence[BlockTag], full: bool = False
+    ) -> list[Mapping[str, Any] | None]:
+        """Blocks by number as the node's JSON objects (batched); None where there is none.
+
+        Proof building needs every header field exactly as the node gave it; the typed
+        :meth:`blocks` keeps only what head tracking needs."""
+        raws = self.batch([("eth_getBlockByNumber", [_tag(n), full]) for n in numbers])
+        for raw in raws:
+            if raw is not None and not isinstance(raw, Mapping):
+                raise RpcMalformedResponse(
+                    self.endpoint, "eth_getBlockByNumber", f"not an object: {raw!r:.200}"
+                )
+        return raws
+
+    def raw_block_receipts(self, block_hash: str) -> list[Mapping[str, Any]]:
+        """``eth_getBlockReceipts`` as the node's JSON objects, in transaction order."""
+        raws = self.call("eth_getBlockReceipts", [block_hash])
+        if not isinstance(raws, list) or not all(isinstance(r, Mapping) for r in raws):
+            raise RpcMalformedResponse(
+                self.endpoint, "eth_getBlockReceipts", f"not a list of objects: {raws!r:.200}"
+            )
+        return sorted(
+            raws,
+            key=lambda r: _hex_int(
+                r.get("transactionIndex"),
+                self.endpoint,
+                "eth_getBlockReceipts",
+                "transactionIndex",
+            ),
+        )
+
+    def raw_block_transactions(self, block_hash: str, count: int) -> list[str]:
+        """The signed bytes (0x hex) of the first ``count`` txs of a block, batched
+        (``eth_getRawTransactionByBlockHashAndIndex``), in the form the node stores them."""
+        method = "eth_getRawTransactionByBlockHashAndIndex"
+        raws = self.batch([(method, [block_hash, hex(i)]) for i in range(count)])
+        for i, raw in enumerate(raws):
+            if not (isinstance(raw, str) and raw.startswith("0x") and len(raw) > 2):
+                raise RpcMalformedResponse(
+                    self.endpoint, method, f"tx {i} of {block_hash}: not hex: {raw!r:.80}"
+                )
+        return raws
+
     # -- parsing -------------------------------------------------------------------------
 
     def parse_block(self, raw: Any, method: str) -> Block:

@@ -6,7 +6,14 @@
     ├── InvalidHash(ValueError)      a block or tx hash that is not 0x + 64 hex digits
     ├── InvalidAddress(ValueError)   an address that is not 0x + 40 hex digits
     ├── InvalidPolicy(ValueError)    a policy or settlement with impossible numbers
-    └── CanonicalError(TypeError)    a value with no canonical JSON form (guard.canonical)
+    ├── CanonicalError(TypeError)    a value with no canonical JSON form (guard.canonical)
+    └── ReceiptInvalid(ValueError)   a signed receipt that does not verify; ``reason`` says
+                                     which check failed (``header 812: parentHash does not
+                                     match block 811``, ``signature: signer 0x… is not trusted``)
+
+The receipt verifier's lower-level errors (``RlpError``, ``HeaderError``, ``ProofError``,
+``TransactionError``) are GuardErrors too; :func:`guard.verify.verify_receipt` turns each
+into a ``ReceiptInvalid`` naming where in the receipt it happened.
 """
 
 
@@ -34,3 +41,11 @@ class InvalidAddress(GuardError, ValueError):
 
 class InvalidPolicy(GuardError, ValueError):
     """A timeout, wait or confirmation count that cannot be honoured."""
+
+
+class ReceiptInvalid(GuardError, ValueError):
+    """A receipt failed verification; ``reason`` is the one-line, precise cause."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -7,17 +7,19 @@ idempotent on (chain, tx hash)). OpenAPI is served at ``/docs`` and ``/openapi.j
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import Body, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CollectorRegistry, generate_latest
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from chains.errors import ChainError
 from guard.errors import InvalidHash
 from guard.hexes import parse_tx_hash
+from watcher.api_receipts import view_parts, wait_signed
+from watcher.api_sources import register_source_settlement, source_view
 from watcher.config import UnknownChainName
 from watcher.metrics import ServiceCollector
 from watcher.service import Service
@@ -25,7 +27,8 @@ from watcher.settlements import Registration, register, settlement_view
 from watcher.store import SettlementNotFound
 
 MAX_DEPENDENT_STATE_BYTES = 64 * 1024
-"""Largest accepted ``dependent_state`` (canonical JSON bytes)."""
+"""Default largest ``dependent_state``; the limit applied is ``[delivery]
+max_dependent_state_bytes``."""
 
 MAX_LIVE_CONFIRMATIONS = 2**31 - 1
 """Largest N a live answer accepts (decisions encode integers below 2**53)."""
@@ -60,6 +63,11 @@ class SettlementRequest(BaseModel):
     commit_url: str | None = Field(
         default=None, description="Where commit/discard events are POSTed."
     )
+    provisional: bool = Field(
+        default=False,
+        description="Also POST inclusion and depth updates before finality, each marked "
+        "provisional (for state that can be reversed).",
+    )
 
     @field_validator("tx_hash")
     @classmethod
@@ -75,6 +83,18 @@ class SettlementRequest(BaseModel):
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value
+
+
+def canonical_or_error(state: dict[str, Any]) -> None:
+    """Refuse dependent state without a canonical JSON form (a float): its digest is signed
+    into the binding receipt."""
+    from guard.canonical import CanonicalError, canonical_json
+
+    try:
+        canonical_json(state)
+    except CanonicalError as exc:
+        message = str(exc).replace("$", "dependent_state", 1)
+        raise ApiError(422, message, fields=["dependent_state"]) from None
 
 
 def _field_of(loc: tuple[Any, ...]) -> str:
@@ -121,8 +141,21 @@ def create_app(service: Service) -> FastAPI:
         return head.number if head is not None else None
 
     @app.post("/v1/settlements", status_code=201)
-    def create_settlement(body: SettlementRequest) -> JSONResponse:
-        """Register a settlement; 200 with the same settlement if it was already registered."""
+    def create_settlement(payload: Annotated[dict[str, Any], Body()]) -> JSONResponse:
+        """Register a settlement; 200 with the same settlement if it was already registered.
+
+        ``kind`` is ``evm_tx`` by default (``chain``, ``tx_hash``...); a source kind
+        (``stripe_payment_intent``, ``rq_job``, ``celery_task``) takes ``ref`` and
+        ``source`` instead (docs/sources.md)."""
+        if payload.get("kind", "evm_tx") != "evm_tx":
+            view, status = register_source_settlement(service, payload)
+            return JSONResponse(view, status_code=status)
+        try:
+            body = SettlementRequest.model_validate(
+                {k: v for k, v in payload.items() if k != "kind"}
+            )
+        except ValidationError as exc:
+            raise RequestValidationError(exc.errors(include_url=False)) from None
         chain = chain_or_error(body.chain, 422)
         window = chain.resolved_header_window
         if body.confirmations is not None and body.confirmations >= window:
@@ -149,28 +182,33 @@ def create_app(service: Service) -> FastAPI:
                     fields=["dependent_state"],
                 ) from None
             size = len(encoded.encode())
-            if size > MAX_DEPENDENT_STATE_BYTES:
+            limit = service.config.delivery.max_dependent_state_bytes
+            if size > limit:
                 raise ApiError(
                     413,
-                    f"dependent_state: {size} bytes is over the limit of "
-                    f"{MAX_DEPENDENT_STATE_BYTES} bytes",
-                    limit=MAX_DEPENDENT_STATE_BYTES,
+                    f"dependent_state: {size} bytes is over the limit of {limit} bytes",
+                    limit=limit,
                 )
-        rec, created = register(
-            service.store,
-            Registration(
-                chain=chain,
-                tx_hash=body.tx_hash,
-                confirmations=body.confirmations,
-                timeout_s=timeout_s,
-                dependent_state=body.dependent_state,
-                commit_url=body.commit_url,
-            ),
-            service.clock(),
+            canonical_or_error(body.dependent_state)
+        registration = Registration(
+            chain=chain,
+            tx_hash=body.tx_hash,
+            confirmations=body.confirmations,
+            timeout_s=timeout_s,
+            dependent_state=body.dependent_state,
+            commit_url=body.commit_url,
         )
-        return JSONResponse(
-            settlement_view(rec, head_of(rec.chain)), status_code=201 if created else 200
-        )
+        if body.provisional:
+            from dataclasses import replace
+
+            from watcher.settlements import new_settlement
+
+            new = replace(new_settlement(registration, service.clock()), provisional=True)
+            rec, created = service.store.register(new)
+        else:
+            rec, created = register(service.store, registration, service.clock())
+        view = settlement_view(rec, head_of(rec.chain), **view_parts(service, rec))
+        return JSONResponse(view, status_code=201 if created else 200)
 
     @app.get("/v1/settlements/{settlement_id}")
     def get_settlement(settlement_id: str) -> dict[str, Any]:
@@ -179,19 +217,29 @@ def create_app(service: Service) -> FastAPI:
             rec = service.store.settlement(settlement_id)
         except SettlementNotFound:
             raise ApiError(404, f"settlement_id: no settlement {settlement_id!r}") from None
-        return settlement_view(rec, head_of(rec.chain))
+        view = source_view(service, rec)
+        if view is not None:
+            return view
+        return settlement_view(rec, head_of(rec.chain), **view_parts(service, rec))
 
     @app.get("/v1/settlements/{settlement_id}/receipt")
     def get_receipt(settlement_id: str) -> dict[str, Any]:
-        """The terminal decision with its evidence; 404 while the settlement is not terminal."""
-        view = get_settlement(settlement_id)
-        if view["receipt"] is None:
+        """The latest signed receipt of the terminal verdict (a document `finality verify`
+        checks offline); 404 while the settlement is not terminal or not yet signed."""
+        try:
+            rec = service.store.settlement(settlement_id)
+        except SettlementNotFound:
+            raise ApiError(404, f"settlement_id: no settlement {settlement_id!r}") from None
+        receipt = wait_signed(service, rec) if rec.verdict_enum.terminal else None
+        if receipt is None:
+            pending = rec.verdict_enum.terminal
             raise ApiError(
                 404,
-                f"settlement {settlement_id} has no receipt yet: verdict {view['verdict']}",
-                verdict=view["verdict"],
+                f"settlement {settlement_id} has no receipt yet: verdict {rec.verdict}"
+                + ("; its signed receipt is not built yet, retry shortly" if pending else ""),
+                verdict=rec.verdict,
+                pending=pending,
             )
-        receipt: dict[str, Any] = view["receipt"]
         return receipt
 
     @app.get("/v1/settlements/{settlement_id}/events")
@@ -214,7 +262,7 @@ def create_app(service: Service) -> FastAPI:
             raise ApiError(422, f"tx_hash: {exc}", fields=["tx_hash"]) from None
         try:
             rec = service.store.settlement_by_tx(chain, tx)
-            return settlement_view(rec, head_of(chain))
+            return settlement_view(rec, head_of(chain), **view_parts(service, rec))
         except SettlementNotFound:
             pass
         from watcher.live import live_view
@@ -277,11 +325,20 @@ def create_app(service: Service) -> FastAPI:
             for r in service.store.reorgs(chain, limit)
         ]
 
-    @app.get("/v1/events")
+    @app.get("/v1/events", response_model=list[dict[str, Any]])
     def list_events(
-        after: int = Query(default=0, ge=0), limit: int = Query(default=100, ge=1, le=1000)
-    ) -> list[dict[str, Any]]:
-        """Alerts and lifecycle events in order; page with ``after`` = the last id seen."""
+        request: Request,
+        after: int = Query(default=0, ge=0),
+        limit: int = Query(default=100, ge=1, le=1000),
+    ) -> Any:
+        """Alerts and lifecycle events in order; page with ``after`` = the last id seen.
+
+        With ``Accept: text/event-stream`` this is a Server-Sent Events stream instead
+        (resumable with ``Last-Event-ID``; see ``watcher.api_delivery``)."""
+        if "text/event-stream" in request.headers.get("accept", ""):
+            from watcher.api_delivery import event_stream
+
+            return event_stream(service, request, after)
         return [_event_json(e) for e in service.store.events(after_id=after, limit=limit)]
 
     @app.get("/healthz")
@@ -305,10 +362,11 @@ def create_app(service: Service) -> FastAPI:
             generate_latest(registry).decode(), media_type="text/plain; version=0.0.4"
         )
 
-    from watcher import api_delivery, api_receipts
+    from watcher import api_delivery, api_receipts, api_sources
 
     app.include_router(api_receipts.router(service))
     app.include_router(api_delivery.router(service))
+    app.include_router(api_sources.router(service))
     return app
 
 

@@ -202,11 +202,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     # web3 and the rest have loaded.
     from chains.errors import ChainIdMismatch
     from watcher.service import Service
+    from watcher.signer import SigningKeyError
     from watcher.store import StoreError
 
     try:
         service = Service(config)
-    except StoreError as exc:
+    except (StoreError, SigningKeyError) as exc:
         raise CliError(str(exc), EX_CONFIG) from None
     try:
         service.run()
@@ -305,4 +306,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Under `python -m watcher.cli` this file runs as __main__, a second copy of the module:
+    # command modules import watcher.cli, and the CliError they raise must be the class
+    # that main() catches, so run main() of the imported module.
+    from watcher.cli import main as _main
+
+    sys.exit(_main())

@@ -1,9 +1,27 @@
-"""Placeholder: CLI commands filled in by their own issue."""
+"""``finality verify RECEIPT.json``: check a signed receipt offline, as anyone can.
+
+Exit codes: 0 valid; 1 invalid, with the precise reason on one line (``finality: invalid:
+header 812: parentHash does not match block 811``); 64 an unreadable file or bad arguments;
+69 ``--rpc`` given but the node could not be asked.
+
+Options: ``--signer 0x…`` (repeatable) accepts only those signers; ``--rpc URL`` also asks a
+node whether the receipt's highest block (the confirming head, or the head at the deadline)
+is still canonical there, and whether it serves the receipt's chain; ``--dependent-state
+FILE`` checks that the receipt binds exactly that state (its canonical JSON digest).
+
+Everything but ``--rpc`` is :func:`guard.verify.verify_receipt`: no network, no daemon.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from collections.abc import Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+from watcher.cli import EX_FAILED, EX_OK, EX_UNAVAILABLE, EX_USAGE, CliError
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -13,4 +31,138 @@ def add_commands(
     commands: MutableMapping[str, Command],
     query: Callable[[str, str], argparse.ArgumentParser],
 ) -> None:
-    """Register this module's subcommands (query(name, help) adds --api/--config/--json)."""
+    """Register ``verify``."""
+    verify = sub.add_parser(
+        "verify", help="check a signed receipt offline: exit 0 valid, 1 invalid, 64 unreadable"
+    )
+    verify.add_argument("receipt", metavar="RECEIPT.json", help="the receipt ('-' for stdin)")
+    verify.add_argument(
+        "--signer",
+        action="append",
+        metavar="0xADDRESS",
+        help="accept only this signer (repeat for several; see GET /v1/signers)",
+    )
+    verify.add_argument("--rpc", metavar="URL", help="also check the head is canonical there")
+    verify.add_argument(
+        "--dependent-state", metavar="FILE", help="check the receipt binds this JSON state"
+    )
+    verify.add_argument("--json", action="store_true", help="machine-readable output")
+    commands["verify"] = cmd_verify
+
+
+def _read_json(name: str, what: str) -> Any:
+    try:
+        text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise CliError(f"verify: cannot read {what} {name}: {reason}", EX_USAGE) from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise CliError(f"verify: {what} {name} is not JSON: {exc}", EX_USAGE) from None
+
+
+def _signers(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    from guard.errors import InvalidAddress
+    from guard.hexes import parse_address
+
+    try:
+        return [str(parse_address(v, "--signer")) for v in values]
+    except InvalidAddress as exc:
+        raise CliError(str(exc), EX_USAGE) from None
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from guard.canonical import CanonicalError, digest
+    from guard.errors import ReceiptInvalid
+    from guard.verify import verify_receipt
+
+    receipt = _read_json(args.receipt, "receipt")
+    trusted = _signers(args.signer)
+    state_digest = None
+    if args.dependent_state:
+        try:
+            state_digest = digest(_read_json(args.dependent_state, "dependent state"))
+        except CanonicalError as exc:
+            raise CliError(f"verify: dependent state has no canonical form: {exc}") from None
+    try:
+        verified = verify_receipt(receipt, trusted_signers=trusted)
+    except ReceiptInvalid as exc:
+        raise CliError(f"invalid: {exc.reason}", EX_FAILED) from None
+    lines = [f"valid: {verified.summary()}"]
+    trust = (
+        "one of the trusted --signer addresses"
+        if trusted
+        else "not checked against a trusted list: pass --signer, see GET /v1/signers"
+    )
+    lines.append(f"signer: {verified.signer} ({trust})")
+    if state_digest is not None:
+        bound = verified.facts.dependent_state_digest
+        if bound != state_digest:
+            raise CliError(
+                f"invalid: dependent state: the file's digest {state_digest} is not the "
+                f"receipt's {bound}",
+                EX_FAILED,
+            )
+        lines.append(f"dependent state: matches {bound}")
+    if args.rpc:
+        lines.append(_check_canonical(args.rpc, verified.chain_id, verified.anchor))
+    lines += [f"claim: {claim}" for claim in verified.claims]
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "valid": True,
+                    "kind": verified.kind,
+                    "settlement_id": verified.settlement_id,
+                    "chain_id": verified.chain_id,
+                    "tx_hash": verified.tx_hash,
+                    "signer": verified.signer,
+                    "digest": verified.digest,
+                    "verdict": verified.verdict,
+                    "summary": verified.facts.summary,
+                    "claims": list(verified.claims),
+                    "checks": lines[1:],
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
+    else:
+        print("\n".join(lines))
+    return EX_OK
+
+
+def _check_canonical(url: str, chain_id: int, anchor: tuple[int, str] | None) -> str:
+    """Ask the node at ``url`` whether ``anchor`` is canonical; one line, or CliError."""
+    from chains.errors import ChainError
+    from chains.rpc import connect
+
+    try:
+        client = connect(url, timeout_s=10.0)
+        actual = client.chain_id()
+        header = client.header(anchor[0]) if anchor is not None else None
+    except (ChainError, ValueError) as exc:
+        raise CliError(f"verify: cannot check with {url}: {exc}", EX_UNAVAILABLE) from None
+    if actual != chain_id:
+        raise CliError(
+            f"invalid: rpc: {url} serves chain id {actual}, the receipt is for chain id {chain_id}",
+            EX_FAILED,
+        )
+    if anchor is None:
+        return f"rpc: chain id {actual} matches; the receipt names no block to check"
+    number, block_hash = anchor
+    if header is None:
+        raise CliError(
+            f"invalid: rpc: the node has no block {number} (it is behind, or on another chain)",
+            EX_FAILED,
+        )
+    if header.hash != block_hash:
+        raise CliError(
+            f"invalid: rpc: block {number} is {header.hash} on the node, not {block_hash}: "
+            "the receipt's head was reorganised away",
+            EX_FAILED,
+        )
+    return f"rpc: block {number} ({block_hash}) is canonical on {url}"

@@ -1,4 +1,4 @@
-"""Parts of the daemon that run beside the chain pollers (receipts, delivery...).
+"""Parts of the daemon that run beside the chain pollers (receipts, delivery, sources...).
 
 Each part implements :class:`Component`; :func:`build_components` lists them. The service
 starts them after the pollers, calls ``after_poll(chain)`` after every poll job of a chain
@@ -33,5 +33,7 @@ class Component(Protocol):
 def build_components(service: Service) -> list[Component]:
     """The components of a daemon, in start order."""
     from watcher import delivery, receipts
+    from watcher.sources import poller
 
-    return [*receipts.components(service), *delivery.components(service)]
+    built = [*receipts.components(service), *delivery.components(service)]
+    return [*built, *poller.components(service, built)]

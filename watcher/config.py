@@ -388,6 +388,32 @@ class Config(_Strict):
     """The ``[delivery]`` table."""
     alerts: list[AlertChannelConfig] = Field(default_factory=list)
     """The ``[[alerts]]`` tables."""
+    sources: list[SourceConfig] = Field(default_factory=list)
+    """The ``[[sources]]`` tables (payment processors, job queues); names unique and distinct
+    from chain names (a source's name is stored where a chain's name goes)."""
+
+    @model_validator(mode="after")
+    def _check_source_names(self) -> Config:
+        problems: list[tuple[_Loc, str]] = []
+        chains = {chain.name for chain in self.chains}
+        names: dict[str, int] = {}
+        for i, source in enumerate(self.sources):
+            if source.name in chains:
+                problems.append(
+                    (("sources", i, "name"), f"{source.name!r} is already a chain name")
+                )
+            elif source.name in names:
+                problems.append(
+                    (
+                        ("sources", i, "name"),
+                        f"duplicate source name {source.name!r} "
+                        f"(also sources[{names[source.name]}].name)",
+                    )
+                )
+            names.setdefault(source.name, i)
+        if problems:
+            raise _KeyedErrors(problems)
+        return self
 
     @model_validator(mode="after")
     def _check_unique(self) -> Config:
@@ -567,3 +593,143 @@ def _hide_password(value: str) -> str:
         return value
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+_SOURCE_SETTINGS: dict[str, frozenset[str]] = {
+    "stripe_payment_intent": frozenset(
+        {"api_key", "api_base", "webhook_secret", "webhook_tolerance_s", "finality_window_s"}
+    ),
+    "rq_job": frozenset({"redis_url", "heartbeat_limit_s"}),
+    "celery_task": frozenset({"backend_url", "key_prefix"}),
+}
+"""The settings each built-in kind reads; setting another kind's is an error."""
+
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+class SourceConfig(_Strict):
+    """One ``[[sources]]`` table: a payment processor or job queue whose settlements are
+    watched beside the chains' (see docs/sources.md)::
+
+        [[sources]]
+        name = "stripe"
+        kind = "stripe_payment_intent"
+        api_key = "${STRIPE_API_KEY}"          # polling; omit for webhooks only
+        webhook_secret = "${STRIPE_WEBHOOK_SECRET}"
+        finality_window_s = 604800             # final 7 days after success, if no refund
+        timeout_s = 1209600                    # longer than the window
+        max_wait_s = 1209600
+
+        [[sources]]
+        name = "jobs"
+        kind = "rq_job"
+        redis_url = "redis://127.0.0.1:6379/0"
+        heartbeat_limit_s = 120
+
+    The settings below the common ones belong to one kind each; a setting of another kind is
+    an error, so a typo'd table never silently watches nothing. A kind added by a plugin
+    (entry point group ``finality_watcher.sources``) reads its settings from ``options``.
+    """
+
+    name: str
+    """Name used by the API (``"source"``) and stored as the settlement's chain: lower-case
+    letters, digits, _ and -, at most 64 characters, distinct from every chain name."""
+    kind: str
+    """Settlement kind: ``stripe_payment_intent``, ``rq_job``, ``celery_task``, or a plugin's."""
+    poll_interval_s: float = Field(default=2.0, gt=0, allow_inf_nan=False)
+    """Seconds between two polls of this source's watched settlements."""
+    timeout_s: float = Field(default=3600.0, gt=0, allow_inf_nan=False)
+    """Settlement timeout used when a registration gives none."""
+    max_wait_s: float = Field(default=86400.0, gt=0, allow_inf_nan=False)
+    """Policy ceiling on any settlement's wait, whatever timeout a registration asks for."""
+    late_watch_s: float = Field(default=86400.0, ge=0, allow_inf_nan=False)
+    """How long a timed-out settlement is still watched, to report late finality."""
+    api_key: str | None = None
+    """Stripe: secret API key for polling (``sk_...``); None for webhooks only."""
+    api_base: str | None = None
+    """Stripe: API base URL (``https://api.stripe.com`` when None)."""
+    webhook_secret: str | None = None
+    """Stripe: the endpoint's signing secret (``whsec_...``); None disables the webhook."""
+    webhook_tolerance_s: int = Field(default=300, ge=1)
+    """Stripe: largest age of a webhook's signed timestamp; older is refused (replay)."""
+    finality_window_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Stripe: a succeeded payment is final this long after success if no refund or dispute
+    appeared; None: final only when its balance transaction is ``available``."""
+    redis_url: str | None = None
+    """RQ: the Redis the jobs live in (``redis://host:port/db``)."""
+    heartbeat_limit_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
+    """RQ: a started job whose heartbeat is older than this has lost its worker; must exceed
+    the workers' ``--job-monitoring-interval`` (30 s by default)."""
+    backend_url: str | None = None
+    """Celery: the Redis result backend (``redis://host:port/db``)."""
+    key_prefix: str | None = None
+    """Celery: the backend's ``global_keyprefix`` transport option, if the workers use one."""
+    options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    """Settings of a plugin kind (built-in kinds have none)."""
+
+    @field_validator("name")
+    @classmethod
+    def _check_source_name(cls, value: str) -> str:
+        if not _CHAIN_NAME.fullmatch(value) or len(value) > 64:
+            raise ValueError(
+                "must be 1..64 lower-case letters, digits, '_' and '-' (a chain name's rules)"
+            )
+        return value
+
+    @field_validator("kind")
+    @classmethod
+    def _check_kind(cls, value: str) -> str:
+        from watcher.sources.registry import EVM_KIND, known_kinds
+
+        if value == EVM_KIND:
+            raise ValueError("evm_tx settlements are watched through [[chains]], not [[sources]]")
+        kinds = [k for k in known_kinds() if k != EVM_KIND]
+        if value not in kinds:
+            raise ValueError(f"unknown source kind {value!r}; known: {', '.join(kinds)}")
+        return value
+
+    @model_validator(mode="after")
+    def _check_settings(self) -> SourceConfig:
+        problems: list[tuple[_Loc, str]] = []
+        mine = _SOURCE_SETTINGS.get(self.kind)
+        for key in sorted(self.model_fields_set):
+            owner = next((k for k, keys in _SOURCE_SETTINGS.items() if key in keys), None)
+            if owner is not None and owner != self.kind:
+                problems.append(((key,), f"is a setting of kind {owner}, not {self.kind}"))
+        if mine is not None and self.options:
+            problems.append((("options",), f"kind {self.kind} takes no options"))
+        if self.timeout_s > self.max_wait_s:
+            problems.append(
+                (
+                    ("timeout_s",),
+                    f"must be <= max_wait_s ({self.max_wait_s}) (got {self.timeout_s})",
+                )
+            )
+        if self.kind == "stripe_payment_intent":
+            if self.api_key is None and self.webhook_secret is None:
+                problems.append(
+                    (
+                        ("api_key",),
+                        "a stripe source needs api_key (polling), webhook_secret, or both",
+                    )
+                )
+            if self.api_base is not None and not self.api_base.startswith(("http://", "https://")):
+                problems.append((("api_base",), "must be an http:// or https:// URL"))
+            window = self.finality_window_s
+            if window is not None and window >= self.timeout_s:
+                problems.append(
+                    (
+                        ("finality_window_s",),
+                        f"must be below timeout_s ({self.timeout_s}): payments would time out "
+                        "before the window could confirm them; raise timeout_s",
+                    )
+                )
+        for key, url in (("redis_url", self.redis_url), ("backend_url", self.backend_url)):
+            required = (self.kind, key) in (("rq_job", "redis_url"), ("celery_task", "backend_url"))
+            if url is None and required:
+                problems.append(((key,), f"is required for kind {self.kind}"))
+            elif url is not None and not url.startswith(_REDIS_SCHEMES):
+                problems.append(((key,), "must be a redis://, rediss:// or unix:// URL"))
+        if problems:
+            raise _KeyedErrors(problems)
+        return self

@@ -1,14 +1,410 @@
-"""Placeholder: filled in by its own issue."""
+"""The outbox sender: delivers commits, discards, provisional updates and alert webhooks.
+
+The engine writes outbox rows in the same transaction as the verdict (see
+:mod:`watcher.delivery_plan`); this component works them off. One *dispatcher* thread claims
+due rows (a safe claim: see :mod:`watcher.store.outbox_store`) and hands them to
+``[delivery] workers`` threads, each with its own keep-alive HTTP client. A row is claimed
+with a lease before its request goes out, so a ``kill -9`` mid-request leaves a row that is
+due again once the lease ends, and is resent with the same ``Idempotency-Key``.
+
+For one row, a worker:
+
+1. assembles the body if it has none yet (a commit or discard waits for its signed receipt,
+   at most ``receipt_wait_s``; then it goes without, and says why) and stores it, so every
+   retry sends the same bytes;
+2. POSTs it, signed (:mod:`watcher.delivery_format`);
+3. reports the outcome, which the dispatcher records in batches: delivered on 2xx;
+   otherwise due again after an exponential backoff with jitter, capped at
+   ``backoff_max_s``; dead after ``max_attempts`` (replay it with
+   ``finality deliveries replay ID`` or ``POST /v1/deliveries/{id}/replay``).
+
+Delivery is at least once on the wire and exactly once in effect for a receiver that
+dedupes by ``Idempotency-Key`` (``docs/delivery.md``).
+
+``log`` alert channels are not outbox rows: the dispatcher tails the events table and writes
+one JSON line per matching event to the ``finality.alerts`` logger.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+import logging
+import queue
+import random
+import threading
+from collections import Counter
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from sqlalchemy.exc import SQLAlchemyError
+
+from watcher.config import AlertChannelConfig, DeliveryConfig
+from watcher.delivery_format import (
+    BINDING_RECEIPT_KIND,
+    RECEIPT_KINDS,
+    SEVERITY_RANK,
+    body_bytes,
+    event_json,
+    headers,
+    terminal_body,
+)
+from watcher.delivery_plan import OutboxPlan, routes_from_config
+from watcher.engine import Clock, wall_clock_ms
+from watcher.store import SettlementNotFound, Store, StoreError
+from watcher.store.outbox_store import DEAD, DELIVERED, PENDING, DeliveryRecord, Outcome
 
 if TYPE_CHECKING:
     from watcher.components import Component
     from watcher.service import Service
 
+log = logging.getLogger("finality.delivery")
+alerts_log = logging.getLogger("finality.alerts")
+
+IDLE_S = 1.0
+"""Longest the dispatcher sleeps when nothing is due (new rows also wake it at once)."""
+
+RECEIPT_POLL_MS = 200
+"""How often a commit waiting for its receipt looks again."""
+
+_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "critical": logging.CRITICAL}
+
+
+def backoff_ms(attempts: int, initial_s: float, max_s: float, rng: random.Random) -> int:
+    """Delay before the next attempt: ``initial * 2**(attempts-1)``, capped, times a jitter
+    in [0.5, 1) so that many rows failing together do not retry in lock step."""
+    base = min(max_s, initial_s * 2 ** min(max(attempts - 1, 0), 60))
+    return max(1, int(base * rng.uniform(0.5, 1.0) * 1000))
+
+
+class EventLog:
+    """The ``log`` alert channels: one JSON line per matching event, tailed from the store.
+
+    It starts at the newest event, so a restart does not repeat history; events stored while
+    the daemon was down are in ``/v1/events`` (and the webhooks), not in this log.
+    """
+
+    def __init__(self, store: Store, channels: Sequence[AlertChannelConfig]) -> None:
+        self.store = store
+        self.channels = list(channels)
+        self.last_id: int | None = None
+
+    def tick(self) -> int:
+        """Log the events stored since the last call; returns how many were logged."""
+        if not self.channels:
+            return 0
+        if self.last_id is None:
+            self.last_id = self.store.outbox().last_event_id()
+            return 0
+        logged = 0
+        for event in self.store.events(after_id=self.last_id, limit=500):
+            self.last_id = event.id
+            for channel in self.channels:
+                wanted = "*" in channel.events or event.kind in channel.events
+                rank_ok = (
+                    SEVERITY_RANK.get(event.severity, 0) >= SEVERITY_RANK[channel.min_severity]
+                )
+                if wanted and rank_ok:
+                    line = {"alert": event.kind, **event_json(event)}
+                    alerts_log.log(
+                        _LEVELS.get(event.severity, logging.INFO),
+                        json.dumps(line, sort_keys=True, separators=(",", ":")),
+                    )
+                    logged += 1
+                    break
+        return logged
+
+
+class Sender:
+    """The delivery component (see the module doc)."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: DeliveryConfig,
+        clock: Clock = wall_clock_ms,
+        log_channels: Sequence[AlertChannelConfig] = (),
+        seed: int | None = None,
+        unsigned: Collection[str] = (),
+    ) -> None:
+        self.store = store
+        self.unsigned = frozenset(unsigned)
+        """Names (payment/job sources) whose verdicts get no signed receipt: their commits
+        and discards go out at once instead of waiting ``receipt_wait_s`` for one."""
+        self.outbox = store.outbox()
+        self.config = config
+        self.clock = clock
+        self.event_log = EventLog(store, log_channels)
+        self.lease_ms = int((2 * config.timeout_s + 2) * 1000)
+        """A claim's lease: two request timeouts and a margin (a request is one timeout per
+        phase, so it can take a little more than one); past it the row is sent again."""
+        self.outcomes: Counter[tuple[str, str]] = Counter()
+        """Attempts by (channel, outcome): delivered, retry, dead, superseded, waiting."""
+        self.wake = threading.Event()
+        self._stopping = threading.Event()
+        self._queue: queue.Queue[DeliveryRecord | None] = queue.Queue()
+        self._results: queue.Queue[Outcome] = queue.Queue()
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._rng = random.Random(seed)
+        self._threads: list[threading.Thread] = []
+
+    # -- component -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the dispatcher and the workers."""
+        if not self.config.secret:
+            log.warning(
+                "[delivery] secret is not set: deliveries go out WITHOUT an "
+                "X-Finality-Signature header, and receivers cannot authenticate them"
+            )
+        self._stopping.clear()
+        self._threads = [
+            threading.Thread(target=self._dispatch, name="delivery-dispatch", daemon=True)
+        ]
+        self._threads += [
+            threading.Thread(target=self._work, name=f"delivery-{i}", daemon=True)
+            for i in range(self.config.workers)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def after_poll(self, chain: str) -> None:
+        """A poll may have enqueued rows: look now rather than at the next idle tick."""
+        self.wake.set()
+
+    def stop(self) -> None:
+        """Stop claiming, let requests in progress finish (bounded by the timeout), record
+        their outcomes; rows claimed but not started are given back."""
+        self._stopping.set()
+        for _ in range(self.config.workers):
+            self._queue.put(None)
+        dispatcher, workers = self._threads[:1], self._threads[1:]
+        for thread in workers:
+            thread.join(timeout=self.config.timeout_s + 2)
+        self.wake.set()
+        for thread in dispatcher:
+            thread.join(timeout=5)
+        self._threads = []
+        try:
+            self._record()
+        except (StoreError, SQLAlchemyError) as exc:
+            log.warning("delivery: outcomes not recorded at stop (resent after lease): %s", exc)
+
+    # -- dispatcher ----------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        """Record finished attempts, claim due rows for the workers, sleep until next due.
+
+        This thread is the sender's only writer besides body assembly: outcomes are written
+        in batches and claims are made for at least a worker's worth of rows at once, so on
+        SQLite a delivery costs a fraction of a commit instead of writers queueing on the
+        lock. Up to four rows per worker are claimed ahead, so workers never wait for it.
+        A crash between a 2xx answer and its recording resends the row after its lease,
+        under the same Idempotency-Key: the receiver's dedupe absorbs it."""
+        workers = self.config.workers
+        capacity = 4 * workers
+        while not self._stopping.is_set():
+            self.wake.clear()
+            wait = IDLE_S
+            try:
+                self._record()
+                self.event_log.tick()
+                with self._lock:
+                    free = capacity - self._in_flight
+                if free >= workers:
+                    now = self.clock()
+                    rows = self.outbox.claim(now, free, self.lease_ms)
+                    with self._lock:
+                        self._in_flight += len(rows)
+                    for row in rows:
+                        self._queue.put(row)
+                    if len(rows) == free:
+                        continue  # there may be more due right now
+                    due_at = self.outbox.next_due_at(now)
+                    if due_at is not None:
+                        wait = min(IDLE_S, max(0.005, (due_at - self.clock()) / 1000))
+            except (StoreError, SQLAlchemyError) as exc:
+                log.warning("delivery: store unavailable, retrying in %.0f s: %s", IDLE_S, exc)
+            self.wake.wait(wait)
+
+    def _record(self) -> None:
+        """Write the outcomes the workers reported, in one transaction."""
+        batch: list[Outcome] = []
+        while True:
+            try:
+                batch.append(self._results.get_nowait())
+            except queue.Empty:
+                break
+        if not batch:
+            return
+        try:
+            done = self.outbox.finish(batch)
+        finally:
+            with self._lock:
+                self._in_flight -= len(batch)
+        for outcome, ok in zip(batch, done, strict=True):
+            self._count(outcome.rec, self._label(outcome) if ok else "superseded")
+            if ok and outcome.state == DEAD:
+                rec = outcome.rec
+                log.warning(
+                    "delivery %d (%s %s to %s) is dead after %d attempts: %s; replay it with "
+                    "`finality deliveries replay %d`",
+                    rec.id,
+                    rec.channel,
+                    rec.kind,
+                    rec.url,
+                    rec.attempts,
+                    outcome.error,
+                    rec.id,
+                )
+
+    @staticmethod
+    def _label(outcome: Outcome) -> str:
+        if not outcome.attempted:
+            return "waiting"
+        return {DELIVERED: "delivered", DEAD: "dead"}.get(outcome.state, "retry")
+
+    # -- workers -------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        with httpx.Client(timeout=self.config.timeout_s, follow_redirects=False) as client:
+            while True:
+                rec = self._queue.get()
+                if rec is None:
+                    return
+                try:
+                    if self._stopping.is_set():
+                        now = self.clock()
+                        outcome = Outcome(rec, PENDING, now, due_at=now, attempted=False)
+                    else:
+                        outcome = self.deliver(rec, client)
+                except Exception as exc:
+                    # The row stays "sending": it is due again when its lease ends.
+                    if isinstance(exc, StoreError | SQLAlchemyError):
+                        log.warning("delivery %d: store error, will retry: %s", rec.id, exc)
+                    else:
+                        log.exception("delivery %d: unexpected error, will retry", rec.id)
+                    with self._lock:
+                        self._in_flight -= 1
+                else:
+                    self._results.put(outcome)
+                self.wake.set()
+
+    def deliver(self, rec: DeliveryRecord, client: httpx.Client) -> Outcome:
+        """One attempt of a claimed row: the outcome to record (by the dispatcher)."""
+        now = self.clock()
+        if rec.body is None:
+            try:
+                body = self.assemble(rec, now)
+            except ValueError as exc:  # nothing to build it from: retrying cannot help
+                return Outcome(rec, DEAD, now, None, f"cannot assemble the body: {exc}")
+            if body is None:
+                retry = min(now + RECEIPT_POLL_MS, self._receipt_deadline(rec))
+                return Outcome(rec, PENDING, now, due_at=max(retry, now + 1), attempted=False)
+            rec = self.outbox.set_body(rec, body, now)
+        assert rec.body is not None
+        data = body_bytes(rec.body)
+        sent = self.clock()
+        try:
+            answer = client.post(
+                rec.url, content=data, headers=headers(rec, data, self.config.secret, sent // 1000)
+            )
+        except httpx.HTTPError as exc:
+            return self._failed(rec, None, f"{type(exc).__name__}: {exc}".rstrip(": "))
+        if 200 <= answer.status_code < 300:
+            return Outcome(rec, DELIVERED, self.clock(), status=answer.status_code)
+        return self._failed(
+            rec, answer.status_code, f"HTTP {answer.status_code}: {answer.text[:300]}"
+        )
+
+    def _failed(self, rec: DeliveryRecord, status: int | None, error: str) -> Outcome:
+        now = self.clock()
+        if rec.attempts >= self.config.max_attempts:
+            return Outcome(rec, DEAD, now, status, error)
+        delay = backoff_ms(
+            rec.attempts, self.config.backoff_initial_s, self.config.backoff_max_s, self._rng
+        )
+        if rec.attempts in (1, 3) or rec.attempts % 10 == 0:
+            log.info(
+                "delivery %d to %s failed (attempt %d): %s; retry in %.1f s",
+                rec.id,
+                rec.url,
+                rec.attempts,
+                error,
+                delay / 1000,
+            )
+        return Outcome(rec, PENDING, now, status, error, now + delay)
+
+    def _count(self, rec: DeliveryRecord, outcome: str) -> None:
+        with self._lock:
+            self.outcomes[(rec.channel, outcome)] += 1
+
+    # -- bodies --------------------------------------------------------------------------
+
+    def _receipt_deadline(self, rec: DeliveryRecord) -> int:
+        decided = self._decided_at(rec)
+        return decided + int(self.config.receipt_wait_s * 1000)
+
+    def _decided_at(self, rec: DeliveryRecord) -> int:
+        if rec.event_id is not None:
+            event = self.outbox.event(rec.event_id)
+            if event is not None:
+                return int(event[1])
+        return rec.created_at
+
+    def assemble(self, rec: DeliveryRecord, now: int) -> dict[str, Any] | None:
+        """The body of a commit or discard, or None while its receipt is worth waiting for.
+
+        The decision comes from the verdict's event (what was decided then, even if the
+        settlement moved on); the receipt is the newest unrevoked one of the matching kind
+        made for that decision (``Outbox.receipt_for``).
+        """
+        if rec.settlement_id is None:
+            raise ValueError(f"delivery {rec.id}: no body and no settlement to build one from")
+        try:
+            settlement = self.store.settlement(rec.settlement_id)
+        except SettlementNotFound:
+            raise ValueError(f"delivery {rec.id}: settlement {rec.settlement_id} is gone") from None
+        event = self.outbox.event(rec.event_id) if rec.event_id is not None else None
+        decision, decided_at = (event[0], event[1]) if event else (settlement.decision, 0)
+        kind = RECEIPT_KINDS.get(str(decision.get("verdict")))
+        digest = decision.get("digest")
+        receipt = None
+        if kind is not None:
+            receipt = self.outbox.receipt_for(
+                rec.settlement_id, kind, str(digest) if digest else None, decided_at
+            )
+        wait_ms = 0 if settlement.chain in self.unsigned else int(self.config.receipt_wait_s * 1000)
+        if receipt is None and now < (decided_at or rec.created_at) + wait_ms:
+            return None
+        binding = None
+        if settlement.dependent_state is not None:
+            binding = self.outbox.receipt_for(rec.settlement_id, BINDING_RECEIPT_KIND, None, 0)
+        missing = (
+            f"no signed {kind} within {self.config.receipt_wait_s:g} s of the verdict; "
+            f"fetch it later from GET /v1/settlements/{rec.settlement_id}/receipt"
+        )
+        return terminal_body(rec, settlement, decision, receipt, binding, missing)
+
+    # -- introspection -------------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        """Rows claimed by this sender whose outcome is not recorded yet."""
+        with self._lock:
+            return self._in_flight
+
 
 def components(service: Service) -> list[Component]:
-    """This module's daemon components."""
-    return []
+    """The sender, and the alert routes handed to every chain's engine."""
+    plan = OutboxPlan(routes_from_config(service.config.alerts))
+    for watcher in service.watchers.values():
+        watcher.plan = plan
+    log_channels = [c for c in service.config.alerts if c.type == "log"]
+    sources = [source.name for source in service.config.sources]
+    return [
+        Sender(
+            service.store, service.config.delivery, service.clock, log_channels, unsigned=sources
+        )
+    ]

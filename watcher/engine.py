@@ -13,6 +13,11 @@
    record, verdicts and events in **one** store transaction;
 4. with no new block, still applies deadlines (timeouts are a matter of time, not blocks).
 
+Every verdict change and event is written together with the outbox rows it produces (the
+commit or discard to the caller, provisional updates, alert webhooks), in the same store
+transaction, by an :class:`~watcher.delivery_plan.OutboxPlan`: a crash can never separate
+"the verdict changed" from "the caller will be told".
+
 Memory holds only indexes (tx hash → settlement, (sender, nonce) → settlements) and the
 header window; the store is the truth, and a restart rebuilds both from it.
 """
@@ -24,6 +29,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from chains.errors import ChainError
 from chains.models import Block, BlockHeader
@@ -41,8 +48,10 @@ from guard.settlement import (
 )
 from guard.types import BlockHash, BlockNumber, UnixMillis
 from watcher.config import ChainConfig
+from watcher.delivery_plan import OutboxPlan
+from watcher.metrics import Buckets
 from watcher.observe import ChainPosition, decide
-from watcher.store import BlockTxn, SettlementRecord, Store, WatchEntry
+from watcher.store import BlockTxn, SettlementRecord, Store, StoreError, WatchEntry
 
 log = logging.getLogger("finality.engine")
 
@@ -53,6 +62,13 @@ Clock = Callable[[], int]
 def wall_clock_ms() -> int:
     """The real clock."""
     return time.time_ns() // 1_000_000
+
+
+UNHEALTHY_AFTER_POLLS = 3
+"""Consecutive failed (or lagging) polls after which ``rpc_unhealthy`` is raised, once."""
+
+FINALITY_SECONDS_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0, 3600.0)
+"""Buckets of the inclusion → finality time histogram (seconds)."""
 
 
 @dataclass
@@ -121,6 +137,7 @@ class ChainWatcher:
         clock: Clock = wall_clock_ms,
         probe_batch: int = 1000,
         reprobe_per_minute: int = 6,
+        plan: OutboxPlan | None = None,
     ) -> None:
         self.config = config
         self.name = config.name
@@ -140,6 +157,14 @@ class ChainWatcher:
         self.lagging = False
         self.polls = 0
         self._started = False
+        self.plan = plan or OutboxPlan()
+        """Which outbox rows a change produces; the delivery component sets its alert routes."""
+        self.finality_seconds = Buckets(FINALITY_SECONDS_BUCKETS)
+        """Time from the inclusion block's timestamp to the stored FINALITY_CONFIRMED."""
+        self._confirmed_blocks: list[int] = []
+        self._bad_polls = 0
+        self._bad_since: int | None = None
+        self._unhealthy_since: int | None = None
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -229,12 +254,19 @@ class ChainWatcher:
         ``node_head`` is the node's ``latest`` in this poll: a reorg is recorded with it as
         the new branch's head (the block committed first is only the branch's bottom)."""
         now = self.clock()
+        self._confirmed_blocks = []
         matched: list[tuple[str, Any]] = []
         replacing: list[tuple[str, Any]] = []
         receipts: dict[str, Any] = {}
+        # After a reorg, settlements that were anchored on the replaced blocks are not in
+        # the watch index if they were terminal (a confirmed one is not watched): look for
+        # them too, or a tx re-included in the branch's first block would be missed.
+        reanchor: dict[str, str] = {}
+        if reorg is not None and block is not None:
+            reanchor = self.store.anchored_above(self.name, reorg.common_ancestor.number)
         if block is not None:
             for tx in block.txs:
-                sid = self.index.by_hash.get(tx.hash)
+                sid = self.index.by_hash.get(tx.hash) or reanchor.get(tx.hash)
                 if sid is not None:
                     matched.append((sid, tx))
                 for other in self.index.by_sender_nonce.get((tx.sender, tx.nonce), ()):
@@ -295,6 +327,8 @@ class ChainWatcher:
                 due[r.settlement_id] = r
             for rec in due.values():
                 decisions += self._decide(txn, rec, pos, now, rec.settlement_id in reversed_ids)
+            if block is not None:
+                self.plan.on_progress(txn, head.number, head.hash, {sid for sid, _ in matched})
             changed = txn.by_ids(
                 list({sid for sid, _ in matched + replacing} | set(due) | touched_ids)
             )
@@ -306,9 +340,31 @@ class ChainWatcher:
             self.window.push(block.header)
         for rec in changed:
             self.index.update(rec)
+        self._observe_confirmed(now)
         return decisions
 
     _stored_finalized: int | None = None
+
+    def _observe_confirmed(self, now: int) -> None:
+        """Feed the inclusion → finality histogram with what the last transaction confirmed."""
+        for number in self._confirmed_blocks:
+            header = self.window.get(number)
+            if header is not None:
+                self.finality_seconds.observe(max(0.0, now / 1000 - header.timestamp))
+        self._confirmed_blocks = []
+
+    def _event(
+        self,
+        txn: BlockTxn,
+        kind: str,
+        severity: str,
+        payload: dict[str, Any],
+        settlement_id: str | None = None,
+    ) -> int:
+        """Record an event and, in the same transaction, its alert deliveries."""
+        event_id = txn.record_event(kind, severity, payload, settlement_id)
+        self.plan.on_event(txn, event_id, kind, severity, payload, settlement_id)
+        return event_id
 
     def _apply_reorg(
         self, txn: BlockTxn, reorg: Reorg, new_head: BlockHeader
@@ -328,7 +384,8 @@ class ChainWatcher:
             elif rec.verdict == Verdict.SETTLEMENT_FAILED:
                 # The failure stands (the caller may have discarded already), but the block
                 # that proved it is gone: say so, so that someone can look.
-                txn.add_event(
+                self._event(
+                    txn,
                     "failure_evidence_reorged",
                     "warning",
                     {
@@ -364,7 +421,8 @@ class ChainWatcher:
             "replaced": replaced,
             "touched": [r.settlement_id for r in touched],
         }
-        txn.add_event("reorg", "critical" if violation else "warning", payload)
+        self._event(txn, "reorg", "critical" if violation else "warning", payload)
+        self.plan.on_reorged_out(txn, touched, payload)
         log.warning(
             "chain %s: reorg of depth %d at ancestor %d (%s); %d watched settlements touched",
             self.name,
@@ -410,6 +468,8 @@ class ChainWatcher:
             terminal=terminal,
         )
         sid = rec.settlement_id
+        if transition.kind is TransitionKind.REVERSED:
+            self.plan.on_reversed(txn, rec)
         moved = transition.kind in (TransitionKind.ADVANCED, TransitionKind.LATE_FINALITY)
         if moved and terminal and not previous.verdict.terminal:
             # Became terminal now; a timeout decided together with late finality is still a
@@ -419,17 +479,22 @@ class ChainWatcher:
                 Verdict.SETTLEMENT_FAILED: "settlement_failed",
                 Verdict.TIMEOUT_TREATED_AS_FAILURE: "settlement_timed_out",
             }[kept.verdict]
-            txn.add_event(
+            event_id = self._event(
+                txn,
                 kind,
                 "info" if kind == "settlement_confirmed" else "warning",
                 decision_as_json(kept),
                 sid,
             )
+            self.plan.on_verdict(txn, rec, kept.verdict.value, event_id)
+            if kept.verdict is Verdict.FINALITY_CONFIRMED and rec.block_number is not None:
+                self._confirmed_blocks.append(rec.block_number)
         if transition.kind is TransitionKind.LATE_FINALITY:
             # The guard carries finality seen at or after the deadline as ``late_finality``
             # (a fresh timeout); a fresh FINALITY_CONFIRMED carries it as its evidence.
             late = fresh.late_finality or fresh.evidence
-            txn.add_event(
+            self._event(
+                txn,
                 "late_finality",
                 "critical",
                 {
@@ -442,7 +507,8 @@ class ChainWatcher:
             )
             log.error("chain %s: settlement %s final after its timeout", self.name, sid)
         elif transition.finality_violation:
-            txn.add_event(
+            self._event(
+                txn,
                 "finality_violation",
                 "critical",
                 {
@@ -467,6 +533,7 @@ class ChainWatcher:
             return 0
         pos = ChainPosition(head.number, head.hash, self.finalized_number)
         decisions = 0
+        self._confirmed_blocks = []
         with self.store.block_txn(self.name, now) as txn:
             due = txn.due(head.number, self.finalized_number, late_ms)
             for rec in due:
@@ -474,6 +541,7 @@ class ChainWatcher:
             changed = txn.by_ids([r.settlement_id for r in due])
         for rec in changed:
             self.index.update(rec)
+        self._observe_confirmed(now)
         return decisions
 
     # -- probes --------------------------------------------------------------------------
@@ -521,6 +589,7 @@ class ChainWatcher:
             if head is None or (receipt is None and (info.block_number or 0) <= head.number)
         }
         found: list[str] = []
+        self._confirmed_blocks = []
         with self.store.block_txn(self.name, now) as txn:
             for rec, info in zip(todo, infos, strict=True):
                 if rec.settlement_id in deferred:
@@ -553,10 +622,70 @@ class ChainWatcher:
                 pos = ChainPosition(head.number, head.hash, self.finalized_number)
                 for rec in txn.by_ids(found):
                     self._decide(txn, rec, pos, now, False)
+                self.plan.on_progress(txn, head.number, head.hash, set(found))
             changed = txn.by_ids([r.settlement_id for r in todo])
         for rec in changed:
             self.index.update(rec)
+        self._observe_confirmed(now)
         return len(todo)
+
+    # -- node health ---------------------------------------------------------------------
+
+    def note_poll(self, error: str | None) -> None:
+        """Track the node's health after a poll job; raise ``rpc_unhealthy`` once per period.
+
+        A poll is bad when it failed (``error``) or the node lags behind the processed head
+        (a node that went backwards). After :data:`UNHEALTHY_AFTER_POLLS` bad polls in a row
+        one ``rpc_unhealthy`` event (critical) is stored, with its alert deliveries; the
+        first good poll afterwards stores one ``rpc_recovered`` (info). A single blip
+        raises nothing. If the store itself fails, the event is retried on the next poll.
+        """
+        now = self.clock()
+        reason = error
+        if reason is None and self.lagging:
+            head = self.window.head
+            reason = (
+                f"node at {self.client.endpoint} is behind the processed head "
+                f"{head.number if head else '?'} (lagging, or went backwards)"
+            )
+        if reason is None:
+            self._bad_polls = 0
+            self._bad_since = None
+            if self._unhealthy_since is not None:
+                payload = {
+                    "chain": self.name,
+                    "reason": f"node answers again after {now - self._unhealthy_since} ms",
+                    "unhealthy_since": self._unhealthy_since,
+                }
+                if self._store_event("rpc_recovered", "info", payload):
+                    self._unhealthy_since = None
+            return
+        self._bad_polls += 1
+        if self._bad_since is None:
+            self._bad_since = now
+        if self._bad_polls < UNHEALTHY_AFTER_POLLS or self._unhealthy_since is not None:
+            return
+        payload = {
+            "chain": self.name,
+            "endpoint": self.client.endpoint,
+            "reason": reason,
+            "failed_polls": self._bad_polls,
+            "since": self._bad_since,
+            "head_number": self.head.number if self.head else None,
+        }
+        if self._store_event("rpc_unhealthy", "critical", payload):
+            self._unhealthy_since = self._bad_since
+            log.error("chain %s: node unhealthy: %s", self.name, reason)
+
+    def _store_event(self, kind: str, severity: str, payload: dict[str, Any]) -> bool:
+        """Store one event (and its alerts) in its own transaction; False if the store failed."""
+        try:
+            with self.store.block_txn(self.name, self.clock()) as txn:
+                self._event(txn, kind, severity, payload)
+        except (StoreError, SQLAlchemyError) as exc:
+            log.warning("chain %s: cannot store %s event: %s", self.name, kind, exc)
+            return False
+        return True
 
 
 class ChainInconsistentReceipts(ChainError):

@@ -1,26 +1,88 @@
-"""Prometheus metrics, read from the service at scrape time (nothing to keep in sync)."""
+"""Prometheus metrics, read from the service at scrape time (nothing to keep in sync).
+
+Counts that the store holds (settlements by verdict, reorgs by depth, deliveries by state,
+the outbox backlog) are queried at scrape time, so they survive restarts and agree between
+instances. What only a process sees (RPC calls, delivery attempts, the inclusion → finality
+time) is kept in memory by the part that sees it and starts at zero with the process, as
+Prometheus counters do.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import bisect
+import threading
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from watcher.service import Service
 
+REORG_DEPTH_BUCKETS = (1, 2, 3, 5, 10, 20, 50, 100)
+"""Upper bounds of the reorg depth histogram (blocks)."""
+
+
+class Buckets:
+    """A cumulative histogram kept in memory (thread-safe): what the engine observes."""
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds = tuple(bounds)
+        self._counts = [0] * (len(self.bounds) + 1)
+        self._sum = 0.0
+        self._lock = threading.Lock()
+
+    def observe(self, value: float) -> None:
+        """Count one observation."""
+        with self._lock:
+            self._counts[bisect.bisect_left(self.bounds, value)] += 1
+            self._sum += value
+
+    def snapshot(self) -> tuple[list[tuple[str, float]], float]:
+        """Cumulative ``(le, count)`` pairs ending with ``+Inf``, and the sum."""
+        with self._lock:
+            counts, total = list(self._counts), self._sum
+        out, running = [], 0
+        for bound, n in zip((*map(str, self.bounds), "+Inf"), counts, strict=True):
+            running += n
+            out.append((bound, float(running)))
+        return out, total
+
+
+def _histogram(counts: dict[int, int]) -> tuple[list[tuple[str, float]], float]:
+    """Cumulative buckets over depth → count."""
+    out = []
+    for bound in REORG_DEPTH_BUCKETS:
+        out.append((str(bound), float(sum(n for d, n in counts.items() if d <= bound))))
+    out.append(("+Inf", float(sum(counts.values()))))
+    return out, float(sum(d * n for d, n in counts.items()))
+
 
 class ServiceCollector(Collector):
-    """Head, lag, polls, RPC calls and errors, settlements by verdict, reorgs."""
+    """Head, lag, polls, RPC calls and errors, settlements by verdict, reorgs, deliveries."""
 
     def __init__(self, service: Service) -> None:
         self.service = service
 
     def collect(self) -> Iterator[Metric]:
+        yield from self._chains()
+        yield from self._store()
+        yield from self._delivery()
+
+    def _chains(self) -> Iterator[Metric]:
         svc = self.service
         head = GaugeMetricFamily("finality_head_block", "Last processed head", labels=["chain"])
+        lag = GaugeMetricFamily(
+            "finality_head_lag_seconds",
+            "Seconds since the last processed head's timestamp",
+            labels=["chain"],
+        )
         healthy = GaugeMetricFamily(
             "finality_chain_healthy", "1 when polling works", labels=["chain"]
         )
@@ -31,26 +93,83 @@ class ServiceCollector(Collector):
         errors = CounterMetricFamily(
             "finality_rpc_errors", "Failed JSON-RPC calls", labels=["chain", "method"]
         )
+        by_outcome = CounterMetricFamily(
+            "finality_rpc_requests",
+            "JSON-RPC calls by method and outcome (ok or error)",
+            labels=["chain", "method", "outcome"],
+        )
         watched = GaugeMetricFamily(
             "finality_watched_settlements", "Settlements followed", labels=["chain"]
         )
+        latency = HistogramMetricFamily(
+            "finality_inclusion_to_finality_seconds",
+            "From the inclusion block's timestamp to FINALITY_CONFIRMED (this process)",
+            labels=["chain"],
+        )
+        now_s = svc.clock() / 1000
         for name, watcher in svc.watchers.items():
             if watcher.head is not None:
                 head.add_metric([name], watcher.head.number)
+                lag.add_metric([name], max(0.0, now_s - watcher.head.timestamp))
             healthy.add_metric([name], 1.0 if svc.healthy(name) else 0.0)
             polls.add_metric([name], watcher.polls)
             watched.add_metric([name], len(watcher.index.by_id))
             client = svc.clients[name]
-            for method, n in sorted(client.calls.items()):
+            calls_now, errors_now = dict(client.calls), dict(client.errors)
+            for method, n in sorted(calls_now.items()):
                 calls.add_metric([name, method], n)
-            for method, n in sorted(client.errors.items()):
+                failed = errors_now.get(method, 0)
+                by_outcome.add_metric([name, method, "ok"], max(0, n - failed))
+                by_outcome.add_metric([name, method, "error"], failed)
+            for method, n in sorted(errors_now.items()):
                 errors.add_metric([name, method], n)
+            buckets, total = watcher.finality_seconds.snapshot()
+            latency.add_metric([name], buckets, total)
+        yield from (head, lag, healthy, polls, calls, errors, by_outcome, watched, latency)
+
+    def _store(self) -> Iterator[Metric]:
+        svc = self.service
         verdicts = GaugeMetricFamily(
             "finality_settlements", "Settlements by verdict", labels=["chain", "verdict"]
         )
         for (chain, verdict), n in sorted(svc.store.verdict_counts().items()):
             verdicts.add_metric([chain, verdict], n)
+        outbox = svc.store.outbox()
+        depths = outbox.reorg_depths()
         reorgs = CounterMetricFamily("finality_reorgs", "Reorgs seen", labels=["chain"])
+        by_depth = HistogramMetricFamily(
+            "finality_reorg_depth_blocks", "Reorgs seen, by depth (blocks)", labels=["chain"]
+        )
         for chain in svc.watchers:
-            reorgs.add_metric([chain], len(svc.store.reorgs(chain, limit=1_000_000)))
-        yield from (head, healthy, polls, calls, errors, watched, verdicts, reorgs)
+            counts = {d: n for (c, d), n in depths.items() if c == chain}
+            reorgs.add_metric([chain], sum(counts.values()))
+            buckets, total = _histogram(counts)
+            by_depth.add_metric([chain], buckets, total)
+        deliveries = GaugeMetricFamily(
+            "finality_deliveries", "Outbox rows by channel and state", labels=["channel", "state"]
+        )
+        for (channel, state), n in sorted(outbox.counts().items()):
+            deliveries.add_metric([channel, state], n)
+        count, oldest = outbox.backlog()
+        backlog = GaugeMetricFamily("finality_outbox_backlog", "Outbox rows pending or being sent")
+        backlog.add_metric([], count)
+        age = GaugeMetricFamily(
+            "finality_outbox_oldest_age_seconds", "Age of the oldest undelivered outbox row"
+        )
+        age.add_metric([], 0.0 if oldest is None else max(0.0, (svc.clock() - oldest) / 1000))
+        yield from (verdicts, reorgs, by_depth, deliveries, backlog, age)
+
+    def _delivery(self) -> Iterator[Metric]:
+        from watcher.delivery import Sender  # delivery imports the engine, which imports us
+
+        attempts = CounterMetricFamily(
+            "finality_delivery_attempts",
+            "Delivery attempts by channel and outcome (delivered, retry, dead, waiting, "
+            "superseded), this process",
+            labels=["channel", "outcome"],
+        )
+        for component in self.service.components:
+            if isinstance(component, Sender):
+                for (channel, outcome), n in sorted(dict(component.outcomes).items()):
+                    attempts.add_metric([channel, outcome], n)
+        yield attempts

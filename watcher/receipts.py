@@ -1,14 +1,270 @@
-"""Placeholder: filled in by its own issue."""
+"""The receipts component: signs a receipt for every terminal verdict, after it committed.
+
+The engine commits verdicts; this component follows, in the poll thread of each chain
+(``after_poll``), so it never races the engine of its chain and never delays a verdict:
+
+1. it scans the chain's new events (``settlement_confirmed``, ``settlement_failed``,
+   ``settlement_timed_out``, ``finality_violation``) from a cursor, and notes the
+   settlements they name;
+2. for each noted settlement: a ``finality_violation`` revokes the finality receipts of the
+   reversed decision (a signed ``receipt_revocation`` citing the revoked digest); a terminal
+   verdict without a current receipt for its decision gets one: built from the node
+   (watcher/receipt_builder.py), signed, checked with the offline verifier, and stored in
+   one transaction.
+
+Crash safety without bookkeeping: the cursor lives in memory and starts at 0, so a restarted
+daemon re-reads the events, finds which settlements already have their receipt (one query
+per 500), and builds only what is missing. A receipt that cannot be built yet (the node
+lags, or the chain moved away from the decision's evidence: never sign then) is retried with
+a backoff; a settlement whose decision is reversed meanwhile gets its receipt when it is
+terminal again.
+
+The binding receipt (``dependent_state_binding_receipt``) is made at registration, by the
+API (:func:`binding_for`), and again on demand if a crash lost it.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from chains.errors import ChainError
+from chains.proofs import BranchMoved
+from guard.canonical import CanonicalError
+from guard.receipts import BINDING, DECISION_KINDS, FINALITY, Subject, revocation_body
+from guard.verify import verify_receipt
+from watcher.receipt_builder import ReceiptBuilder
+from watcher.signer import Signer, load_signer
+from watcher.store import SettlementNotFound, SettlementRecord, StoreError
+from watcher.store.receipts_store import (
+    ReceiptRecord,
+    ReceiptStore,
+    current_receipts,
+    receipt_store,
+)
 
 if TYPE_CHECKING:
     from watcher.components import Component
     from watcher.service import Service
 
+log = logging.getLogger("finality.receipts")
+
+TERMINAL = ("FINALITY_CONFIRMED", "SETTLEMENT_FAILED", "TIMEOUT_TREATED_AS_FAILURE")
+BACKOFF_MS = (1_000, 2_000, 5_000, 15_000, 60_000, 300_000)
+"""Waits between attempts at a receipt that could not be built yet."""
+BUILDS_PER_POLL = 50
+"""Receipts built at most per poll of a chain (the rest wait for the next poll)."""
+
+
+@dataclass
+class _Due:
+    """A settlement that may need a receipt or a revocation."""
+
+    revoke: set[str] = field(default_factory=set)
+    """Decision digests reversed by a finality violation: their receipts are withdrawn."""
+    violation: dict[str, Any] = field(default_factory=dict)
+    """The violation event (id and payload), for the revocation's evidence."""
+    attempts: int = 0
+    """Failed attempts so far."""
+    next_at: int = 0
+    """Not before this instant (ms)."""
+
+
+class ReceiptIssuer:
+    """The component: one instance for the daemon, working per chain in its poll thread."""
+
+    def __init__(
+        self,
+        signer: Signer,
+        receipts: ReceiptStore,
+        load: Callable[[str], SettlementRecord],
+        builders: dict[str, ReceiptBuilder],
+        clock: Callable[[], int],
+    ) -> None:
+        self.signer = signer
+        self.receipts = receipts
+        self.load = load
+        self.builders = builders
+        self.clock = clock
+        self._cursor: dict[str, int] = dict.fromkeys(builders, 0)
+        self._due: dict[str, dict[str, _Due]] = {chain: {} for chain in builders}
+        self.issued = 0
+        """Receipts signed and stored since start."""
+        self._binding_lock = threading.Lock()
+
+    # -- component -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Nothing runs in the background: work happens in ``after_poll``."""
+
+    def stop(self) -> None:
+        """Nothing to finish: a receipt is stored in one transaction or not at all."""
+
+    def after_poll(self, chain: str) -> None:
+        """Issue what the chain's new events call for; never raises for a node or store
+        failure (the next poll tries again)."""
+        try:
+            self.scan(chain)
+            self.work(chain)
+        except (ChainError, StoreError) as exc:
+            log.warning("chain %s: receipts postponed: %s", chain, exc)
+
+    # -- the work ------------------------------------------------------------------------
+
+    def scan(self, chain: str) -> None:
+        """Note the settlements named by new events, skipping those already receipted."""
+        due = self._due[chain]
+        fresh: set[str] = set()
+        while True:
+            events = self.receipts.terminal_events(chain, self._cursor[chain])
+            for event in events:
+                entry = due.setdefault(event.settlement_id, _Due())
+                fresh.add(event.settlement_id)
+                if event.kind == "finality_violation":
+                    previous = event.payload.get("previous") or {}
+                    if previous.get("digest"):
+                        entry.revoke.add(str(previous["digest"]))
+                        entry.violation = {"event_id": event.id, **event.payload}
+                self._cursor[chain] = event.id
+            if len(events) < 1000:
+                break
+        # Most noted settlements are done already after a restart: one query per 500.
+        done = self.receipts.for_settlements(sorted(fresh))
+        for sid in fresh:
+            entry = due[sid]
+            if not entry.revoke and _has_current(done.get(sid, []), None):
+                due.pop(sid)
+
+    def work(self, chain: str) -> None:
+        """Build what is due now, at most :data:`BUILDS_PER_POLL`."""
+        now = self.clock()
+        due = self._due[chain]
+        ready = [sid for sid, entry in due.items() if entry.next_at <= now][:BUILDS_PER_POLL]
+        for sid in ready:
+            entry = due[sid]
+            try:
+                finished = self._settle(chain, sid, entry)
+            except SettlementNotFound:
+                finished = True
+            except (BranchMoved, ChainError, ValueError, KeyError, CanonicalError) as exc:
+                entry.attempts += 1
+                wait = BACKOFF_MS[min(entry.attempts, len(BACKOFF_MS)) - 1]
+                entry.next_at = self.clock() + wait
+                level = logging.INFO if isinstance(exc, BranchMoved) else logging.WARNING
+                if entry.attempts in (1, 5) or entry.attempts % 50 == 0:
+                    log.log(
+                        level,
+                        "receipt for %s not built yet (attempt %d, retry in %d s): %s",
+                        sid,
+                        entry.attempts,
+                        wait // 1000,
+                        exc,
+                    )
+                continue
+            if finished:
+                due.pop(sid, None)
+
+    def _settle(self, chain: str, sid: str, entry: _Due) -> bool:
+        """Revoke and issue for one settlement; True when nothing is left to do."""
+        rec = self.load(sid)
+        stored = self.receipts.for_settlement(sid)
+        for old in current_receipts(stored):
+            if old.kind == FINALITY and old.body.get("decision_digest") in entry.revoke:
+                self._revoke(old, entry.violation)
+        entry.revoke.clear()
+        if rec.verdict not in TERMINAL or _has_current(stored, rec.digest):
+            return True
+        body = self.builders[chain].decision_body(rec, self.clock())
+        self._store(self.signer.sign(body))
+        return True
+
+    def _revoke(self, old: ReceiptRecord, violation: dict[str, Any]) -> None:
+        body = old.body
+        subject = Subject(
+            body["settlement_id"],
+            body["chain"],
+            body["chain_id"],
+            body["tx_hash"],
+            self.signer.address,
+        )
+        now = self.clock()
+        current = violation.get("now") or {}
+        evidence = {
+            "event": "finality_violation",
+            "event_id": violation.get("event_id"),
+            "revoked_decision_digest": body.get("decision_digest"),
+            "current_verdict": current.get("verdict"),
+            "current_decision_digest": current.get("digest"),
+        }
+        reason = (
+            f"finality violation: the chain reorganised below the block of the revoked "
+            f"{old.kind}; the settlement is now {current.get('verdict', 'unknown')}"
+        )
+        revocation = self.signer.sign(revocation_body(subject, now, body, reason, evidence))
+        self._store(revocation, revokes=old.id)
+        log.warning("revoked %s %s of %s: %s", old.kind, old.digest, old.settlement_id, reason)
+
+    def _store(self, receipt: dict[str, Any], revokes: int | None = None) -> ReceiptRecord:
+        """Check the signed receipt with the offline verifier, then store it."""
+        verify_receipt(receipt, trusted_signers=[self.signer.address])
+        record = self.receipts.add(receipt, self.clock(), revokes=revokes)
+        self.issued += 1
+        return record
+
+    # -- bindings ------------------------------------------------------------------------
+
+    def binding(self, rec: SettlementRecord) -> dict[str, Any] | None:
+        """The binding receipt of ``rec`` (stored, or made and stored now); None without
+        dependent state."""
+        if rec.dependent_state is None or rec.chain not in self.builders:
+            return None  # no dependent state, or a payment/job source (no chain to bind to)
+        with self._binding_lock:  # API threads: two registrations of one tx make one binding
+            for old in self.receipts.for_settlement(rec.settlement_id):
+                if old.kind == BINDING:
+                    return old.body
+            body = self.builders[rec.chain].binding_body(rec, self.clock())
+            if body is None:
+                return None
+            return self._store(self.signer.sign(body)).body
+
+
+def _has_current(stored: list[ReceiptRecord], decision_digest: str | None) -> bool:
+    """A decision receipt not revoked (for ``decision_digest``, or for any when None)."""
+    return any(
+        r.kind in DECISION_KINDS
+        and (decision_digest is None or r.body.get("decision_digest") == decision_digest)
+        for r in current_receipts(stored)
+    )
+
 
 def components(service: Service) -> list[Component]:
-    """This module's daemon components."""
-    return []
+    """The receipts component of a daemon; raises SigningKeyError without a usable key."""
+    return [issuer_for(service)]
+
+
+def issuer_for(service: Service) -> ReceiptIssuer:
+    """Load the key, record it as the current signer, and build the component."""
+    config = service.config
+    signer = load_signer(config.signing, [(c.name, c.chain_id) for c in config.chains])
+    receipts = receipt_store(service.store)
+    receipts.use_signer(signer.address, signer.source, service.clock())
+    builders = {
+        c.name: ReceiptBuilder(c, service.clients[c.name], signer.address) for c in config.chains
+    }
+    log.info("receipts are signed by %s (key from %s)", signer.address, signer.source)
+    return ReceiptIssuer(signer, receipts, service.store.settlement, builders, service.clock)
+
+
+def issuer_of(service: Service) -> ReceiptIssuer | None:
+    """The daemon's receipts component, if it has one."""
+    return next((c for c in service.components if isinstance(c, ReceiptIssuer)), None)
+
+
+def binding_for(service: Service, rec: SettlementRecord) -> dict[str, Any] | None:
+    """The binding receipt of a registration (made now if missing); None without dependent
+    state or without a receipts component."""
+    issuer = issuer_of(service)
+    return None if issuer is None else issuer.binding(rec)

@@ -62,7 +62,11 @@ class Service:
         self.started_at = clock()
         from watcher.components import build_components
 
-        self.components = build_components(self)
+        try:
+            self.components = build_components(self)
+        except BaseException:
+            self.store.close()  # e.g. no usable signing key: nothing may stay open
+            raise
 
     # -- chains --------------------------------------------------------------------------
 
@@ -99,15 +103,19 @@ class Service:
                 health.last_success_ms = self.clock()
                 health.last_error = None
                 health.consecutive_errors = 0
+                watcher.note_poll(None)  # rpc_unhealthy / rpc_recovered, once per period
                 for component in self.components:
                     component.after_poll(name)
             except ChainIdMismatch as exc:
                 health.last_error = str(exc)
                 health.consecutive_errors += 1
                 log.error("%s", exc)
+                self.watchers[name].note_poll(str(exc))
             except (ChainError, StoreError) as exc:
                 health.last_error = str(exc)
                 health.consecutive_errors += 1
+                if isinstance(exc, ChainError):
+                    self.watchers[name].note_poll(str(exc))
                 if health.consecutive_errors in (1, 10) or health.consecutive_errors % 100 == 0:
                     log.warning("chain %s: %s (error #%d)", name, exc, health.consecutive_errors)
 
@@ -182,6 +190,9 @@ class Service:
                 log_config=None,
                 access_log=False,
                 lifespan="off",
+                # Open SSE streams would otherwise hold a SIGTERM for their full timeout;
+                # clients resume with Last-Event-ID.
+                timeout_graceful_shutdown=2,
             )
         )
         self.start_polling()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,8 +73,18 @@ def new_settlement(reg: Registration, now: int) -> NewSettlement:
     )
 
 
-def settlement_view(rec: SettlementRecord, head_number: int | None) -> dict[str, Any]:
-    """The public JSON view of a settlement (DESIGN.md's contract)."""
+def settlement_view(
+    rec: SettlementRecord,
+    head_number: int | None,
+    receipt: Mapping[str, Any] | None = None,
+    binding: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The public JSON view of a settlement (DESIGN.md's contract).
+
+    ``receipt`` is the latest signed receipt of the decision, when there is one; until it is
+    signed (moments after the verdict commits) a terminal settlement shows its decision,
+    unsigned, and ``receipt_signed`` is false. ``binding`` is the signed
+    dependent_state_binding_receipt, when the settlement has dependent state."""
     decision = rec.decision
     terminal = rec.verdict in (
         "FINALITY_CONFIRMED",
@@ -101,7 +112,9 @@ def settlement_view(rec: SettlementRecord, head_number: int | None) -> dict[str,
         "terminal_at": rec.terminal_at,
         "digest": rec.digest,
         "evidence": decision.get("evidence"),
-        "receipt": decision if terminal else None,
+        "receipt": dict(receipt) if receipt is not None else (decision if terminal else None),
+        "receipt_signed": receipt is not None,
+        "binding": None if binding is None else dict(binding),
         "dependent_state": rec.dependent_state,
         "commit_url": rec.commit_url,
     }

@@ -204,11 +204,18 @@ def test_reorgs_prints_a_seen_reorg(daemon: Daemon, anvil: Anvil) -> None:
 # -- run: configuration errors ----------------------------------------------------------------
 
 
-def run_daemon(config: Path, timeout: float = 20.0) -> subprocess.CompletedProcess[str]:
+# A throwaway key (anvil's first dev account): a non-local chain id needs a configured key,
+# and the chain-id check must be what fails, not the key.
+TEST_SIGNING_KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
+
+
+def run_daemon(
+    config: Path, timeout: float = 20.0, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "watcher.cli", "run", "--config", str(config)],
         cwd=ROOT,
-        env=subprocess_env(),
+        env={**subprocess_env(), **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -234,8 +241,18 @@ def test_run_with_missing_config_exits_78(tmp_path: Path) -> None:
 
 def test_run_with_wrong_chain_id_exits_78(tmp_path: Path, anvil: Anvil) -> None:
     config = Daemon(tmp_path, anvil.url, start=False, chain_id=1)
-    done = run_daemon(config.config_path)
+    done = run_daemon(config.config_path, env={"FINALITY_SIGNING_KEY": TEST_SIGNING_KEY})
     config.close()
     assert done.returncode == 78, done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    assert "31337" in last and re.search(r"\b1\b", last), last
+    assert "chain id" in last and "31337" in last and re.search(r"\b1\b", last), last
+
+
+def test_run_without_a_signing_key_on_a_public_chain_exits_78(
+    tmp_path: Path, anvil: Anvil
+) -> None:
+    config = Daemon(tmp_path, anvil.url, start=False, chain_id=1)
+    done = run_daemon(config.config_path)
+    config.close()
+    assert done.returncode == 78, done.stderr
+    assert "signing" in done.stderr.strip().splitlines()[-1], done.stderr

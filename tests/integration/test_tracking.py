@@ -559,6 +559,36 @@ def test_reorg_below_a_confirmed_settlement_is_a_finality_violation(
     assert rig.view(sid)["verdict"] == AWAITING
 
 
+def test_confirmed_tx_reincluded_in_the_first_block_of_the_new_branch_is_followed(
+    anvil: Anvil, make_rig: RigFactory
+) -> None:
+    """A reversed confirmation whose tx comes back in the branch's very first block is found
+    there (it was not in the watch index while confirmed) and confirmed again on the new
+    block, after a finality violation was raised for the old one."""
+    rig = make_rig(anvil, confirmations=2)
+    rig.watcher.poll()
+    anvil.mine(2)
+    tx = anvil.send()
+    assert wait_included(anvil, tx) == 3
+    raw = anvil.raw_tx(tx)
+    sid = rig.register(tx).settlement_id
+    rig.watcher.poll()
+    rig.mine_and_poll(1)
+    assert rig.view(sid)["verdict"] == CONFIRMED
+    old_hash = rig.view(sid)["block_hash"]
+
+    anvil.reorg(3, [(raw, 0)])  # replaces 2, 3, 4; the tx comes back in the new block 2
+    rig.watcher.poll()
+    assert rig.events(sid, "finality_violation")
+    view = rig.view(sid)
+    assert view["block_number"] == 2
+    assert view["block_hash"] == block_hash(anvil, 2) != old_hash
+    # Reversed at the branch's first block (depth 1), confirmed again at depth 2.
+    assert view["verdict"] == CONFIRMED
+    assert view["evidence"]["facts"]["block_hash"] == block_hash(anvil, 2)
+    assert len(rig.events(sid, "settlement_confirmed")) == 2
+
+
 # -- 11. a lagging node ------------------------------------------------------------------
 
 

@@ -28,6 +28,7 @@ from sqlalchemy.pool import NullPool
 
 from watcher.store import schema as s
 from watcher.store.errors import SchemaVersionUnknown, SettlementNotFound, StoreError, StoreMismatch
+from watcher.store.outbox_store import NewDelivery, Outbox, cancel_undelivered, enqueue
 from watcher.store.records import (
     ChainRecord,
     EventRecord,
@@ -285,6 +286,19 @@ class Store:
             rows = conn.execute(query).mappings().all()
         return [from_row(EventRecord, r) for r in rows]
 
+    def anchored_above(self, chain: str, number: int) -> dict[str, str]:
+        """tx hash → settlement id of every settlement of ``chain`` whose inclusion or
+        replacing tx sits above ``number`` (any verdict): the ones a reorg there touches."""
+        t = s.settlements
+        with self._reader.connect() as conn:
+            rows = conn.execute(
+                select(t.c.tx_hash, t.c.settlement_id).where(
+                    t.c.chain == chain,
+                    or_(t.c.block_number > number, t.c.replaced_block_number > number),
+                )
+            ).all()
+        return {r[0]: r[1] for r in rows}
+
     def any_deadline_due(self, chain: str, now: int, late_watch_ms: int) -> bool:
         """Whether a watched settlement of ``chain`` has a time-only change due."""
         t = s.settlements
@@ -305,6 +319,10 @@ class Store:
         """One write transaction for ``chain``: committed on exit, rolled back on error."""
         with self._writer.begin() as conn:
             yield BlockTxn(conn, chain, now)
+
+    def outbox(self) -> Outbox:
+        """The delivery outbox over this store's connections (see ``outbox_store``)."""
+        return Outbox(self._writer, self._reader)
 
 
 def _settlement_values(new: NewSettlement) -> dict[str, Any]:
@@ -538,4 +556,44 @@ class BlockTxn:
                 payload=payload,
                 created_at=self.now,
             )
+        )
+
+    # -- appended for the outbox (issue 4) -------------------------------------------------
+
+    def record_event(
+        self, kind: str, severity: str, payload: dict[str, Any], settlement_id: str | None = None
+    ) -> int:
+        """Like :meth:`add_event`, and return the event's id (deliveries refer to it)."""
+        result = self.conn.execute(
+            insert(s.events).values(
+                chain=self.chain,
+                settlement_id=settlement_id,
+                kind=kind,
+                severity=severity,
+                payload=payload,
+                created_at=self.now,
+            )
+        )
+        key = result.inserted_primary_key
+        assert key is not None
+        return int(key[0])
+
+    def enqueue_delivery(self, new: NewDelivery) -> bool:
+        """Put a delivery in the outbox, in this transaction; False if its key exists."""
+        return enqueue(self.conn, new, self.now)
+
+    def cancel_deliveries(self, settlement_id: str, kinds: Sequence[str], reason: str) -> int:
+        """Cancel the settlement's undelivered commit-channel rows of ``kinds``."""
+        return cancel_undelivered(self.conn, settlement_id, kinds, self.now, reason)
+
+    def provisional_in_progress(self) -> list[SettlementRecord]:
+        """Included, still awaiting, provisional settlements with a commit URL."""
+        t = s.settlements
+        return self._settlements(
+            t.c.watching.is_(True),
+            t.c.confirm_height.is_not(None),
+            t.c.block_number.is_not(None),
+            t.c.provisional.is_(True),
+            t.c.verdict == "AWAITING_FINALITY",
+            t.c.commit_url.is_not(None),
         )

@@ -1,0 +1,210 @@
+"""Benchmarks of the signed receipts (issue 3), run by hand: ``python -m bench.receipts``.
+
+Every figure is printed beside a baseline measured in the same run, against a real anvil:
+
+* building a finality receipt for a tx in a block of 500 txs (target <= 150 ms): fetching
+  the headers, the block's receipts (``eth_getBlockReceipts``) and raw txs (batched),
+  rebuilding both tries and cutting the proofs, signing, and checking the result with the
+  offline verifier; against the naive way: one ``eth_getTransactionReceipt`` and one
+  ``eth_getRawTransactionByHash`` per tx, tries built key by key with py-trie;
+* verifying a receipt with 64 headers (target <= 10 ms) with ``guard.verify_receipt``;
+  against the same checks assembled from the usual libraries (pyrlp, py-trie's proof
+  walk, eth-account's typed-data recovery);
+* the size of a receipt for N = 64 (JSON, and gzipped), beside N = 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.common import Anvil
+from chains.proofs import Trie, encode_receipt, index_key
+from chains.rpc import connect
+from guard.headers import OPTIONAL_FIELDS, QUANTITY, REQUIRED_FIELDS
+from guard.receipts import body_of, typed_data
+from guard.verify import verify_receipt
+from tests.integration.helpers import make_watcher
+from tests.integration.receipts_helpers import TxFactory, receipts_for
+
+
+def _median_ms(action: Callable[[], object], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+def _chain_with_block_of(anvil: Anvil, count: int) -> list[str]:
+    """Block 1 holds ``count`` transfers (from three accounts); returns their hashes."""
+    factories = [TxFactory(anvil, i) for i in range(3)]
+    raws = [factories[i % 3].dynamic() for i in range(count)]
+    hashes = [factories[0].send(raw) for raw in raws]
+    anvil.mine(1)
+    assert len(anvil.block(1)["transactions"]) == count, "block 1 did not take every tx"
+    return hashes
+
+
+def _naive_build(url: str, hashes: list[str], index: int) -> None:
+    """Per-tx calls, and tries built key by key (py-trie), as a first implementation would."""
+    from trie import HexaryTrie
+
+    client = connect(url)
+    receipts = [client.call("eth_getTransactionReceipt", [h]) for h in hashes]
+    raws = [client.call("eth_getRawTransactionByHash", [h]) for h in hashes]
+    receipt_trie, tx_trie = HexaryTrie({}), HexaryTrie({})
+    for i, (receipt, raw) in enumerate(zip(receipts, raws, strict=True)):
+        receipt_trie[index_key(i)] = encode_receipt(receipt)
+        tx_trie[index_key(i)] = bytes.fromhex(raw[2:])
+    receipt_trie.get_proof(index_key(index))
+    tx_trie.get_proof(index_key(index))
+
+
+def _naive_verify(receipt: dict[str, Any]) -> None:
+    """The receipt's checks with pyrlp, py-trie and eth-account (no own code)."""
+    import rlp
+    from eth_account import Account
+    from eth_account.messages import encode_typed_data
+    from eth_utils import keccak
+    from trie import HexaryTrie
+
+    previous = None
+    for header in receipt["proof"]["headers"]:
+        fields = []
+        for name, kind in (*REQUIRED_FIELDS, *OPTIONAL_FIELDS):
+            if name in header:
+                value = header[name]
+                fields.append(
+                    rlp.sedes.big_endian_int.serialize(int(value, 16))
+                    if kind == QUANTITY
+                    else bytes.fromhex(value[2:])
+                )
+        computed = "0x" + keccak(rlp.encode(fields)).hex()
+        assert computed == header["hash"]
+        assert previous is None or header["parentHash"] == previous
+        previous = computed
+    first = receipt["proof"]["headers"][0]
+    key = index_key(receipt["proof"]["tx_index"])
+    for root, nodes in (
+        (first["receiptsRoot"], receipt["proof"]["receipt_proof"]),
+        (first["transactionsRoot"], receipt["proof"]["transaction_proof"]),
+    ):
+        proof = [rlp.decode(bytes.fromhex(n[2:])) for n in nodes]
+        assert HexaryTrie.get_from_proof(bytes.fromhex(root[2:]), key, proof)
+    message = encode_typed_data(full_message=typed_data(body_of(receipt)))
+    signer = Account.recover_message(message, signature=receipt["signature"])
+    assert signer.lower() == receipt["signer"]
+
+
+def build_500(runs: int) -> None:
+    with Anvil("--no-mining") as anvil:
+        hashes = _chain_with_block_of(anvil, 500)
+        watched = 250
+        rig = make_watcher(anvil, f"sqlite:///{tempfile.mkdtemp()}/b.db", confirmations=3)
+        rig.watcher.poll()
+        sid = rig.register(hashes[watched]).settlement_id
+        anvil.mine(2)
+        rig.watcher.catch_up()
+        rec = rig.settlement(sid)
+        assert rec.verdict == "FINALITY_CONFIRMED", rec.verdict
+        receipts = receipts_for(rig)
+        builder = receipts.issuer.builders["local"]
+
+        def ours(watched_rec: Any = rec, cold: bool = True) -> None:
+            if cold:
+                builder._tries.clear()  # the block's tries not built yet: fetch and build
+            receipt = receipts.signer.sign(builder.decision_body(watched_rec, rig.clock()))
+            verify_receipt(receipt, trusted_signers=[receipts.signer.address])
+
+        ours()  # warm the HTTP connection, as in the daemon
+        cold = _median_ms(ours, runs)
+        other = rig.register(hashes[251]).settlement_id
+        rig.watcher.catch_up()
+        warm = _median_ms(lambda: ours(rig.settlement(other), cold=False), runs)
+        client = builder.client
+        block = client.raw_blocks([1])[0]
+        assert block is not None
+        block_hash = str(block["hash"])
+
+        def fetch() -> tuple[Any, Any]:
+            return client.raw_block_receipts(block_hash), client.raw_transactions(hashes)
+
+        node = _median_ms(fetch, runs)
+        answers, raws = fetch()
+        body = builder.decision_body(rec, rig.clock())
+
+        def compute() -> None:
+            receipts_trie = Trie([encode_receipt(r) for r in answers])
+            txs_trie = Trie([bytes.fromhex(r[2:]) for r in raws])
+            assert receipts_trie.root.hex() == block["receiptsRoot"][2:]
+            assert txs_trie.root.hex() == block["transactionsRoot"][2:]
+            receipts_trie.proof(watched), txs_trie.proof(watched)
+            receipt = receipts.signer.sign(body)
+            verify_receipt(receipt, trusted_signers=[receipts.signer.address])
+
+        own = _median_ms(compute, runs)
+        naive = _median_ms(lambda: _naive_build(anvil.url, hashes, watched), max(1, runs // 3))
+        print("== building a finality receipt, tx 250 of a 500-tx block (target <= 150 ms)")
+        print(f"   ours, end to end, first tx of the block: {cold:7.1f} ms")
+        print(f"     anvil serving eth_getBlockReceipts + 500 raw txs: {node:7.1f} ms")
+        print(f"     our work (both tries, proofs, sign, verify): {own:7.1f} ms")
+        print(f"   ours, another tx of the same block (tries cached): {warm:7.1f} ms")
+        print(f"   naive, end to end: {naive:7.1f} ms  (1,000 single requests, py-trie key by key)")
+        print(f"   ratio (naive / ours, end to end): {naive / cold:5.1f}x")
+        rig.store.close()
+
+
+def verify_64(runs: int) -> None:
+    with Anvil() as anvil:
+        sizes = {}
+        receipts_by_n = {}
+        for n in (3, 64):
+            rig = make_watcher(anvil, f"sqlite:///{tempfile.mkdtemp()}/v.db", confirmations=n)
+            rig.watcher.poll()
+            tx = anvil.send()
+            anvil.receipt(tx)
+            sid = rig.register(tx).settlement_id
+            anvil.mine(n - 1)
+            rig.watcher.catch_up()
+            receipts = receipts_for(rig)
+            receipts.run(rig)
+            receipt = receipts.latest(sid)
+            assert len(receipt["proof"]["headers"]) == n
+            text = json.dumps(receipt, separators=(",", ":")).encode()
+            sizes[n] = (len(text), len(gzip.compress(text)))
+            receipts_by_n[n] = receipt
+            rig.store.close()
+        receipt = receipts_by_n[64]
+        signer = receipt["signer"]
+        mine = _median_ms(lambda: verify_receipt(receipt, trusted_signers=[signer]), runs)
+        naive = _median_ms(lambda: _naive_verify(receipt), max(1, runs // 5))
+        print("== verifying a receipt with 64 headers (target <= 10 ms)")
+        print(f"   ours:  {mine:7.2f} ms  (guard.verify_receipt: own RLP, headers, MPT walk)")
+        print(f"   naive: {naive:7.2f} ms  (pyrlp + py-trie + eth-account recover_message)")
+        print(f"   ratio: {naive / mine:5.1f}x")
+        print("== receipt size (compact JSON; gzipped)")
+        for n, (raw, packed) in sizes.items():
+            print(f"   N = {n:2d}: {raw / 1024:6.1f} KiB; {packed / 1024:5.1f} KiB gzipped")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=15, help="timed runs per figure (median)")
+    parser.add_argument("--only", choices=["build", "verify"], help="one benchmark only")
+    args = parser.parse_args()
+    if args.only in (None, "build"):
+        build_500(args.runs)
+    if args.only in (None, "verify"):
+        verify_64(args.runs * 4)
+
+
+if __name__ == "__main__":
+    main()

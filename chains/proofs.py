@@ -1,0 +1,316 @@
+"""Building the proofs a receipt carries, from what a node answers.
+
+The verifier (guard/) walks a Merkle-Patricia proof down from a header's root; this module
+builds the tries of one block from its transactions and receipts and cuts out the path to
+one transaction. It builds the trie in one pass over the sorted keys (each subtree encoded
+once, hashed once), not by inserting keys one by one into a generic trie: a 500-tx block
+takes a few milliseconds, and no database of nodes is kept.
+
+Every root built here is compared with the header's root before anything is signed: a node
+whose answers do not reproduce the header (a receipt field we encode differently, a tx
+returned in another form than the block committed) gives :class:`ProofUnavailable`, never a
+receipt that would fail verification.
+
+Blob transactions: anvil commits a blob tx to ``transactionsRoot`` in its network form
+(with the sidecar) and returns that form from ``eth_getRawTransactionByBlockHashAndIndex``;
+mainnet nodes commit and return the canonical form. Either way the bytes the node returns
+are the bytes the root commits to, and the proof carries them as they are (see
+guard/txs.py for how the hash is taken from either form).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from chains.errors import ChainError
+from chains.rpc import RpcClient
+from guard import rlp
+from guard.hashing import keccak256
+from guard.headers import header_hash, header_json
+from guard.mpt import encode_path
+from guard.receipts import InclusionProof
+
+
+class BranchMoved(ChainError):
+    """The node's chain no longer holds the blocks a decision rests on (or not yet): wait."""
+
+
+class ProofUnavailable(ChainError):
+    """The node's answers do not reproduce the header they should prove against."""
+
+
+# -- tries ------------------------------------------------------------------------------------
+
+
+def index_key(index: int) -> bytes:
+    """The trie key of the ``index``-th tx or receipt of a block: rlp(index)."""
+    return rlp.encode(rlp.encode_uint(index))
+
+
+def _nibbles(key: bytes) -> bytes:
+    return bytes(n for byte in key for n in (byte >> 4, byte & 0x0F))
+
+
+def _reference(node: rlp.Item, encoded: bytes) -> rlp.Item:
+    """How a parent refers to a child: its hash, or the node itself when under 32 bytes."""
+    return node if len(encoded) < 32 else keccak256(encoded)
+
+
+@dataclass
+class _Node:
+    """One built trie node: its encoding, and how to walk below it."""
+
+    encoded: bytes
+    """RLP of the node."""
+    item: rlp.Item
+    """The node as an RLP item (what a parent embeds when it is under 32 bytes)."""
+    path: bytes = b""
+    """Nibbles an extension or a leaf consumes."""
+    leaf: bool = False
+    """True for a leaf."""
+    children: dict[int, _Node] = field(default_factory=dict)
+    """A branch's children by nibble; an extension's single child under 0."""
+
+
+def _build(items: Sequence[tuple[bytes, bytes]], depth: int) -> _Node:
+    """The subtree of ``items`` (sorted nibble keys, none a prefix of another) below
+    ``depth``."""
+    if len(items) == 1:
+        key, value = items[0]
+        item: list[rlp.Item] = [encode_path(key[depth:], leaf=True), value]
+        return _Node(rlp.encode(item), item, path=key[depth:], leaf=True)
+    first, last = items[0][0], items[-1][0]
+    shared = 0
+    while first[depth + shared] == last[depth + shared]:  # sorted: first and last bound all
+        shared += 1
+    if shared:
+        below = _build(items, depth + shared)
+        item = [
+            encode_path(first[depth : depth + shared], leaf=False),
+            _reference(below.item, below.encoded),
+        ]
+        return _Node(
+            rlp.encode(item), item, path=first[depth : depth + shared], children={0: below}
+        )
+    branch: list[rlp.Item] = [b""] * 17
+    children: dict[int, _Node] = {}
+    for nibble, group in itertools.groupby(items, key=lambda kv: kv[0][depth]):
+        child = _build(list(group), depth + 1)
+        children[nibble] = child
+        branch[nibble] = _reference(child.item, child.encoded)
+    return _Node(rlp.encode(branch), branch, children=children)
+
+
+class Trie:
+    """The trie of a block's txs or receipts, keyed by rlp(position), built once in one pass
+    over the sorted keys (each subtree encoded and hashed once); proofs are then walks."""
+
+    def __init__(self, values: Sequence[bytes]) -> None:
+        if not values:
+            raise ValueError("a block's trie proves something only when it holds a value")
+        items = sorted((_nibbles(index_key(i)), v) for i, v in enumerate(values))
+        self._root = _build(items, 0)
+        self.size = len(values)
+        self.root = keccak256(self._root.encoded)
+        """The root hash (the header's transactionsRoot or receiptsRoot)."""
+
+    def proof(self, index: int) -> list[bytes]:
+        """The nodes from the root to the ``index``-th value: the root, then every node on
+        the path that its parent references by hash (embedded ones travel inside it)."""
+        if not 0 <= index < self.size:
+            raise IndexError(f"no value {index} in a trie of {self.size}")
+        key = _nibbles(index_key(index))
+        node, pos, out = self._root, 0, [self._root.encoded]
+        while not node.leaf:
+            if node.path:  # extension
+                pos += len(node.path)
+                node = node.children[0]
+            else:
+                node = node.children[key[pos]]
+                pos += 1
+            if len(node.encoded) >= 32:
+                out.append(node.encoded)
+        return out
+
+
+def trie_proof(values: Sequence[bytes], index: int) -> tuple[bytes, list[bytes]]:
+    """(root hash, proof of the ``index``-th value) of the trie keyed by rlp(position)."""
+    trie = Trie(values)
+    return trie.root, trie.proof(index)
+
+
+# -- receipts as the trie holds them ------------------------------------------------------------
+
+
+def _data(value: Any) -> bytes:
+    return bytes.fromhex(str(value)[2:])
+
+
+def encode_receipt(raw: Mapping[str, Any]) -> bytes:
+    """A receipt as its trie leaf: [status, cumulative gas, bloom, logs], typed by its type."""
+    tx_type = int(str(raw.get("type", "0x0")), 16)
+    if raw.get("status") is not None:
+        status = b"\x01" if int(str(raw["status"]), 16) == 1 else b""
+    else:
+        status = _data(raw["root"])  # pre-Byzantium: a state root
+    logs: list[rlp.Item] = [
+        [_data(log["address"]), [_data(t) for t in log["topics"]], _data(log["data"])]
+        for log in raw.get("logs", [])
+    ]
+    payload = rlp.encode(
+        [
+            status,
+            rlp.encode_uint(int(str(raw["cumulativeGasUsed"]), 16)),
+            _data(raw["logsBloom"]),
+            logs,
+        ]
+    )
+    return payload if tx_type == 0 else bytes([tx_type]) + payload
+
+
+# -- fetching ---------------------------------------------------------------------------------
+
+
+def fetch_headers(
+    client: RpcClient, first: int, count: int, first_hash: str, head: tuple[int, str]
+) -> tuple[Mapping[str, Any], list[dict[str, str]]]:
+    """Block ``first`` (JSON-RPC object, tx hashes included) and the ``count`` linked header
+    objects from it up, in one batch.
+
+    Block ``first`` must still be ``first_hash`` and ``head`` (number, hash), the block the
+    decision saw as head, must still be canonical: else the chain moved (or the node lags)
+    and :class:`BranchMoved` says wait. A header whose fields do not hash to the node's hash
+    gives :class:`ProofUnavailable` (a field this version does not know)."""
+    numbers = list(range(first, first + count))
+    wanted = numbers if head[0] in numbers else [*numbers, head[0]]
+    raws = client.raw_blocks(wanted)
+    found = {n: b for n, b in zip(wanted, raws, strict=True) if b is not None}
+    if len(found) != len(wanted):
+        raise BranchMoved(f"the node has no block in {first}..{max(wanted)} yet")
+    if found[head[0]].get("hash") != head[1]:
+        raise BranchMoved(f"block {head[0]} is no longer {head[1]}: the chain moved, waiting")
+    if found[first].get("hash") != first_hash:
+        raise BranchMoved(f"block {first} is no longer {first_hash}: the chain moved, waiting")
+    headers = [header_json(found[n]) for n in numbers]
+    for below, above in itertools.pairwise(headers):
+        if above["parentHash"] != below["hash"]:
+            raise BranchMoved(f"block {above['number']} does not link: the node switched branch")
+    for header in headers:
+        if header_hash(header) != header["hash"]:
+            raise ProofUnavailable(
+                f"block {header['hash']}: its fields do not hash to its hash "
+                "(a header field this version does not know?)"
+            )
+    return found[first], headers
+
+
+@dataclass(frozen=True)
+class BlockTries:
+    """Both tries of one block, their roots checked against its header."""
+
+    block_hash: str
+    """The block."""
+    tx_hashes: list[str]
+    """Its tx hashes in order."""
+    receipts: Trie
+    """The receipts trie (root = receiptsRoot)."""
+    transactions: Trie
+    """The transactions trie (root = transactionsRoot), over the bytes the block committed."""
+
+
+def fetch_block_tries(client: RpcClient, block: Mapping[str, Any]) -> BlockTries:
+    """Both tries of ``block`` (a JSON-RPC block object with tx hashes), roots checked.
+
+    Receipts: one ``eth_getBlockReceipts``. Signed txs: ``eth_getRawTransactionByHash``,
+    batched; if those bytes do not rebuild ``transactionsRoot`` (a node that returns another
+    form of a tx than the block committed), ``eth_getRawTransactionByBlockHashAndIndex``,
+    which answers with the committed bytes (slower on anvil)."""
+    block_hash = str(block["hash"])
+    tx_hashes = [str(t if isinstance(t, str) else t["hash"]) for t in block["transactions"]]
+    if not tx_hashes:
+        raise BranchMoved(f"block {block_hash} holds no transaction")
+    answers = client.raw_block_receipts(block_hash)
+    if [str(r["transactionHash"]) for r in answers] != tx_hashes:
+        raise BranchMoved(f"the receipts of {block_hash} do not match its transactions")
+    receipts = Trie([encode_receipt(r) for r in answers])
+    if "0x" + receipts.root.hex() != block["receiptsRoot"]:
+        raise ProofUnavailable(
+            f"block {block_hash}: the node's receipts do not rebuild receiptsRoot"
+        )
+    raws = client.raw_transactions(tx_hashes)
+    transactions = None
+    if all(r is not None for r in raws):
+        transactions = Trie([_data(r) for r in raws])
+    if transactions is None or "0x" + transactions.root.hex() != block["transactionsRoot"]:
+        by_index = client.raw_block_transactions(block_hash, len(tx_hashes))
+        transactions = Trie([_data(r) for r in by_index])
+        if "0x" + transactions.root.hex() != block["transactionsRoot"]:
+            raise ProofUnavailable(
+                f"block {block_hash}: the node's raw txs do not rebuild transactionsRoot"
+            )
+    return BlockTries(block_hash, tx_hashes, receipts, transactions)
+
+
+def inclusion_proof(
+    tries: BlockTries, headers: list[dict[str, str]], tx_index: int
+) -> InclusionProof:
+    """The proof of the ``tx_index``-th tx of the block ``headers[0]``."""
+    if headers[0]["hash"] != tries.block_hash:
+        raise ValueError(f"the tries are of block {tries.block_hash}, not {headers[0]['hash']}")
+    return InclusionProof(
+        headers=headers,
+        tx_index=tx_index,
+        receipt_proof=["0x" + n.hex() for n in tries.receipts.proof(tx_index)],
+        transaction_proof=["0x" + n.hex() for n in tries.transactions.proof(tx_index)],
+    )
+
+
+def head_at(
+    client: RpcClient, deadline_ms: int
+) -> tuple[dict[str, str] | None, dict[str, str] | None]:
+    """(the last block with ``timestamp * 1000 <= deadline_ms``, its child if one exists).
+
+    Gallops down from the node's latest block, then bisects: a few calls when the deadline
+    is recent, which it is when a timeout has just been decided."""
+    latest = client.raw_blocks(["latest"])[0]
+    if latest is None:
+        raise BranchMoved("the node has no latest block")
+    top = int(str(latest["number"]), 16)
+
+    def stamp(n: int) -> int:
+        block = client.raw_blocks([n])[0]
+        if block is None:
+            raise BranchMoved(f"the node lost block {n}")
+        return int(str(block["timestamp"]), 16) * 1000
+
+    if int(str(latest["timestamp"]), 16) * 1000 <= deadline_ms:
+        low, high = top, top + 1
+    else:
+        high, low, step = top, top - 1, 1
+        while True:
+            if low < 0:
+                return None, None
+            if stamp(low) <= deadline_ms:
+                break
+            high = low
+            if low == 0:
+                return None, None
+            step *= 2
+            low = max(0, top - step)
+        while high - low > 1:  # stamp(low) <= deadline < stamp(high)
+            middle = (low + high) // 2
+            if stamp(middle) <= deadline_ms:
+                low = middle
+            else:
+                high = middle
+    pair = client.raw_blocks([low, high] if high <= top else [low])
+    headers = [header_json(b) for b in pair if b is not None]
+    if len(headers) == 2 and headers[1]["parentHash"] != headers[0]["hash"]:
+        raise BranchMoved(f"block {high} does not link to {low}: the node switched branch")
+    for header in headers:
+        if header_hash(header) != header["hash"]:
+            raise ProofUnavailable(f"block {header['number']}: fields do not hash to its hash")
+    return headers[0], (headers[1] if len(headers) == 2 else None)

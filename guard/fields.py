@@ -1,0 +1,125 @@
+"""Typed reads of a receipt's JSON fields, each failing with a :class:`ReceiptInvalid` that
+names the field's path (``finality.confirmations: must be an integer``).
+
+The verifier reads untrusted JSON; these keep each check to one line and every message in
+one form: ``PATH: what is wrong``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from guard.canonical import MAX_SAFE_INTEGER
+from guard.errors import ReceiptInvalid
+
+_HASH32 = re.compile(r"0x[0-9a-f]{64}")
+_ADDRESS = re.compile(r"0x[0-9a-f]{40}")
+_HEX = re.compile(r"0x(?:[0-9a-f]{2})*")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def path(where: str, key: str) -> str:
+    """``where.key`` (or ``key`` at the top level)."""
+    return f"{where}.{key}" if where else key
+
+
+def obj(value: object, what: str) -> Mapping[str, Any]:
+    """``value`` if it is a JSON object."""
+    if not isinstance(value, Mapping):
+        raise ReceiptInvalid(f"{what}: must be an object, got {type(value).__name__}")
+    return value
+
+
+def field(m: Mapping[str, Any], key: str, where: str) -> Any:
+    """``m[key]``; a missing key is an error naming its path."""
+    if key not in m:
+        raise ReceiptInvalid(f"{path(where, key)}: is missing")
+    return m[key]
+
+
+def keys(m: Mapping[str, Any], allowed: Sequence[str], where: str) -> None:
+    """Refuse keys of ``m`` outside ``allowed`` (a receipt carries nothing unexplained)."""
+    extra = sorted(set(m) - set(allowed))
+    if extra:
+        raise ReceiptInvalid(f"{path(where, extra[0])}: is not a field of this receipt")
+
+
+def child(m: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    """The object at ``m[key]``."""
+    return obj(field(m, key, where), path(where, key))
+
+
+def text(m: Mapping[str, Any], key: str, where: str) -> str:
+    """The non-empty string at ``m[key]``."""
+    value = field(m, key, where)
+    if not isinstance(value, str) or not value:
+        raise ReceiptInvalid(f"{path(where, key)}: must be a non-empty string")
+    return value
+
+
+def integer(m: Mapping[str, Any], key: str, where: str, minimum: int = 0) -> int:
+    """The integer at ``m[key]``, ``minimum`` <= n <= 2**53 - 1 (booleans are not integers)."""
+    value = field(m, key, where)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ReceiptInvalid(f"{path(where, key)}: must be an integer")
+    if not minimum <= value <= MAX_SAFE_INTEGER:
+        raise ReceiptInvalid(f"{path(where, key)}: {value} is out of range (>= {minimum})")
+    return value
+
+
+def optional_integer(m: Mapping[str, Any], key: str, where: str) -> int | None:
+    """An integer or null at ``m[key]``."""
+    return None if field(m, key, where) is None else integer(m, key, where)
+
+
+def hash32(m: Mapping[str, Any], key: str, where: str) -> str:
+    """The 0x + 64 lower-case hex digits at ``m[key]``."""
+    value = field(m, key, where)
+    if not isinstance(value, str) or _HASH32.fullmatch(value) is None:
+        raise ReceiptInvalid(f"{path(where, key)}: must be 0x and 64 lower-case hex digits")
+    return value
+
+
+def address(m: Mapping[str, Any], key: str, where: str) -> str:
+    """The 0x + 40 lower-case hex digits at ``m[key]``."""
+    value = field(m, key, where)
+    if not isinstance(value, str) or _ADDRESS.fullmatch(value) is None:
+        raise ReceiptInvalid(f"{path(where, key)}: must be 0x and 40 lower-case hex digits")
+    return value
+
+
+def digest_text(m: Mapping[str, Any], key: str, where: str, nullable: bool = False) -> str | None:
+    """A ``sha256:`` + 64 hex digest at ``m[key]`` (or null when ``nullable``)."""
+    value = field(m, key, where)
+    if value is None and nullable:
+        return None
+    if not isinstance(value, str) or _DIGEST.fullmatch(value) is None:
+        raise ReceiptInvalid(f"{path(where, key)}: must be sha256: and 64 lower-case hex digits")
+    return value
+
+
+def hex_bytes(value: object, what: str) -> bytes:
+    """Bytes from 0x lower-case hex."""
+    if not isinstance(value, str) or _HEX.fullmatch(value) is None:
+        raise ReceiptInvalid(f"{what}: must be 0x and lower-case hex of whole bytes")
+    return bytes.fromhex(value[2:])
+
+
+def array(m: Mapping[str, Any], key: str, where: str, min_length: int = 0) -> list[Any]:
+    """The JSON array at ``m[key]``."""
+    value = field(m, key, where)
+    if not isinstance(value, list):
+        raise ReceiptInvalid(f"{path(where, key)}: must be an array")
+    if len(value) < min_length:
+        raise ReceiptInvalid(f"{path(where, key)}: needs at least {min_length} item(s)")
+    return value
+
+
+def strings(m: Mapping[str, Any], key: str, where: str, min_length: int = 0) -> list[str]:
+    """A JSON array of non-empty strings at ``m[key]``."""
+    values = array(m, key, where, min_length)
+    if not all(isinstance(v, str) and v for v in values):
+        raise ReceiptInvalid(f"{path(where, key)}: must hold non-empty strings")
+    return values

@@ -1,0 +1,192 @@
+"""Chain evidence, checked offline: headers and their links, and a tx with its receipt.
+
+Headers: each header's hash is recomputed (:mod:`guard.headers`), and each one must be the
+parent of the next (``parentHash`` and ``number``), so the last one, the confirming head,
+sits ``len(headers) - 1`` blocks above the inclusion block: depth = number of headers.
+
+Inclusion: the trie key of the tx is ``rlp(tx_index)``; the receipt proof leads from the
+inclusion header's ``receiptsRoot`` to the receipt (``status`` 1 success, 0 reverted; a
+typed receipt is its type byte then the RLP list), the transaction proof from
+``transactionsRoot`` to the signed tx, whose hash must be the tx the receipt is about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from guard import rlp
+from guard.errors import ReceiptInvalid
+from guard.fields import array, hex_bytes, integer, keys, obj
+from guard.hashing import keccak256
+from guard.headers import HeaderError, field_bytes, header_hash, header_number
+from guard.mpt import ProofError, verify_proof
+from guard.txs import TransactionError, transaction_hash
+
+
+@dataclass(frozen=True)
+class ChainFacts:
+    """What a receipt's evidence showed, once checked."""
+
+    summary: str
+    """One line: block, depth, status or deadline."""
+    block_number: int | None = None
+    """Block holding the proven tx (the watched one, or its replacement)."""
+    block_hash: str | None = None
+    """Its hash."""
+    tx_index: int | None = None
+    """Position of the proven tx."""
+    status: int | None = None
+    """Its receipt status (1 success, 0 reverted)."""
+    confirmations: int | None = None
+    """Depth the headers show (number of headers)."""
+    transaction_form: str | None = None
+    """``canonical``, or ``network`` (a blob tx with its sidecar, as anvil commits it)."""
+    anchor: tuple[int, str] | None = None
+    """(number, hash) of the highest block the receipt proves; ``--rpc`` checks it."""
+    dependent_state_digest: str | None = None
+    """The bound dependent state's digest, if any."""
+    revokes: str | None = None
+    """Digest of the revoked receipt (revocations)."""
+
+
+@dataclass(frozen=True)
+class Inclusion:
+    """A verified inclusion: the tx bytes at ``tx_index`` of a block, and the blocks above."""
+
+    block_number: int
+    block_hash: str
+    tx_index: int
+    status: int
+    tx_bytes: bytes
+    tx_hash: str
+    form: str
+    head_number: int
+    head_hash: str
+    depth: int
+
+
+# -- headers ----------------------------------------------------------------------------------
+
+
+def verify_header(value: object, what: str) -> tuple[int, str, Mapping[str, Any]]:
+    """(number, recomputed hash, header) of one header whose claimed ``hash`` is right."""
+    header = obj(value, what)
+    number = _number(header, what)
+    return number, _checked_hash(header, number), header
+
+
+def _number(header: Mapping[str, Any], what: str) -> int:
+    try:
+        return header_number(header)
+    except HeaderError as exc:
+        raise ReceiptInvalid(f"{what}: {exc}") from exc
+
+
+def _checked_hash(header: Mapping[str, Any], number: int) -> str:
+    try:
+        actual = header_hash(header)
+    except HeaderError as exc:
+        raise ReceiptInvalid(f"header {number}: {exc}") from exc
+    claimed = header.get("hash")
+    if claimed != actual:
+        raise ReceiptInvalid(
+            f"header {number}: hash {claimed} does not match its fields (keccak256(rlp) = {actual})"
+        )
+    return actual
+
+
+def verify_headers(values: list[Any], where: str) -> list[tuple[int, str, Mapping[str, Any]]]:
+    """Every header checked, and each the parent of the next (the link is checked first, so
+    a changed ``parentHash`` is reported as such, not as a changed hash)."""
+    out: list[tuple[int, str, Mapping[str, Any]]] = []
+    for i, value in enumerate(values):
+        what = f"{where}[{i}]"
+        header = obj(value, what)
+        number = _number(header, what)
+        if out:
+            below_number, below_hash, _ = out[-1]
+            if header.get("parentHash") != below_hash:
+                raise ReceiptInvalid(
+                    f"header {number}: parentHash does not match block {below_number}"
+                )
+            if number != below_number + 1:
+                raise ReceiptInvalid(f"header {number}: does not follow block {below_number}")
+        out.append((number, _checked_hash(header, number), header))
+    return out
+
+
+def _root(header: Mapping[str, Any], name: str) -> bytes:
+    return field_bytes(name, "hash32", header[name])
+
+
+# -- inclusion --------------------------------------------------------------------------------
+
+
+def _nodes(proof: Mapping[str, Any], key: str, label: str) -> list[bytes]:
+    values = array(proof, key, "proof", min_length=1)
+    return [hex_bytes(v, f"{label}: node {i}") for i, v in enumerate(values)]
+
+
+def receipt_status(value: bytes) -> int:
+    """The status of an encoded receipt: ``rlp([status, gas, bloom, logs])``, typed or not."""
+    payload = value[1:] if value[0] < 0x80 else value
+    try:
+        fields = rlp.decode(payload)
+    except rlp.RlpError as exc:
+        raise ReceiptInvalid(f"receipt proof: the receipt is not valid RLP: {exc}") from exc
+    if isinstance(fields, bytes) or len(fields) != 4 or not isinstance(fields[0], bytes):
+        raise ReceiptInvalid("receipt proof: the receipt is not [status, gas, bloom, logs]")
+    status = fields[0]
+    if status not in (b"", b"\x01"):
+        raise ReceiptInvalid(
+            "receipt proof: the receipt has a state root, not a status (pre-Byzantium)"
+        )
+    return 1 if status == b"\x01" else 0
+
+
+def verify_inclusion(proof: Mapping[str, Any]) -> Inclusion:
+    """The headers, then the receipt and transaction proofs against the first header."""
+    keys(proof, ("tx_index", "headers", "receipt_proof", "transaction_proof"), "proof")
+    tx_index = integer(proof, "tx_index", "proof")
+    headers = verify_headers(array(proof, "headers", "proof", min_length=1), "proof.headers")
+    number, block_hash, header = headers[0]
+    key = rlp.encode(rlp.encode_uint(tx_index))
+    try:
+        receipt = verify_proof(
+            _root(header, "receiptsRoot"),
+            key,
+            _nodes(proof, "receipt_proof", "receipt proof"),
+            f"receiptsRoot of block {number}",
+        )
+    except ProofError as exc:
+        raise ReceiptInvalid(f"receipt proof: {exc}") from exc
+    status = receipt_status(receipt)
+    try:
+        tx_bytes = verify_proof(
+            _root(header, "transactionsRoot"),
+            key,
+            _nodes(proof, "transaction_proof", "transaction proof"),
+            f"transactionsRoot of block {number}",
+        )
+    except ProofError as exc:
+        raise ReceiptInvalid(f"transaction proof: {exc}") from exc
+    try:
+        tx_hash = transaction_hash(tx_bytes)
+    except TransactionError as exc:
+        raise ReceiptInvalid(f"transaction proof: the value is not a transaction: {exc}") from exc
+    network = tx_hash != "0x" + keccak256(tx_bytes).hex()
+    head_number, head_hash, _ = headers[-1]
+    return Inclusion(
+        block_number=number,
+        block_hash=block_hash,
+        tx_index=tx_index,
+        status=status,
+        tx_bytes=tx_bytes,
+        tx_hash=tx_hash,
+        form="network" if network else "canonical",
+        head_number=head_number,
+        head_hash=head_hash,
+        depth=len(headers),
+    )

@@ -1,0 +1,200 @@
+"""Decision receipts with a block behind them: finality and failure (reverted, replaced).
+
+Both carry an inclusion proof (:func:`guard.verify_chain.verify_inclusion`) and a
+``finality`` object saying why that evidence is final: depth (the headers show >= N) or the
+node's ``finalized`` tag (a claim, said so in the receipt). A finality receipt proves the
+watched tx with status 1; a failure proves it with status 0 (``reverted``), or proves another
+tx that used the watched tx's sender and nonce (``replaced``), the link shown by recovering
+both signers from their signed bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from guard import receipts as fmt
+from guard.errors import ReceiptInvalid
+from guard.fields import (
+    child,
+    digest_text,
+    field,
+    hash32,
+    hex_bytes,
+    integer,
+    keys,
+    obj,
+    optional_integer,
+    strings,
+    text,
+)
+from guard.txs import SignedTx, TransactionError, decode_signed
+from guard.verify_chain import ChainFacts, Inclusion, verify_inclusion
+from guard.verify_terms import COMMON, DECIDED, verify_timeout
+
+VERDICTS = {
+    fmt.FINALITY: "FINALITY_CONFIRMED",
+    fmt.FAILURE: "SETTLEMENT_FAILED",
+    fmt.TIMEOUT: "TIMEOUT_TREATED_AS_FAILURE",
+}
+
+
+def verify_decision(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, list[str]]:
+    """Finality, failure and timeout receipts."""
+    verdict = text(body, "verdict", "")
+    if verdict != VERDICTS[kind]:
+        raise ReceiptInvalid(f"verdict: {verdict} does not go with a {kind}")
+    digest_text(body, "decision_digest", "")
+    state = digest_text(body, "dependent_state_digest", "", nullable=True)
+    evidence = field(body, "evidence", "")
+    if evidence is not None:
+        obj(evidence, "evidence")
+    if kind == fmt.TIMEOUT:
+        return verify_timeout(body, state)
+    extra = ("failure",) if kind == fmt.FAILURE else ()
+    keys(body, (*COMMON, *DECIDED, "finality", "proof", *extra), "")
+    inclusion = verify_inclusion(child(body, "proof", ""))
+    claims: list[str] = []
+    if kind == fmt.FINALITY:
+        reason = None
+        _expect_tx(inclusion, text(body, "tx_hash", ""), "the watched tx")
+        if inclusion.status != 1:
+            raise ReceiptInvalid(f"receipt proof: status is {inclusion.status}, not 1 (success)")
+    else:
+        failure = child(body, "failure", "")
+        reason = text(failure, "reason", "failure")
+        if reason == "reverted":
+            keys(failure, ("reason",), "failure")
+            _expect_tx(inclusion, text(body, "tx_hash", ""), "the watched tx")
+            if inclusion.status != 0:
+                raise ReceiptInvalid(
+                    f"receipt proof: status is {inclusion.status}, not 0 (reverted)"
+                )
+        elif reason == "replaced":
+            claims += _verify_replacement(body, failure, inclusion)
+        else:
+            raise ReceiptInvalid(f"failure.reason: {reason!r} is not 'reverted' or 'replaced'")
+    basis = _verify_basis(child(body, "finality", ""), inclusion, claims)
+    _cross_check(evidence, inclusion, reason or basis)
+    status = "success" if inclusion.status else "reverted"
+    what = f"replaced by {inclusion.tx_hash}, " if reason == "replaced" else ""
+    summary = (
+        f"{what}block {inclusion.block_number} ({inclusion.block_hash}), tx {inclusion.tx_index}, "
+        f"{status}, depth {inclusion.depth} (head {inclusion.head_number}), basis {basis}"
+    )
+    return (
+        ChainFacts(
+            summary=summary,
+            block_number=inclusion.block_number,
+            block_hash=inclusion.block_hash,
+            tx_index=inclusion.tx_index,
+            status=inclusion.status,
+            confirmations=inclusion.depth,
+            transaction_form=inclusion.form,
+            anchor=(inclusion.head_number, inclusion.head_hash),
+            dependent_state_digest=state,
+        ),
+        claims,
+    )
+
+
+def _expect_tx(inclusion: Inclusion, tx_hash: str, what: str) -> None:
+    if inclusion.tx_hash != tx_hash:
+        raise ReceiptInvalid(
+            f"transaction proof: the proven tx is {inclusion.tx_hash}, not {what} {tx_hash}"
+        )
+
+
+def _verify_replacement(
+    body: Mapping[str, Any], failure: Mapping[str, Any], inclusion: Inclusion
+) -> list[str]:
+    """The replacing tx is proven; it must share sender and nonce with the watched tx."""
+    keys(failure, ("reason", "replaced_by", "watched_raw_tx"), "failure")
+    watched = text(body, "tx_hash", "")
+    replaced_by = hash32(failure, "replaced_by", "failure")
+    _expect_tx(inclusion, replaced_by, "the replacing tx")
+    if replaced_by == watched:
+        raise ReceiptInvalid("failure.replaced_by: is the watched tx itself")
+    try:
+        replacing = decode_signed(inclusion.tx_bytes)
+    except TransactionError as exc:
+        raise ReceiptInvalid(f"transaction proof: cannot recover the sender: {exc}") from exc
+    raw = field(failure, "watched_raw_tx", "failure")
+    if raw is None:
+        return [
+            f"the watched tx {watched} was sent by {replacing.sender} with nonce "
+            f"{replacing.nonce}: the signer's claim (its signed bytes were not recorded)"
+        ]
+    try:
+        own: SignedTx = decode_signed(hex_bytes(raw, "failure.watched_raw_tx"))
+    except TransactionError as exc:
+        raise ReceiptInvalid(f"failure.watched_raw_tx: {exc}") from exc
+    if own.tx_hash != watched:
+        raise ReceiptInvalid(f"failure.watched_raw_tx: hashes to {own.tx_hash}, not {watched}")
+    if (own.sender, own.nonce) != (replacing.sender, replacing.nonce):
+        raise ReceiptInvalid(
+            f"failure: the watched tx is ({own.sender}, nonce {own.nonce}) but the replacing tx "
+            f"is ({replacing.sender}, nonce {replacing.nonce})"
+        )
+    return []
+
+
+def _verify_basis(finality: Mapping[str, Any], inclusion: Inclusion, claims: list[str]) -> str:
+    keys(
+        finality,
+        (
+            "basis",
+            "required_confirmations",
+            "confirmations",
+            "finalized_number",
+            "claim",
+            "observed_by",
+        ),
+        "finality",
+    )
+    basis = text(finality, "basis", "finality")
+    required = integer(finality, "required_confirmations", "finality", minimum=1)
+    confirmations = integer(finality, "confirmations", "finality", minimum=1)
+    finalized = optional_integer(finality, "finalized_number", "finality")
+    strings(finality, "observed_by", "finality", min_length=1)
+    if basis == "depth" and inclusion.depth < required:
+        raise ReceiptInvalid(
+            f"finality: the headers show depth {inclusion.depth}, below the required {required}"
+        )
+    if confirmations != inclusion.depth:
+        raise ReceiptInvalid(
+            f"finality.confirmations: {confirmations} is not the depth the headers show "
+            f"({inclusion.depth})"
+        )
+    if basis == "finalized":
+        if finalized is None or finalized < inclusion.block_number:
+            raise ReceiptInvalid(
+                f"finality.finalized_number: {finalized} does not cover block "
+                f"{inclusion.block_number}"
+            )
+        if field(finality, "claim", "finality") != fmt.FINALIZED_CLAIM:
+            raise ReceiptInvalid("finality.claim: must state that finalized is the node's claim")
+        claims.append(
+            f"block {inclusion.block_number} is at or below the node's finalized block "
+            f"{finalized}: the observing node's claim"
+        )
+    elif basis != "depth":
+        raise ReceiptInvalid(f"finality.basis: {basis!r} is not 'depth' or 'finalized'")
+    return basis
+
+
+def _cross_check(evidence: object, inclusion: Inclusion, kind: str) -> None:
+    """The decision's evidence must name the block the proofs show."""
+    if not isinstance(evidence, Mapping):
+        raise ReceiptInvalid("evidence: a decision receipt needs the decision's evidence")
+    if evidence.get("kind") != kind:
+        raise ReceiptInvalid(f"evidence.kind: {evidence.get('kind')!r} is not {kind!r}")
+    facts = obj(evidence.get("facts"), "evidence.facts")
+    for key, proven in (
+        ("block_number", inclusion.block_number),
+        ("block_hash", inclusion.block_hash),
+    ):
+        if facts.get(key) != proven:
+            raise ReceiptInvalid(
+                f"evidence.facts.{key}: {facts.get(key)!r} is not the proven block's {proven!r}"
+            )

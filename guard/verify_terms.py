@@ -1,0 +1,156 @@
+"""Receipts whose evidence is terms more than blocks: timeouts, bindings, revocations.
+
+A timeout signature proves its arithmetic (deadline = initiated_at + min(timeout_ms,
+max_wait_ms)) and, with two linked headers around the deadline, which block was the head
+then. A binding's terms must be consistent; a revocation must name what it revokes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from guard import receipts as fmt
+from guard.errors import ReceiptInvalid
+from guard.fields import address, child, digest_text, field, integer, keys, obj, strings, text
+from guard.headers import field_bytes
+from guard.verify_chain import ChainFacts, verify_headers
+
+COMMON = (
+    "version",
+    "kind",
+    "settlement_id",
+    "chain",
+    "chain_id",
+    "tx_hash",
+    "issued_at",
+    "signer",
+)
+"""Fields of every body."""
+DECIDED = ("verdict", "decision_digest", "evidence", "dependent_state_digest")
+"""Fields of every decision body."""
+FINALITY_MODES = ("depth", "finalized", "depth_or_finalized")
+
+
+def verify_timeout(body: Mapping[str, Any], state: str | None) -> tuple[ChainFacts, list[str]]:
+    """An ``async_settlement_timeout_signature`` (``state``: its dependent-state digest)."""
+    keys(body, (*COMMON, *DECIDED, "late_finality", "timeout", "proof"), "")
+    terms = child(body, "timeout", "")
+    keys(
+        terms,
+        ("initiated_at", "timeout_ms", "max_wait_ms", "deadline", "decided_at", "observed_by"),
+        "timeout",
+    )
+    initiated = integer(terms, "initiated_at", "timeout")
+    timeout_ms = integer(terms, "timeout_ms", "timeout", minimum=1)
+    max_wait = integer(terms, "max_wait_ms", "timeout", minimum=1)
+    deadline = integer(terms, "deadline", "timeout")
+    decided = integer(terms, "decided_at", "timeout")
+    strings(terms, "observed_by", "timeout", min_length=1)
+    if deadline != initiated + min(timeout_ms, max_wait):
+        raise ReceiptInvalid(
+            f"timeout.deadline: {deadline} is not initiated_at + min(timeout_ms, max_wait_ms) "
+            f"= {initiated + min(timeout_ms, max_wait)}"
+        )
+    if decided < deadline:
+        raise ReceiptInvalid(f"timeout.decided_at: {decided} is before the deadline {deadline}")
+    if integer(body, "issued_at", "") < deadline:
+        raise ReceiptInvalid(f"issued_at: is before the deadline {deadline}")
+    late = field(body, "late_finality", "")
+    if late is not None:
+        obj(late, "late_finality")
+    proof = child(body, "proof", "")
+    keys(proof, ("head_at_deadline", "next_header"), "proof")
+    head, below = field(proof, "head_at_deadline", "proof"), field(proof, "next_header", "proof")
+    claims: list[str] = []
+    anchor: tuple[int, str] | None = None
+    if head is None:
+        if below is not None:
+            raise ReceiptInvalid("proof.next_header: given without proof.head_at_deadline")
+        claims.append("the chain's head at the deadline is not stated")
+        where = "head at the deadline not stated"
+    else:
+        headers = verify_headers([head] if below is None else [head, below], "proof")
+        number, block_hash, header = headers[0]
+        if _timestamp(header) * 1000 > deadline:
+            raise ReceiptInvalid(f"header {number}: timestamp is after the deadline {deadline}")
+        anchor = (number, block_hash)
+        if below is None:
+            claims.append(
+                f"block {number} was still the head at the deadline: the signer's claim "
+                "(no later block was known when this was signed)"
+            )
+        else:
+            next_number, next_hash, next_header = headers[1]
+            if _timestamp(next_header) * 1000 <= deadline:
+                raise ReceiptInvalid(
+                    f"header {next_number}: timestamp is not after the deadline {deadline}"
+                )
+            anchor = (next_number, next_hash)
+        where = f"head at the deadline block {number} ({block_hash})"
+    late_note = "; finality observed late: reconcile" if late is not None else ""
+    return (
+        ChainFacts(
+            summary=f"deadline {deadline} ms, {where}{late_note}",
+            anchor=anchor,
+            dependent_state_digest=state,
+        ),
+        claims,
+    )
+
+
+def _timestamp(header: Mapping[str, Any]) -> int:
+    return int.from_bytes(field_bytes("timestamp", "q", header["timestamp"]), "big")
+
+
+def verify_binding(body: Mapping[str, Any]) -> tuple[ChainFacts, list[str]]:
+    """A binding receipt's terms are consistent."""
+    keys(body, (*COMMON, "binding"), "")
+    terms = child(body, "binding", "")
+    keys(
+        terms,
+        (
+            "dependent_state_digest",
+            "required_confirmations",
+            "finality_mode",
+            "timeout_ms",
+            "initiated_at",
+            "deadline",
+        ),
+        "binding",
+    )
+    state = digest_text(terms, "dependent_state_digest", "binding")
+    required = integer(terms, "required_confirmations", "binding", minimum=1)
+    mode = text(terms, "finality_mode", "binding")
+    if mode not in FINALITY_MODES:
+        raise ReceiptInvalid(f"binding.finality_mode: {mode!r} is not one of {FINALITY_MODES}")
+    timeout_ms = integer(terms, "timeout_ms", "binding", minimum=1)
+    initiated = integer(terms, "initiated_at", "binding")
+    deadline = integer(terms, "deadline", "binding")
+    if not initiated < deadline <= initiated + timeout_ms:
+        raise ReceiptInvalid(
+            f"binding.deadline: {deadline} is not within initiated_at + timeout_ms"
+        )
+    return (
+        ChainFacts(
+            summary=f"binds dependent state {state} to N={required} ({mode}), deadline {deadline}",
+            dependent_state_digest=state,
+        ),
+        [],
+    )
+
+
+def verify_revocation(body: Mapping[str, Any]) -> tuple[ChainFacts, list[str]]:
+    """A revocation names the receipt it withdraws and why."""
+    keys(body, (*COMMON, "revokes", "reason", "evidence"), "")
+    revokes = child(body, "revokes", "")
+    keys(revokes, ("digest", "kind", "issued_at", "signer"), "revokes")
+    revoked = digest_text(revokes, "digest", "revokes")
+    kind = text(revokes, "kind", "revokes")
+    if kind not in fmt.KINDS or kind == fmt.REVOCATION:
+        raise ReceiptInvalid(f"revokes.kind: {kind!r} is not a revocable receipt kind")
+    integer(revokes, "issued_at", "revokes")
+    address(revokes, "signer", "revokes")
+    reason = text(body, "reason", "")
+    child(body, "evidence", "")
+    return ChainFacts(summary=f"revokes {kind} {revoked}: {reason}", revokes=revoked), []

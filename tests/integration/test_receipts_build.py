@@ -1,0 +1,293 @@
+"""Receipts built from real anvil blocks, and checked by the offline verifier.
+
+Each test drives a real anvil and a ChainWatcher by hand (as test_tracking does), then runs
+the receipts component the way the daemon does after a poll, and verifies what it stored
+with :func:`guard.verify.verify_receipt`. Across hardforks (London, Cancun, Prague and
+anvil's default), with every tx type the fork supports in one block, and with 50 txs in
+one block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from guard.verify import verify_receipt
+from tests.integration.helpers import Rig, make_watcher
+from tests.integration.receipts_helpers import TxFactory, receipts_for
+from tests.support.anvil import Anvil
+
+pytestmark = pytest.mark.anvil
+
+RigFactory = Callable[..., Rig]
+
+
+@pytest.fixture
+def make_rig(tmp_path: Path) -> Iterator[RigFactory]:
+    rigs: list[Rig] = []
+
+    def make(anvil: Anvil, **kw: object) -> Rig:
+        rig = make_watcher(anvil, f"sqlite:///{tmp_path}/r{len(rigs)}.db", **kw)  # type: ignore[arg-type]
+        rigs.append(rig)
+        rig.watcher.poll()
+        return rig
+
+    yield make
+    for rig in rigs:
+        rig.store.close()
+
+
+TYPES_BY_FORK = {
+    "london": ("legacy", "access_list", "dynamic"),
+    "cancun": ("legacy", "access_list", "dynamic", "blob"),
+    "prague": ("legacy", "access_list", "dynamic", "blob", "set_code"),
+    None: ("legacy", "access_list", "dynamic", "blob", "set_code"),  # anvil 1.7.1: Osaka
+}
+
+
+@pytest.mark.parametrize("fork", list(TYPES_BY_FORK), ids=lambda f: f or "default")
+def test_every_tx_type_of_a_fork_gets_a_receipt_that_verifies(
+    fork: str | None, start_anvil: Callable[..., Anvil], make_rig: RigFactory
+) -> None:
+    anvil = start_anvil("--no-mining", *(("--hardfork", fork) if fork else ()))
+    rig = make_rig(anvil)
+    factory = TxFactory(anvil)
+    wrapper = "7594" if fork is None else "4844"  # the sidecar form of the fork
+    raws = {
+        kind: factory.blob(wrapper) if kind == "blob" else getattr(factory, kind)()
+        for kind in TYPES_BY_FORK[fork]
+    }
+    hashes = {kind: factory.send(raw) for kind, raw in raws.items()}
+    ids = {kind: rig.register(h).settlement_id for kind, h in hashes.items()}
+    rig.watcher.poll()
+    rig.mine_and_poll(3)  # all in block 1, depth 3
+    receipts = receipts_for(rig)
+    receipts.run(rig)
+
+    for kind, sid in ids.items():
+        receipt = receipts.latest(sid)
+        verified = verify_receipt(receipt, trusted_signers=[receipts.signer.address])
+        assert verified.kind == "settlement_finality_receipt"
+        assert verified.tx_hash == hashes[kind]
+        assert (verified.facts.block_number, verified.facts.status) == (1, 1)
+        assert verified.facts.confirmations == 3
+        assert verified.facts.anchor == (3, anvil.block(3)["hash"])
+        assert verified.claims == ()
+        # Anvil commits a blob tx with its sidecar: the proof carries that form.
+        expected_form = "network" if kind == "blob" else "canonical"
+        assert verified.facts.transaction_form == expected_form, kind
+    [tx_index] = {len(ids)}
+    assert tx_index == len(TYPES_BY_FORK[fork])
+
+
+def test_fifty_txs_in_one_block(start_anvil: Callable[..., Anvil], make_rig: RigFactory) -> None:
+    anvil = start_anvil("--no-mining")
+    rig = make_rig(anvil)
+    factories = [TxFactory(anvil, account) for account in range(3)]
+    hashes = [factories[i % 3].send(factories[i % 3].dynamic()) for i in range(50)]
+    anvil.mine(1)
+    assert len(anvil.block(1)["transactions"]) == 50
+    picked = [hashes[0], hashes[1], hashes[17], hashes[31], hashes[49]]
+    ids = [rig.register(h).settlement_id for h in picked]
+    rig.watcher.poll()
+    rig.mine_and_poll(2)
+    receipts = receipts_for(rig)
+    receipts.run(rig)
+    indexes = set()
+    for tx, sid in zip(picked, ids, strict=True):
+        verified = verify_receipt(receipts.latest(sid))
+        assert verified.tx_hash == tx
+        indexes.add(verified.facts.tx_index)
+    assert len(indexes) == 5
+
+
+def test_reverted_tx_gets_a_failure_receipt(anvil: Anvil, make_rig: RigFactory) -> None:
+    rig = make_rig(anvil)
+    tx = anvil.send_revert()
+    anvil.receipt(tx)
+    sid = rig.register(tx).settlement_id
+    rig.watcher.poll()
+    rig.mine_and_poll(2)
+    assert rig.settlement(sid).verdict == "SETTLEMENT_FAILED"
+    receipts = receipts_for(rig)
+    receipts.run(rig)
+    receipt = receipts.latest(sid)
+    assert receipt["failure"] == {"reason": "reverted"}
+    verified = verify_receipt(receipt)
+    assert verified.facts.status == 0
+    assert verified.verdict == "SETTLEMENT_FAILED"
+
+
+def _replace(anvil: Anvil, rig: Rig, probe_first: bool) -> tuple[str, str, str]:
+    """A watched tx A replaced by B (same sender and nonce), B at depth 3."""
+    factory = TxFactory(anvil)
+    a = factory.send(factory.dynamic(max_fee=3 * 10**9))
+    sid = rig.register(a).settlement_id
+    if probe_first:
+        rig.watcher.poll()  # sees A pending: records sender, nonce and signed bytes
+    factory.nonce -= 1
+    b = factory.send(factory.dynamic(max_fee=3 * 10**9 + 1))
+    assert anvil.rpc("eth_getTransactionByHash", a) is None
+    rig.mine_and_poll(3)
+    return sid, a, b
+
+
+def test_replaced_tx_gets_a_failure_receipt_proving_the_link(
+    start_anvil: Callable[..., Anvil], make_rig: RigFactory
+) -> None:
+    anvil = start_anvil("--no-mining")
+    rig = make_rig(anvil)
+    sid, a, b = _replace(anvil, rig, probe_first=True)
+    assert rig.settlement(sid).verdict == "SETTLEMENT_FAILED"
+    assert rig.settlement(sid).raw_tx is not None
+    receipts = receipts_for(rig)
+    receipts.run(rig)
+    receipt = receipts.latest(sid)
+    assert receipt["failure"]["reason"] == "replaced"
+    assert receipt["failure"]["replaced_by"] == b
+    assert receipt["failure"]["watched_raw_tx"] == rig.settlement(sid).raw_tx
+    verified = verify_receipt(receipt)
+    assert verified.tx_hash == a
+    assert verified.claims == ()  # sender and nonce proven from both signatures
+
+
+def test_reorg_before_signing_waits_then_revokes_nothing(
+    anvil: Anvil, make_rig: RigFactory
+) -> None:
+    rig = make_rig(anvil, confirmations=2)
+    anvil.mine(2)
+    tx = anvil.send()
+    anvil.receipt(tx)
+    raw = anvil.raw_tx(tx)
+    sid = rig.register(tx).settlement_id
+    rig.watcher.poll()
+    rig.mine_and_poll(1)
+    assert rig.settlement(sid).verdict == "FINALITY_CONFIRMED"
+    anvil.reorg(2, [(raw, 1)])  # the tx moves one block up: the decision's blocks are gone
+    receipts = receipts_for(rig)
+    receipts.run(rig)  # before the watcher saw the reorg: must not sign the old evidence
+    assert receipts.store.for_settlement(sid) == []
+
+    rig.watcher.poll()  # the engine reverses, then confirms again on the new branch
+    rig.mine_and_poll(1)
+    rig.clock.advance(10)  # past the component's backoff
+    receipts.run(rig)
+    kinds = [r.kind for r in receipts.store.for_settlement(sid)]
+    assert kinds == ["settlement_finality_receipt"]
+    verified = verify_receipt(receipts.latest(sid))
+    assert verified.facts.block_hash == anvil.block(verified.facts.block_number)["hash"]
+
+
+def test_finality_violation_revokes_the_receipt_and_a_new_one_follows(
+    anvil: Anvil, make_rig: RigFactory
+) -> None:
+    rig = make_rig(anvil, confirmations=2)
+    anvil.mine(2)
+    tx = anvil.send()
+    anvil.receipt(tx)
+    raw = anvil.raw_tx(tx)
+    sid = rig.register(tx).settlement_id
+    rig.watcher.poll()
+    rig.mine_and_poll(1)
+    receipts = receipts_for(rig)
+    receipts.run(rig)
+    first = receipts.latest(sid)
+
+    # Deeper than the confirmation; the tx is re-included in the second new block (in the
+    # first one the engine does not look for it again yet: the reversal commits with it).
+    anvil.reorg(3, [(raw, 1)])
+    rig.watcher.poll()
+    assert rig.events(sid, "finality_violation")
+    receipts.run(rig)
+    rig.mine_and_poll(2)
+    receipts.run(rig)
+
+    stored = receipts.store.for_settlement(sid)
+    assert [r.kind for r in stored] == [
+        "settlement_finality_receipt",
+        "receipt_revocation",
+        "settlement_finality_receipt",
+    ]
+    revocation = verify_receipt(stored[1].body)
+    assert revocation.facts.revokes == first["digest"]
+    assert stored[1].revokes == stored[0].id
+    latest = receipts.latest(sid)
+    assert latest["digest"] == stored[2].digest != first["digest"]
+    assert verify_receipt(latest).facts.block_hash == anvil.block(3)["hash"]
+
+
+def test_restart_builds_what_is_missing_and_nothing_twice(
+    anvil: Anvil, make_rig: RigFactory
+) -> None:
+    rig = make_rig(anvil)
+    ids = []
+    for _ in range(3):
+        tx = anvil.send()
+        anvil.receipt(tx)
+        ids.append(rig.register(tx).settlement_id)
+    rig.watcher.poll()
+    rig.mine_and_poll(3)
+    first = receipts_for(rig)
+    first.issuer.scan(rig.config.name)
+    first.issuer.builders[rig.config.name].client = rig.client
+    # "crash" after one receipt: only the first settlement got its receipt
+    first.issuer._due[rig.config.name] = {ids[0]: first.issuer._due[rig.config.name][ids[0]]}
+    first.issuer.work(rig.config.name)
+    assert [len(first.store.for_settlement(s)) for s in ids] == [1, 0, 0]
+
+    again = receipts_for(rig)  # a restarted daemon: cursor 0
+    again.run(rig)
+    again.run(rig)
+    assert [len(again.store.for_settlement(s)) for s in ids] == [1, 1, 1]
+
+
+def test_finalized_basis_says_it_is_the_nodes_claim(
+    start_anvil: Callable[..., Anvil], make_rig: RigFactory
+) -> None:
+    anvil = start_anvil("--slots-in-an-epoch", "1")
+    rig = make_rig(anvil, confirmations=50, finality="finalized")
+    anvil.mine(3)
+    tx = anvil.send()
+    anvil.receipt(tx)
+    sid = rig.register(tx).settlement_id
+    rig.watcher.poll()
+    rig.mine_and_poll(2)
+    assert rig.settlement(sid).verdict == "FINALITY_CONFIRMED"
+    receipts = receipts_for(rig)
+    receipts.run(rig)
+    receipt = receipts.latest(sid)
+    assert receipt["finality"]["basis"] == "finalized"
+    assert "claim" in receipt["finality"]["claim"]
+    verified = verify_receipt(receipt)
+    assert verified.facts.confirmations == 2  # the decision's depth: the rest is the tag
+    [claim] = verified.claims
+    assert "finalized" in claim and "node's claim" in claim
+
+
+def test_timeout_signature_names_the_head_at_the_deadline(
+    start_anvil: Callable[..., Anvil], make_rig: RigFactory
+) -> None:
+    anvil = start_anvil("--no-mining")
+    start = int(anvil.block()["timestamp"], 16) + 100
+    anvil.rpc("evm_setNextBlockTimestamp", start)
+    anvil.mine(1)
+    rig = make_rig(anvil)
+    rig.clock.now = start * 1000
+    sid = rig.register("0x" + "ab" * 32, timeout_s=5).settlement_id
+    for offset in (2, 4, 7):  # blocks at +2 s and +4 s, before the deadline (+5 s); one at +7 s
+        anvil.rpc("evm_setNextBlockTimestamp", start + offset)
+        anvil.mine(1)
+    rig.clock.now = (start + 7) * 1000
+    rig.watcher.catch_up()
+    assert rig.settlement(sid).verdict == "TIMEOUT_TREATED_AS_FAILURE"
+    receipts = receipts_for(rig)
+    receipts.run(rig)
+    receipt = receipts.latest(sid)
+    assert receipt["timeout"]["deadline"] == (start + 5) * 1000
+    assert receipt["proof"]["head_at_deadline"]["number"] == "0x3"
+    assert receipt["proof"]["next_header"]["number"] == "0x4"
+    verified = verify_receipt(receipt)
+    assert verified.claims == ()
+    assert verified.anchor == (4, anvil.block(4)["hash"])

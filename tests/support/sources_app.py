@@ -1,0 +1,139 @@
+"""The daemon's service and HTTP API in the test process, on a real loopback port.
+
+The source tests need what ``finality run`` runs (the store, the sources component, the
+delivery sender, the API under uvicorn) but not the chain pollers: :class:`LiveApp` builds
+the real :class:`~watcher.service.Service` from a real config file, serves
+:func:`watcher.api.create_app` (plus the Stripe webhook routes, if watcher/api.py does not
+mount them yet) with uvicorn on a free port, and starts the components on the service's own
+scheduler. Requests go over real HTTP; only the process boundary is saved.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from tests.support.anvil import free_port
+from tests.support.daemon import config_text, toml_value
+from watcher.config import load_config
+from watcher.service import Service
+
+UNUSED_RPC = "http://127.0.0.1:9"
+"""The one chain a config must have; nothing polls it here."""
+
+
+def source_config_file(
+    tmp: Path,
+    sources: list[dict[str, Any]],
+    delivery: dict[str, Any] | None = None,
+    port: int | None = None,
+) -> Path:
+    """Write a config with a SQLite store, the API on ``port``, the unused chain, a dev
+    signing key in ``tmp``, ``[delivery]`` settings and one ``[[sources]]`` per dict."""
+    chain = {"name": "local", "chain_id": 31337, "rpc": [UNUSED_RPC], "confirmations": 1}
+    text = config_text(f"sqlite:///{tmp}/finality.db", f"127.0.0.1:{port or free_port()}", chain)
+    text += f"\n[signing]\ndev_key_file = {toml_value(str(tmp / 'dev-key'))}\n"
+    if delivery:
+        text += "\n[delivery]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in delivery.items())
+    for table in sources:
+        text += "\n[[sources]]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in table.items())
+    path = tmp / "finality.toml"
+    path.write_text(text)
+    return path
+
+
+class LiveApp:
+    """A service and its API on loopback (see the module doc). Use as a context manager."""
+
+    def __init__(self, config_path: Path, start_components: bool = False) -> None:
+        from watcher import api_sources
+        from watcher.api import create_app
+
+        self.config = load_config(config_path)
+        self.service = Service(self.config)
+        app = create_app(self.service)
+        if not any(getattr(r, "path", "") == "/v1/webhooks/stripe" for r in app.routes):
+            app.include_router(api_sources.router(self.service))
+        self.url = f"http://127.0.0.1:{self.config.api.port}"
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                host="127.0.0.1",
+                port=self.config.api.port,
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+                ws="none",  # no websockets routes; importing them warns under -W error
+            )
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        self.http = httpx.Client(base_url=self.url, timeout=10.0)
+        if start_components:
+            self.start_components()
+
+    def start_components(self) -> None:
+        """What ``Service.start_polling`` does, without the chain jobs."""
+        self.service.scheduler.start()
+        for component in self.service.components:
+            component.start()
+
+    def close(self) -> None:
+        """Stop the API, the scheduler and the components; close the store."""
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.http.close()
+        self.service.stop()
+
+    def __enter__(self) -> LiveApp:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def register(self, **body: Any) -> dict[str, Any]:
+        """Register a source settlement as ``POST /v1/settlements`` will (the function the
+        route calls); it must succeed."""
+        from watcher.api_sources import register_source_settlement
+
+        view, status = register_source_settlement(self.service, body)
+        assert status in (200, 201), view
+        return view
+
+    def settlement(self, settlement_id: str) -> dict[str, Any]:
+        """The stored view of a source settlement."""
+        from watcher.api_sources import source_view
+
+        view = source_view(self.service, self.service.store.settlement(settlement_id))
+        assert view is not None
+        return view
+
+    def events(self, settlement_id: str) -> list[str]:
+        """Kinds of the events stored for a settlement, in order."""
+        return [e.kind for e in self.service.store.events(settlement_id=settlement_id)]
+
+    def wait_verdict(
+        self, settlement_id: str, verdict: str, timeout: float = 15.0
+    ) -> dict[str, Any]:
+        """Wait until the settlement has ``verdict``; returns its view."""
+        deadline = time.monotonic() + timeout
+        while True:
+            view = self.settlement(settlement_id)
+            if view["verdict"] == verdict:
+                return view
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{settlement_id}: still {view['verdict']} after {timeout} s, not {verdict}: "
+                    f"{view['evidence']}"
+                )
+            time.sleep(0.05)

@@ -1,0 +1,220 @@
+"""What goes over the wire: delivery bodies, their exact bytes, and their signature.
+
+Every request the sender makes is a ``POST`` with a JSON body and these headers (the
+receiver's side is described in ``docs/delivery.md``)::
+
+    Content-Type:          application/json
+    Idempotency-Key:       fw:stl_…:commit          same for every attempt, across restarts
+    X-Finality-Event:      commit | discard | provisional | alert kind
+    X-Finality-Delivery:   42                       the outbox row id
+    X-Finality-Attempt:    1, 2, …
+    X-Finality-Timestamp:  1700000000               Unix seconds when this attempt was sent
+    X-Finality-Signature:  v1=<hex>                 HMAC-SHA256(secret, timestamp + "." + body)
+
+The signature header is absent when no ``[delivery] secret`` is configured (the daemon
+warns once at start): receivers must then not trust the body without another check (the
+signed receipt inside a commit, or a TLS client certificate).
+
+The body bytes are a pure function of the stored body (sorted keys, no white space), so
+every retry, and every retry after a restart, sends the very same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any
+
+from watcher.store import SettlementRecord
+from watcher.store.outbox_store import DeliveryRecord, ReceiptRow
+
+BODY_VERSION = 1
+"""Bumped on an incompatible change of the body layout."""
+
+SIGNATURE_VERSION = "v1"
+"""Prefix of the signature value; a new scheme would get a new prefix, sent beside it."""
+
+RECEIPT_KINDS = {
+    "FINALITY_CONFIRMED": "settlement_finality_receipt",
+    "SETTLEMENT_FAILED": "settlement_failure_receipt",
+    "TIMEOUT_TREATED_AS_FAILURE": "async_settlement_timeout_signature",
+}
+"""The signed receipt each terminal verdict's delivery carries."""
+
+BINDING_RECEIPT_KIND = "dependent_state_binding_receipt"
+"""The receipt binding the dependent state to the settlement (made at registration)."""
+
+SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+"""Severities in order, for ``min_severity`` filters."""
+
+EVENT_KINDS = (
+    "reorg",
+    "finality_violation",
+    "late_finality",
+    "settlement_failed",
+    "settlement_timed_out",
+    "settlement_confirmed",
+    "rpc_unhealthy",
+    "rpc_recovered",
+    "failure_evidence_reorged",
+)
+"""Every event kind the daemon emits (alerts filter on these)."""
+
+
+def body_bytes(body: dict[str, Any]) -> bytes:
+    """The exact bytes sent for ``body``: sorted keys, compact, UTF-8."""
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def signature(secret: str, timestamp: int, body: bytes) -> str:
+    """``v1=`` + hex HMAC-SHA256 of ``b"<timestamp>." + body`` under ``secret``."""
+    mac = hmac.new(secret.encode(), str(timestamp).encode() + b"." + body, hashlib.sha256)
+    return f"{SIGNATURE_VERSION}={mac.hexdigest()}"
+
+
+def headers(rec: DeliveryRecord, body: bytes, secret: str | None, now_s: int) -> dict[str, str]:
+    """The headers of one attempt of ``rec`` (see the module doc)."""
+    out = {
+        "Content-Type": "application/json",
+        "User-Agent": "finality-watcher/1",
+        "Idempotency-Key": rec.idempotency_key,
+        "X-Finality-Event": rec.kind,
+        "X-Finality-Delivery": str(rec.id),
+        "X-Finality-Attempt": str(rec.attempts),
+        "X-Finality-Timestamp": str(now_s),
+    }
+    if secret:
+        out["X-Finality-Signature"] = signature(secret, now_s, body)
+    return out
+
+
+def event_json(event: Any) -> dict[str, Any]:
+    """An event (``EventRecord`` or the same fields) as the alert body and SSE data carry it."""
+    return {
+        "id": event.id,
+        "chain": event.chain,
+        "settlement_id": event.settlement_id,
+        "kind": event.kind,
+        "severity": event.severity,
+        "payload": event.payload,
+        "created_at": event.created_at,
+    }
+
+
+def alert_body(event: dict[str, Any]) -> dict[str, Any]:
+    """Body of a generic JSON webhook alert: the event, flat, with a type and version."""
+    return {"type": "alert", "version": BODY_VERSION, **event}
+
+
+def slack_body(event: dict[str, Any]) -> dict[str, Any]:
+    """Body for a Slack-compatible incoming webhook: one ``text`` line (mrkdwn)."""
+    return {"text": slack_text(event)}
+
+
+def _short(value: object) -> str:
+    text = str(value)
+    return text if len(text) <= 14 else f"{text[:8]}…{text[-4:]}"
+
+
+def slack_text(event: dict[str, Any]) -> str:
+    """A one-line human summary of an event, in Slack's mrkdwn."""
+    kind, chain, p = event["kind"], event["chain"], event.get("payload") or {}
+    sid = event.get("settlement_id") or p.get("settlement_id")
+    icon = {"info": ":white_check_mark:", "warning": ":warning:", "critical": ":rotating_light:"}
+    head = f"{icon.get(event['severity'], '')} *{kind}* on `{chain}`"
+    if kind == "reorg":
+        anc = p.get("common_ancestor") or {}
+        detail = (
+            f"depth {p.get('depth')}, common ancestor #{anc.get('number')} "
+            f"({_short(anc.get('hash'))}), {len(p.get('touched') or [])} watched settlement(s) "
+            "touched"
+        )
+    elif kind == "finality_violation":
+        detail = f"settlement `{sid}` was confirmed and a reorg removed its block: reconcile"
+    elif kind == "late_finality":
+        detail = f"settlement `{sid}` became final after it was treated as failed: reconcile"
+    elif kind in ("settlement_confirmed", "settlement_failed", "settlement_timed_out"):
+        detail = f"settlement `{sid}`: {p.get('directive') or p.get('verdict')}"
+    elif kind in ("rpc_unhealthy", "rpc_recovered"):
+        detail = str(p.get("reason") or p.get("message") or "")
+    else:
+        detail = json.dumps(p, sort_keys=True)[:300]
+    return f"{head}: {detail}"
+
+
+def settlement_part(rec: SettlementRecord) -> dict[str, Any]:
+    """The settlement facts every commit-channel body repeats."""
+    return {
+        "settlement_id": rec.settlement_id,
+        "chain": rec.chain,
+        "tx_hash": rec.tx_hash,
+        "required_confirmations": rec.required_confirmations,
+    }
+
+
+def provisional_body(
+    rec: SettlementRecord,
+    stage: str,
+    head_number: int,
+    head_hash: str,
+    now: int,
+    confirmations: int,
+    reorg: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A pre-finality update (the caller asked for them): always ``"provisional": true``."""
+    return {
+        "type": "provisional",
+        "version": BODY_VERSION,
+        "provisional": True,
+        "stage": stage,
+        **settlement_part(rec),
+        "verdict": "AWAITING_FINALITY",
+        "block_number": rec.block_number if stage != "reorged_out" else None,
+        "block_hash": rec.block_hash if stage != "reorged_out" else None,
+        "confirmations": confirmations,
+        "head_number": head_number,
+        "head_hash": head_hash,
+        "observed_at": now,
+        "reorg": reorg,
+        "note": "reversible: do not commit irreversible state on a provisional update",
+    }
+
+
+def receipt_json(row: ReceiptRow | None) -> dict[str, Any] | None:
+    """A stored receipt as bodies carry it: the signed document and where it came from."""
+    if row is None:
+        return None
+    return {
+        "kind": row.kind,
+        "signer": row.signer,
+        "digest": row.digest,
+        "receipt": row.body,
+    }
+
+
+def terminal_body(
+    rec: DeliveryRecord,
+    settlement: SettlementRecord,
+    decision: dict[str, Any],
+    receipt: ReceiptRow | None,
+    binding: ReceiptRow | None,
+    missing_reason: str | None,
+) -> dict[str, Any]:
+    """The body of a ``commit`` or ``discard``: the verdict, the state, and the receipt."""
+    body: dict[str, Any] = {
+        "type": rec.kind,
+        "version": BODY_VERSION,
+        "provisional": False,
+        "delivery_id": rec.id,
+        "idempotency_key": rec.idempotency_key,
+        **settlement_part(settlement),
+        "verdict": decision.get("verdict"),
+        "directive": decision.get("directive"),
+        "decision": decision,
+        "dependent_state": settlement.dependent_state,
+        "binding": receipt_json(binding),
+        "receipt": receipt_json(receipt),
+        "receipt_missing": None if receipt is not None else missing_reason,
+    }
+    return body

@@ -1,0 +1,229 @@
+"""Which deliveries a change produces, written inside the engine's store transaction.
+
+This is the "outbox" half of exactly-once: the engine calls an :class:`OutboxPlan` in the
+same transaction that stores a verdict or an event, so the row that will tell the caller
+exists if and only if the change it reports does. Nothing here does I/O besides writing
+rows through the transaction; sending is :mod:`watcher.delivery`'s job.
+
+What is enqueued, and under which ``Idempotency-Key`` (stable: derived from stored ids):
+
+- ``commit`` on ``FINALITY_CONFIRMED``, ``discard`` on ``SETTLEMENT_FAILED`` or
+  ``TIMEOUT_TREATED_AS_FAILURE``, to the settlement's ``commit_url``; keys
+  ``fw:<settlement>:commit`` / ``fw:<settlement>:discard``. Their body is assembled later,
+  by the sender, once the signed receipt exists (the receipts part signs after the verdict
+  commits). A confirmation reversed by a reorg before its commit went out cancels it; a
+  new confirmation revives the same row (same key).
+- ``provisional`` updates, only for settlements registered with ``"provisional": true``:
+  inclusion and each new depth (``fw:<settlement>:p:<block hash>:<depth>``), and being
+  reorged out (``fw:<settlement>:p:reorg:<reorg id>``). Each body says ``provisional: true``.
+- Alerts to each configured ``webhook`` / ``slack`` channel that wants the event's kind and
+  severity (``fw:ev:<event id>:<channel>``). Event ids are unique per store, so keys are too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from watcher.config import AlertChannelConfig
+from watcher.delivery_format import (
+    EVENT_KINDS,
+    SEVERITY_RANK,
+    alert_body,
+    provisional_body,
+    slack_body,
+)
+from watcher.observe import depth_of
+from watcher.store import BlockTxn, SettlementRecord
+from watcher.store.outbox_store import COMMIT_CHANNEL, NewDelivery
+
+log = logging.getLogger("finality.delivery")
+
+TERMINAL_KIND = {
+    "FINALITY_CONFIRMED": "commit",
+    "SETTLEMENT_FAILED": "discard",
+    "TIMEOUT_TREATED_AS_FAILURE": "discard",
+}
+"""Which delivery a terminal verdict produces."""
+
+
+@dataclass(frozen=True)
+class AlertRoute:
+    """One remote alert channel (``webhook`` or ``slack``) and what it wants."""
+
+    channel: str
+    """``webhook`` (generic JSON) or ``slack`` (Slack-compatible text)."""
+    url: str
+    """Where alerts are POSTed."""
+    events: frozenset[str] | None
+    """Event kinds sent; None for all."""
+    min_severity: str
+    """Lowest severity sent."""
+
+    @property
+    def key(self) -> str:
+        """A short stable name of the channel (part of idempotency keys)."""
+        return hashlib.sha256(f"{self.channel}|{self.url}".encode()).hexdigest()[:12]
+
+    def wants(self, kind: str, severity: str) -> bool:
+        """Whether an event of ``kind`` and ``severity`` goes to this channel."""
+        if self.events is not None and kind not in self.events:
+            return False
+        return SEVERITY_RANK.get(severity, 0) >= SEVERITY_RANK[self.min_severity]
+
+
+def routes_from_config(alerts: Sequence[AlertChannelConfig]) -> list[AlertRoute]:
+    """The remote channels of ``[[alerts]]`` (``log`` channels are not outbox rows).
+
+    A webhook or slack channel without ``url`` is skipped with an error in the log, and an
+    unknown event kind draws a warning: the daemon still starts, and says what it ignores.
+    """
+    routes = []
+    for i, channel in enumerate(alerts):
+        events = None if "*" in channel.events else frozenset(channel.events)
+        for kind in sorted(events or ()):
+            if kind not in EVENT_KINDS:
+                log.warning(
+                    "alerts[%d].events: unknown event kind %r (known: %s)",
+                    i,
+                    kind,
+                    ", ".join(EVENT_KINDS),
+                )
+        if channel.type == "log":
+            continue
+        if not channel.url or not channel.url.startswith(("http://", "https://")):
+            log.error(
+                'alerts[%d]: a %s channel needs url = "http(s)://..."; channel ignored',
+                i,
+                channel.type,
+            )
+            continue
+        routes.append(AlertRoute(channel.type, channel.url, events, channel.min_severity))
+    return routes
+
+
+class OutboxPlan:
+    """Turns verdicts, progress and events into outbox rows, inside the caller's txn."""
+
+    def __init__(self, routes: Iterable[AlertRoute] = ()) -> None:
+        self.routes = tuple(routes)
+
+    # -- alerts --------------------------------------------------------------------------
+
+    def on_event(
+        self,
+        txn: BlockTxn,
+        event_id: int,
+        kind: str,
+        severity: str,
+        payload: dict[str, Any],
+        settlement_id: str | None,
+    ) -> None:
+        """Enqueue the event for every remote channel that wants it."""
+        if not self.routes:
+            return
+        event = {
+            "id": event_id,
+            "chain": txn.chain,
+            "settlement_id": settlement_id,
+            "kind": kind,
+            "severity": severity,
+            "payload": payload,
+            "created_at": txn.now,
+        }
+        for route in self.routes:
+            if not route.wants(kind, severity):
+                continue
+            body = slack_body(event) if route.channel == "slack" else alert_body(event)
+            txn.enqueue_delivery(
+                NewDelivery(
+                    channel=route.channel,
+                    kind=kind,
+                    url=route.url,
+                    idempotency_key=f"fw:ev:{event_id}:{route.key}",
+                    settlement_id=settlement_id,
+                    event_id=event_id,
+                    body=body,
+                )
+            )
+
+    # -- commit channel ------------------------------------------------------------------
+
+    def on_verdict(self, txn: BlockTxn, rec: SettlementRecord, verdict: str, event_id: int) -> None:
+        """A settlement became terminal: enqueue its commit or discard (body assembled later)."""
+        kind = TERMINAL_KIND.get(verdict)
+        if kind is None or rec.commit_url is None:
+            return
+        txn.enqueue_delivery(
+            NewDelivery(
+                channel=COMMIT_CHANNEL,
+                kind=kind,
+                url=rec.commit_url,
+                idempotency_key=f"fw:{rec.settlement_id}:{kind}",
+                settlement_id=rec.settlement_id,
+                event_id=event_id,
+            )
+        )
+
+    def on_reversed(self, txn: BlockTxn, rec: SettlementRecord) -> int:
+        """A confirmation was reversed: a commit not yet delivered must not go out."""
+        cancelled = txn.cancel_deliveries(
+            rec.settlement_id,
+            ["commit"],
+            "cancelled: a reorg reversed the finality this commit reported",
+        )
+        if cancelled:
+            log.warning(
+                "settlement %s: finality reversed before its commit was delivered; "
+                "commit cancelled (it is revived if the settlement is confirmed again)",
+                rec.settlement_id,
+            )
+        return cancelled
+
+    def on_progress(self, txn: BlockTxn, head_number: int, head_hash: str, fresh: set[str]) -> None:
+        """Provisional updates: inclusion (ids in ``fresh``) and depth, per processed head."""
+        for rec in txn.provisional_in_progress():
+            assert rec.commit_url is not None and rec.block_hash is not None
+            depth = depth_of(rec.block_number, head_number)
+            if depth <= 0:
+                continue
+            stage = "included" if rec.settlement_id in fresh or depth == 1 else "depth"
+            txn.enqueue_delivery(
+                NewDelivery(
+                    channel=COMMIT_CHANNEL,
+                    kind="provisional",
+                    url=rec.commit_url,
+                    idempotency_key=f"fw:{rec.settlement_id}:p:{rec.block_hash[2:18]}:{depth}",
+                    settlement_id=rec.settlement_id,
+                    body=provisional_body(rec, stage, head_number, head_hash, txn.now, depth),
+                )
+            )
+
+    def on_reorged_out(
+        self,
+        txn: BlockTxn,
+        touched: Iterable[SettlementRecord],
+        reorg: dict[str, Any],
+    ) -> None:
+        """Provisional subscribers whose inclusion a reorg removed are told so."""
+        anc = reorg["common_ancestor"]
+        for rec in touched:
+            if not rec.provisional or rec.commit_url is None:
+                continue
+            if rec.verdict != "AWAITING_FINALITY":
+                continue  # terminal ones get their own alerts (violation, failure evidence)
+            txn.enqueue_delivery(
+                NewDelivery(
+                    channel=COMMIT_CHANNEL,
+                    kind="provisional",
+                    url=rec.commit_url,
+                    idempotency_key=f"fw:{rec.settlement_id}:p:reorg:{reorg['reorg_id']}",
+                    settlement_id=rec.settlement_id,
+                    body=provisional_body(
+                        rec, "reorged_out", anc["number"], anc["hash"], txn.now, 0, reorg
+                    ),
+                )
+            )

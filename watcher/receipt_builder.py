@@ -1,0 +1,161 @@
+"""Turning a stored terminal decision into a receipt body, with what the node provides.
+
+The decision (settlement.decision) says what was decided and on which evidence: block number
+and hash, head number and hash at the decision, basis, confirmations. The builder fetches
+exactly what proves it, and refuses (:class:`~chains.proofs.BranchMoved`: wait and retry)
+when the node's chain is no longer the one the decision saw: a receipt is only signed for
+the evidence the verdict rests on.
+
+* finality / reverted: headers from the inclusion block up to depth min(confirmations, N),
+  checked to still link with the decision's head; both tries of the inclusion block rebuilt
+  from ``eth_getBlockReceipts`` and the raw txs, their roots checked against the header;
+* replaced: the same for the replacing tx's block, plus the watched tx's signed bytes
+  recorded while it was pending (``raw_tx``);
+* timeout: the last block at or before the deadline and its child (found by timestamp).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from chains.proofs import (
+    BlockTries,
+    BranchMoved,
+    fetch_block_tries,
+    fetch_headers,
+    head_at,
+    inclusion_proof,
+)
+from chains.rpc import RpcClient
+from guard.canonical import digest
+from guard.receipts import (
+    BindingTerms,
+    FinalityBasis,
+    InclusionProof,
+    Subject,
+    TimeoutTerms,
+    binding_body,
+    finality_body,
+    replaced_body,
+    reverted_body,
+    timeout_body,
+)
+from watcher.config import ChainConfig
+from watcher.store import SettlementRecord
+
+TRIES_CACHED = 8
+"""Blocks whose tries the builder keeps (a block hash names its content for good)."""
+
+
+def redact(endpoint: str) -> str:
+    """An RPC endpoint without credentials, path or query (API keys live there)."""
+    parts = urlsplit(endpoint)
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{parts.hostname or ''}{port}"
+
+
+class ReceiptBuilder:
+    """Builds receipt bodies for one chain, reading through ``client``."""
+
+    def __init__(self, chain: ChainConfig, client: RpcClient, signer: str) -> None:
+        self.chain = chain
+        self.client = client
+        self.signer = signer
+        self.observed_by = [redact(client.endpoint)]
+        self._tries: OrderedDict[str, BlockTries] = OrderedDict()
+        """Recently built tries by block hash: settlements confirmed by the same block (a
+        batch of payouts) share one fetch and one build."""
+
+    def subject(self, rec: SettlementRecord) -> Subject:
+        """The common fields for ``rec``."""
+        return Subject(rec.settlement_id, rec.chain, self.chain.chain_id, rec.tx_hash, self.signer)
+
+    # -- decisions -----------------------------------------------------------------------
+
+    def decision_body(self, rec: SettlementRecord, now: int) -> dict[str, Any]:
+        """The body attesting ``rec``'s terminal decision; raises BranchMoved (wait),
+        ProofUnavailable, RpcError, or ValueError for a decision it cannot attest."""
+        decision = rec.decision
+        evidence = decision.get("evidence") or {}
+        facts: dict[str, Any] = evidence.get("facts") or {}
+        state = None if rec.dependent_state is None else digest(rec.dependent_state)
+        subject = self.subject(rec)
+        if rec.verdict == "TIMEOUT_TREATED_AS_FAILURE":
+            return self._timeout(rec, subject, now, state)
+        kind = str(evidence.get("kind"))
+        basis_name = str(facts.get("basis", kind))
+        if basis_name not in ("depth", "finalized"):
+            raise ValueError(f"{rec.settlement_id}: evidence {kind!r} is not chain evidence")
+        tx_hash = str(facts["replaced_by"]) if kind == "replaced" else rec.tx_hash
+        proof = self._inclusion(facts, tx_hash, rec.required_confirmations)
+        basis = FinalityBasis(
+            basis=basis_name,
+            required_confirmations=rec.required_confirmations,
+            finalized_number=facts.get("finalized_number") if basis_name == "finalized" else None,
+            observed_by=self.observed_by,
+        )
+        if rec.verdict == "FINALITY_CONFIRMED":
+            return finality_body(subject, now, decision, proof, basis, state)
+        if kind == "reverted":
+            return reverted_body(subject, now, decision, proof, basis, state)
+        if kind == "replaced":
+            return replaced_body(subject, now, decision, proof, basis, state, tx_hash, rec.raw_tx)
+        raise ValueError(f"{rec.settlement_id}: no receipt for a {rec.verdict} on {kind!r}")
+
+    def _inclusion(self, facts: dict[str, Any], tx_hash: str, required: int) -> InclusionProof:
+        number, block_hash = int(facts["block_number"]), str(facts["block_hash"])
+        head = (int(facts["head_number"]), str(facts["head_hash"]))
+        count = max(1, min(head[0] - number + 1, required))
+        block, headers = fetch_headers(self.client, number, count, block_hash, head)
+        tries = self._block_tries(block)
+        try:
+            index = tries.tx_hashes.index(tx_hash)
+        except ValueError:
+            raise BranchMoved(f"tx {tx_hash} is not in block {block_hash}") from None
+        return inclusion_proof(tries, headers, index)
+
+    def _block_tries(self, block: Mapping[str, Any]) -> BlockTries:
+        key = str(block["hash"])
+        tries = self._tries.pop(key, None) or fetch_block_tries(self.client, block)
+        self._tries[key] = tries
+        while len(self._tries) > TRIES_CACHED:
+            self._tries.popitem(last=False)
+        return tries
+
+    def _timeout(
+        self, rec: SettlementRecord, subject: Subject, now: int, state: str | None
+    ) -> dict[str, Any]:
+        decision = rec.decision
+        max_wait = int(self.chain.max_wait_s * 1000)
+        if rec.initiated_at + min(rec.timeout_ms, max_wait) != rec.deadline:
+            max_wait = rec.deadline - rec.initiated_at  # the policy in force at registration
+        terms = TimeoutTerms(
+            initiated_at=rec.initiated_at,
+            timeout_ms=rec.timeout_ms,
+            max_wait_ms=max_wait,
+            deadline=rec.deadline,
+            decided_at=rec.initiated_at + int(decision.get("elapsed_ms", 0)),
+        )
+        head, child = head_at(self.client, rec.deadline)
+        return timeout_body(
+            subject, max(now, rec.deadline), decision, terms, head, child, self.observed_by, state
+        )
+
+    # -- binding -------------------------------------------------------------------------
+
+    def binding_body(self, rec: SettlementRecord, now: int) -> dict[str, Any] | None:
+        """The binding of ``rec``'s dependent state (None when it has none)."""
+        if rec.dependent_state is None:
+            return None
+        terms = BindingTerms(
+            dependent_state_digest=digest(rec.dependent_state),
+            required_confirmations=rec.required_confirmations,
+            finality_mode=rec.finality_mode,
+            timeout_ms=rec.timeout_ms,
+            initiated_at=rec.initiated_at,
+            deadline=rec.deadline,
+        )
+        return binding_body(self.subject(rec), now, terms)

@@ -1,0 +1,13 @@
+"""Off-chain settlement sources: payment processors and job queues behind one interface.
+
+Each adapter implements :class:`guard.source.SettlementSource`; :mod:`.registry` finds them
+by kind (built-ins, and third-party ones through the ``finality_watcher.sources`` entry
+points); :mod:`.poller` polls the watched settlements of every configured source on the
+service's scheduler and records decisions exactly as the chain engine does (:mod:`.record`);
+:mod:`.settlements` makes and shows their rows; watcher/api_sources.py registers them over
+HTTP and receives Stripe's webhooks.
+
+A source settlement is a row of ``settlements`` like any other: ``chain`` is the source's
+configured name, ``tx_hash`` the reference (PaymentIntent id, job id, task id), and
+``finality_mode`` the source's kind.
+"""

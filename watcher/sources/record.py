@@ -1,0 +1,159 @@
+"""Storing a source settlement's decision: the chain engine's rules, for any source.
+
+:func:`record_observation` is what :meth:`watcher.engine.ChainWatcher._decide` does for a
+block, applied to one :class:`~guard.source.SourceObservation`, inside the caller's store
+transaction: evaluate with the guard, combine with the stored decision
+(:func:`~guard.settlement.settle_transition`), save it with
+``txn.save_decision(... decision_as_json(...))``, and record the same events with the same
+payloads (``settlement_confirmed`` / ``settlement_failed`` / ``settlement_timed_out``,
+``late_finality``, ``finality_violation``) together with the outbox rows the
+:class:`~watcher.delivery_plan.OutboxPlan` makes of them (commit, discard, cancelled commit,
+alerts). A crash can never separate the verdict from the delivery that reports it.
+
+One difference, on purpose: the engine stores an unchanged non-terminal verdict only when the
+chain moved; a source stores it whenever the *facts* of its evidence changed (a payment went
+from processing to succeeded: still awaiting, but the stored evidence is the source's memory,
+e.g. when the finality window started, so it must be kept). Re-observing the same facts
+stores nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from guard.settlement import (
+    Settlement,
+    SettlementPolicy,
+    TransitionKind,
+    Verdict,
+    decision_as_json,
+    decision_from_json,
+    settle_transition,
+)
+from guard.source import SourceObservation, evaluate_source, reversal_of, same_evidence
+from guard.types import SettlementId, UnixMillis
+from watcher.delivery_plan import OutboxPlan
+from watcher.store import BlockTxn, SettlementRecord
+
+log = logging.getLogger("finality.sources")
+
+LIFECYCLE_EVENT = {
+    Verdict.FINALITY_CONFIRMED: "settlement_confirmed",
+    Verdict.SETTLEMENT_FAILED: "settlement_failed",
+    Verdict.TIMEOUT_TREATED_AS_FAILURE: "settlement_timed_out",
+}
+"""The event a verdict that just became terminal records (as the engine does)."""
+
+
+def record_observation(
+    txn: BlockTxn,
+    rec: SettlementRecord,
+    obs: SourceObservation,
+    policy: SettlementPolicy,
+    late_watch_ms: int,
+    plan: OutboxPlan,
+    now: int,
+    reversal_watch_ms: int = 0,
+) -> bool:
+    """Decide ``rec`` on ``obs`` at ``now`` and store the outcome in ``txn``.
+
+    A timed-out settlement stays watched for ``late_watch_ms`` past its deadline (late
+    finality), as on chains; a confirmed one for ``reversal_watch_ms`` after it became final
+    (0: not at all), for sources whose outcome can be taken back later. Returns True when
+    anything was written. ``rec`` must have been read in ``txn`` (so the stored decision it
+    combines with is the current one)."""
+    settlement = Settlement(
+        settlement_id=SettlementId(rec.settlement_id),
+        initiated=True,
+        initiated_at=UnixMillis(rec.initiated_at),
+        timeout_ms=rec.timeout_ms,
+    )
+    fresh = evaluate_source(settlement, obs, policy, UnixMillis(now))
+    previous = decision_from_json(rec.decision)
+    transition = settle_transition(previous, fresh, reversal_of(obs))
+    kept = transition.decision
+    terminal = kept.verdict.terminal
+    final_since = rec.terminal_at if rec.terminal_at is not None else now
+    watching = (
+        not terminal
+        or (
+            kept.verdict is Verdict.TIMEOUT_TREATED_AS_FAILURE
+            and transition.kind is not TransitionKind.LATE_FINALITY
+            and now < rec.deadline + late_watch_ms
+        )
+        or (
+            kept.verdict is Verdict.FINALITY_CONFIRMED
+            and reversal_watch_ms > 0
+            and now < final_since + reversal_watch_ms
+        )
+    )
+    if watching == rec.watching and (
+        transition.kind is TransitionKind.HELD
+        or (
+            transition.kind is TransitionKind.UNCHANGED
+            and same_evidence(kept.evidence, previous.evidence)
+        )
+    ):
+        return False
+    txn.save_decision(
+        rec,
+        kept.verdict.value,
+        kept.digest,
+        decision_as_json(kept),
+        watching=watching,
+        terminal=terminal,
+    )
+    sid = rec.settlement_id
+    if transition.kind is TransitionKind.REVERSED:
+        plan.on_reversed(txn, rec)
+    moved = transition.kind in (TransitionKind.ADVANCED, TransitionKind.LATE_FINALITY)
+    if moved and terminal and not previous.verdict.terminal:
+        kind = LIFECYCLE_EVENT[kept.verdict]
+        severity = "info" if kind == "settlement_confirmed" else "warning"
+        event_id = _event(txn, plan, kind, severity, decision_as_json(kept), sid)
+        plan.on_verdict(txn, rec, kept.verdict.value, event_id)
+    if transition.kind is TransitionKind.LATE_FINALITY:
+        late = fresh.late_finality or fresh.evidence
+        payload = {
+            **_subject(rec, obs),
+            "finality": late.as_json() if late is not None else None,
+            "message": "final after it was treated as failed: reconcile",
+        }
+        _event(txn, plan, "late_finality", "critical", payload, sid)
+        log.error("source %s: settlement %s final after its timeout", rec.chain, sid)
+    elif transition.finality_violation:
+        payload = {**_subject(rec, obs), "previous": rec.decision, "now": decision_as_json(kept)}
+        _event(txn, plan, "finality_violation", "critical", payload, sid)
+        log.critical(
+            "source %s: FINALITY VIOLATION for settlement %s (%s)",
+            rec.chain,
+            sid,
+            obs.evidence.kind if obs.evidence else "reversed",
+        )
+    return True
+
+
+def _subject(rec: SettlementRecord, obs: SourceObservation) -> dict[str, Any]:
+    """What an alert says the settlement is: the engine's keys, plus source and ref."""
+    return {
+        "settlement_id": rec.settlement_id,
+        "tx_hash": rec.tx_hash,
+        "source": rec.chain,
+        "kind": rec.finality_mode,
+        "ref": obs.ref,
+    }
+
+
+def _event(
+    txn: BlockTxn,
+    plan: OutboxPlan,
+    kind: str,
+    severity: str,
+    payload: dict[str, Any],
+    settlement_id: str,
+) -> int:
+    """Record an event and, in the same transaction, its alert deliveries."""
+    event_id = txn.record_event(kind, severity, payload, settlement_id)
+    plan.on_event(txn, event_id, kind, severity, payload, settlement_id)
+    return event_id

@@ -1,0 +1,83 @@
+"""Registering a source settlement, and showing one: rows of the same ``settlements`` table.
+
+A source settlement is stored like a chain's, without a schema change: ``chain`` holds the
+source's configured name, ``tx_hash`` the reference (hence at most 66 characters), and
+``finality_mode`` the source's kind. Its id is derived from the three, so the same
+reference registered twice (or on another instance) gets the same id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from guard.settlement import (
+    Observation,
+    Settlement,
+    SettlementPolicy,
+    deadline_of,
+    decision_as_json,
+    evaluate_settlement,
+)
+from guard.types import SettlementId, UnixMillis
+from watcher.config import SourceConfig
+from watcher.settlements import settlement_view
+from watcher.store import NewSettlement, SettlementRecord
+
+
+def source_settlement_id(kind: str, source: str, ref: str) -> str:
+    """``stl_`` + the first 24 hex digits of sha256("{kind}:{source}:{ref}")."""
+    return "stl_" + hashlib.sha256(f"{kind}:{source}:{ref}".encode()).hexdigest()[:24]
+
+
+def new_source_settlement(
+    config: SourceConfig,
+    ref: str,
+    now: int,
+    timeout_s: float | None = None,
+    dependent_state: dict[str, Any] | None = None,
+    commit_url: str | None = None,
+) -> NewSettlement:
+    """The row registering ``ref`` with the source ``config`` at ``now`` (AWAITING_FINALITY).
+
+    ``timeout_s`` defaults to the source's ``timeout_s``; the deadline is capped by its
+    ``max_wait_s``, as for chains."""
+    sid = SettlementId(source_settlement_id(config.kind, config.name, ref))
+    timeout_ms = int((config.timeout_s if timeout_s is None else timeout_s) * 1000)
+    settlement = Settlement(sid, True, UnixMillis(now), timeout_ms)
+    policy = SettlementPolicy(max_wait_ms=int(config.max_wait_s * 1000))
+    decision = evaluate_settlement(settlement, Observation(), policy, UnixMillis(now))
+    return NewSettlement(
+        settlement_id=sid,
+        chain=config.name,
+        tx_hash=ref,
+        required_confirmations=0,
+        finality_mode=config.kind,
+        timeout_ms=timeout_ms,
+        initiated_at=now,
+        deadline=deadline_of(settlement, policy),
+        digest=decision.digest,
+        decision=decision_as_json(decision),
+        dependent_state=dependent_state,
+        commit_url=commit_url,
+    )
+
+
+def source_settlement_view(
+    rec: SettlementRecord, receipt: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The public view of a source settlement: the chain view's keys (so clients read one
+    shape), with the chain-only ones null, plus ``kind``, ``source`` and ``ref``."""
+    view = settlement_view(rec, None, receipt)
+    view.update(
+        {
+            "kind": rec.finality_mode,
+            "source": rec.chain,
+            "ref": rec.tx_hash,
+            "confirmations": None,
+            "required_confirmations": None,
+            "head_number": None,
+        }
+    )
+    return view

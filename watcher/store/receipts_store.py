@@ -1,0 +1,204 @@
+"""Signed receipts and signer addresses in the store (tables ``receipts`` and ``signers``).
+
+A receipt row holds the whole signed document (``body``), its kind, signer and digest, and
+for a revocation the id of the receipt it revokes (``revokes``). Rows are only ever added:
+a receipt is withdrawn by a revocation row, never by an update or a delete, so the history a
+third party may have seen stays in the store.
+
+The ``signers`` table lists every signing address the daemon has used: the current one has
+no ``retired_at``; starting with another key retires the others (key rotation). Receipts
+name their signer, so old receipts stay checkable against the published past addresses.
+
+:class:`ReceiptStore` works on the store's engines with its own short transactions; get
+one with :func:`receipt_store`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine, insert, select, update
+
+from guard.receipts import DECISION_KINDS, REVOCATION
+from watcher.store import Store
+from watcher.store import schema as s
+from watcher.store.records import from_row
+
+TERMINAL_EVENTS = (
+    "settlement_confirmed",
+    "settlement_failed",
+    "settlement_timed_out",
+    "finality_violation",
+)
+"""Event kinds after which a settlement may need a receipt or a revocation."""
+
+
+@dataclass(frozen=True)
+class ReceiptRecord:
+    """A stored receipt."""
+
+    id: int
+    """Sequence (also the order of issue)."""
+    settlement_id: str
+    """Settlement it is about."""
+    kind: str
+    """One of guard.receipts.KINDS."""
+    signer: str
+    """0x address of the signing key."""
+    digest: str
+    """The receipt's ``sha256:`` digest (its id in revocations)."""
+    body: dict[str, Any]
+    """The whole signed receipt document."""
+    revokes: int | None
+    """For a revocation: the id of the receipt it withdraws."""
+    created_at: int
+    """When it was stored (ms)."""
+
+
+@dataclass(frozen=True)
+class SignerRecord:
+    """A signing address the daemon has used."""
+
+    address: str
+    """0x lower-case address."""
+    first_used_at: int
+    """When the daemon first started with it (ms)."""
+    retired_at: int | None
+    """When another key replaced it; None for the current one."""
+    source: str
+    """Where the key came from: ``env``, ``keystore`` or ``dev``."""
+
+
+@dataclass(frozen=True)
+class TerminalEvent:
+    """An event after which a receipt (or a revocation) may be due."""
+
+    id: int
+    """Event id (the scan's cursor)."""
+    settlement_id: str
+    """Settlement concerned."""
+    kind: str
+    """One of :data:`TERMINAL_EVENTS`."""
+    payload: dict[str, Any]
+    """The event's payload."""
+
+
+def current_receipts(receipts: Sequence[ReceiptRecord]) -> list[ReceiptRecord]:
+    """The receipts of a settlement that no revocation withdraws (revocations excluded)."""
+    revoked = {r.revokes for r in receipts if r.kind == REVOCATION}
+    return [r for r in receipts if r.kind != REVOCATION and r.id not in revoked]
+
+
+class ReceiptStore:
+    """Reads and writes of the receipts and signers tables."""
+
+    def __init__(self, writer: Engine, reader: Engine) -> None:
+        self._writer = writer
+        self._reader = reader
+
+    # -- receipts ------------------------------------------------------------------------
+
+    def add(self, receipt: dict[str, Any], now: int, revokes: int | None = None) -> ReceiptRecord:
+        """Store a signed receipt (one transaction); returns its row."""
+        values = {
+            "settlement_id": receipt["settlement_id"],
+            "kind": receipt["kind"],
+            "signer": receipt["signer"],
+            "digest": receipt["digest"],
+            "body": receipt,
+            "revokes": revokes,
+            "created_at": now,
+        }
+        with self._writer.begin() as conn:
+            key = conn.execute(insert(s.receipts).values(**values)).inserted_primary_key
+        assert key is not None
+        return ReceiptRecord(id=int(key[0]), **values)
+
+    def for_settlement(self, settlement_id: str) -> list[ReceiptRecord]:
+        """Every receipt of a settlement, revocations included, in order of issue."""
+        return self.for_settlements([settlement_id]).get(settlement_id, [])
+
+    def for_settlements(self, ids: Sequence[str]) -> dict[str, list[ReceiptRecord]]:
+        """Receipts of several settlements (in order of issue), by settlement id."""
+        r = s.receipts
+        out: dict[str, list[ReceiptRecord]] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            with self._reader.connect() as conn:
+                rows = (
+                    conn.execute(select(r).where(r.c.settlement_id.in_(chunk)).order_by(r.c.id))
+                    .mappings()
+                    .all()
+                )
+            for row in rows:
+                out.setdefault(row["settlement_id"], []).append(from_row(ReceiptRecord, row))
+        return out
+
+    def latest(
+        self, settlement_id: str, kinds: Sequence[str] = DECISION_KINDS
+    ) -> ReceiptRecord | None:
+        """The newest receipt of one of ``kinds`` that no revocation withdraws."""
+        current = [
+            r for r in current_receipts(self.for_settlement(settlement_id)) if r.kind in kinds
+        ]
+        return current[-1] if current else None
+
+    def terminal_events(self, chain: str, after_id: int, limit: int = 1000) -> list[TerminalEvent]:
+        """Events of ``chain`` after ``after_id`` that may call for a receipt, in order."""
+        e = s.events
+        with self._reader.connect() as conn:
+            rows = conn.execute(
+                select(e.c.id, e.c.settlement_id, e.c.kind, e.c.payload)
+                .where(
+                    e.c.id > after_id,
+                    e.c.chain == chain,
+                    e.c.kind.in_(TERMINAL_EVENTS),
+                    e.c.settlement_id.is_not(None),
+                )
+                .order_by(e.c.id)
+                .limit(limit)
+            ).all()
+        return [TerminalEvent(int(r[0]), str(r[1]), str(r[2]), dict(r[3])) for r in rows]
+
+    def last_event_id(self) -> int:
+        """The newest event's id, 0 if none (a scan that found nothing can skip past it)."""
+        e = s.events
+        with self._reader.connect() as conn:
+            value = conn.execute(select(e.c.id).order_by(e.c.id.desc()).limit(1)).scalar()
+        return 0 if value is None else int(value)
+
+    # -- signers -------------------------------------------------------------------------
+
+    def use_signer(self, address: str, source: str, now: int) -> None:
+        """Record ``address`` as the current signer; retire every other one."""
+        t = s.signers
+        with self._writer.begin() as conn:
+            row = conn.execute(select(t.c.address).where(t.c.address == address)).first()
+            if row is None:
+                conn.execute(insert(t).values(address=address, first_used_at=now, source=source))
+            else:
+                conn.execute(
+                    update(t).where(t.c.address == address).values(retired_at=None, source=source)
+                )
+            conn.execute(
+                update(t)
+                .where(t.c.address != address, t.c.retired_at.is_(None))
+                .values(retired_at=now)
+            )
+
+    def signers(self) -> list[SignerRecord]:
+        """Every signer used, the current one first, then the most recently retired."""
+        t = s.signers
+        with self._reader.connect() as conn:
+            rows = conn.execute(select(t)).mappings().all()
+        records = [from_row(SignerRecord, r) for r in rows]
+        return sorted(
+            records, key=lambda r: (r.retired_at is not None, -(r.retired_at or 0), r.address)
+        )
+
+
+def receipt_store(store: Store) -> ReceiptStore:
+    """The receipts part of ``store`` (sharing its engines and their settings)."""
+    return ReceiptStore(store._writer, store._reader)
