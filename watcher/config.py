@@ -215,6 +215,9 @@ class ChainConfig(_Strict):
     """Most blocks fetched in one poll when catching up."""
     late_watch_s: float = Field(default=86400.0, ge=0, allow_inf_nan=False)
     """How long a timed-out settlement is still watched, to report late finality."""
+    quorum: int = Field(default=1, ge=1)
+    """k of the ``rpc`` endpoints that must agree (inclusion block hash, head deep enough)
+    before a finality or failure is declared; 1 trusts the followed node alone."""
 
     @field_validator("name")
     @classmethod
@@ -373,6 +376,17 @@ class AlertChannelConfig(_Strict):
     """Lowest severity sent."""
 
 
+class HandoffConfig(_Strict):
+    """Sharing work between instances on one PostgreSQL store (leases with fencing)."""
+
+    instance_id: str | None = None
+    """This instance's name in leases and handoff records; default: host name and pid."""
+    lease_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
+    """How long a chain's lease lasts without renewal; a standby takes over after it."""
+    renew_s: float = Field(default=3.0, gt=0, allow_inf_nan=False)
+    """How often the owner renews its leases (well below ``lease_s``)."""
+
+
 class Config(_Strict):
     """The whole configuration of one daemon instance."""
 
@@ -388,6 +402,8 @@ class Config(_Strict):
     """The ``[delivery]`` table."""
     alerts: list[AlertChannelConfig] = Field(default_factory=list)
     """The ``[[alerts]]`` tables."""
+    handoff: HandoffConfig = Field(default_factory=HandoffConfig)
+    """The ``[handoff]`` table."""
     sources: list[SourceConfig] = Field(default_factory=list)
     """The ``[[sources]]`` tables (payment processors, job queues); names unique and distinct
     from chain names (a source's name is stored where a chain's name goes)."""

@@ -34,6 +34,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from chains.errors import ChainError
 from chains.models import Block, BlockHeader
+from chains.quorum import FinalityGate, GateResult, SingleNodeGate
 from chains.rpc import RpcClient
 from chains.tracker import HeaderWindow, HeadTracker, Reorg
 from guard.settlement import (
@@ -138,8 +139,12 @@ class ChainWatcher:
         probe_batch: int = 1000,
         reprobe_per_minute: int = 6,
         plan: OutboxPlan | None = None,
+        gate: FinalityGate | None = None,
     ) -> None:
         self.config = config
+        self.gate: FinalityGate = gate or SingleNodeGate(client.endpoint)
+        """Which settlements enough endpoints agree on before they may become terminal."""
+        self._approval: GateResult | None = None
         self.name = config.name
         self.store = store
         self.client = client
@@ -285,6 +290,7 @@ class ChainWatcher:
         pos = ChainPosition(head.number, head.hash, finalized)
         changed: list[SettlementRecord] = []
         decisions = 0
+        self._approval = self._ask_gate(head, finalized)
         with self.store.block_txn(self.name, now) as txn:
             touched_ids: set[str] = set()
             reversed_ids: set[str] = set()
@@ -366,6 +372,14 @@ class ChainWatcher:
         self.plan.on_event(txn, event_id, kind, severity, payload, settlement_id)
         return event_id
 
+    def _ask_gate(self, head: BlockHeader, finalized: int | None) -> GateResult | None:
+        """Ask the finality gate about the settlements this head could make terminal
+        (before the transaction: the gate may call other endpoints). None when trivial."""
+        if self.gate.trivial:
+            return None
+        anchors = self.store.finality_anchors(self.name, head.number, finalized)
+        return self.gate.approve(anchors, head) if anchors else GateResult(frozenset())
+
     def _apply_reorg(
         self, txn: BlockTxn, reorg: Reorg, new_head: BlockHeader
     ) -> tuple[set[str], set[str]]:
@@ -443,7 +457,16 @@ class ChainWatcher:
         self, txn: BlockTxn, rec: SettlementRecord, pos: ChainPosition, now: int, reversed_: bool
     ) -> int:
         """Evaluate one settlement and store the outcome. Returns 1 if anything changed."""
-        fresh = decide(rec, pos, self.policy, now)
+        hold: str | None = None
+        observed_by: tuple[str, ...] = ()
+        if not self.gate.trivial:
+            approval = self._approval or GateResult(approved=frozenset())
+            if rec.settlement_id not in approval.approved:
+                hold = approval.waiting.get(
+                    rec.settlement_id, "not yet checked against the other endpoints"
+                )
+            observed_by = approval.endpoints
+        fresh = decide(rec, pos, self.policy, now, hold, observed_by)
         previous = decision_from_json(rec.decision)
         reversal = self._reorg_reversal if reversed_ else None
         transition = settle_transition(previous, fresh, reversal)

@@ -56,8 +56,39 @@ def _is_final(mode: str, block_number: int, required: int, pos: ChainPosition) -
     return None
 
 
-def observe(rec: SettlementRecord, pos: ChainPosition, now: int) -> Observation:
-    """The guard's observation of ``rec`` at ``pos``."""
+def observe(
+    rec: SettlementRecord,
+    pos: ChainPosition,
+    now: int,
+    hold: str | None = None,
+    observed_by: tuple[str, ...] = (),
+) -> Observation:
+    """The guard's observation of ``rec`` at ``pos``.
+
+    ``hold`` is why the finality gate (quorum of endpoints) has not approved this settlement
+    yet: finality or failure evidence is then shown as progress only, so the guard waits.
+    ``observed_by`` lists the endpoints that agreed, when a quorum was asked."""
+    observation = _observe(rec, pos, now)
+    decisive = observation.finality or observation.failure
+    if decisive is None:
+        return observation
+    if hold is not None:
+        facts = dict(decisive.facts, awaiting=decisive.kind, reason=hold)
+        return Observation(progress=Evidence.of("awaiting_quorum", decisive.observed_at, **facts))
+    if observed_by:
+        evidence = Evidence.of(
+            decisive.kind,
+            decisive.observed_at,
+            **dict(decisive.facts),
+            observed_by=list(observed_by),
+        )
+        if observation.failure is not None:
+            return Observation(failure=evidence)
+        return Observation(finality=evidence)
+    return observation
+
+
+def _observe(rec: SettlementRecord, pos: ChainPosition, now: int) -> Observation:
     at = UnixMillis(now)
     base = {
         "chain": rec.chain,
@@ -106,13 +137,19 @@ def observe(rec: SettlementRecord, pos: ChainPosition, now: int) -> Observation:
 
 
 def decide(
-    rec: SettlementRecord, pos: ChainPosition, policy: SettlementPolicy, now: int
+    rec: SettlementRecord,
+    pos: ChainPosition,
+    policy: SettlementPolicy,
+    now: int,
+    hold: str | None = None,
+    observed_by: tuple[str, ...] = (),
 ) -> Decision:
-    """Evaluate ``rec`` with the guard."""
+    """Evaluate ``rec`` with the guard (``hold``/``observed_by``: see :func:`observe`)."""
     settlement = Settlement(
         settlement_id=SettlementId(rec.settlement_id),
         initiated=True,
         initiated_at=UnixMillis(rec.initiated_at),
         timeout_ms=rec.timeout_ms,
     )
-    return evaluate_settlement(settlement, observe(rec, pos, now), policy, UnixMillis(now))
+    observation = observe(rec, pos, now, hold, observed_by)
+    return evaluate_settlement(settlement, observation, policy, UnixMillis(now))

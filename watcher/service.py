@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import uvicorn
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from chains import pool
 from chains.errors import ChainError, ChainIdMismatch
 from chains.rpc import RpcClient, connect
 from watcher.config import ChainConfig, Config
@@ -53,9 +54,15 @@ class Service:
         self.health: dict[str, ChainHealth] = {}
         self._locks: dict[str, threading.Lock] = {}
         for chain in config.chains:
-            client = connect(chain.rpc[0])
+            client = pool.client_for(chain.rpc)
             self.clients[chain.name] = client
-            self.watchers[chain.name] = ChainWatcher(chain, self.store, client, clock=clock)
+            self.watchers[chain.name] = ChainWatcher(
+                chain,
+                self.store,
+                client,
+                clock=clock,
+                gate=pool.gate_for(chain.rpc, chain.quorum, client),
+            )
             self.health[chain.name] = ChainHealth()
             self._locks[chain.name] = threading.Lock()
         self.scheduler = BackgroundScheduler(timezone="UTC")

@@ -26,6 +26,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.pool import NullPool
 
+from chains.quorum import Anchor
 from watcher.store import schema as s
 from watcher.store.errors import SchemaVersionUnknown, SettlementNotFound, StoreError, StoreMismatch
 from watcher.store.outbox_store import NewDelivery, Outbox, cancel_undelivered, enqueue
@@ -285,6 +286,40 @@ class Store:
         with self._reader.connect() as conn:
             rows = conn.execute(query).mappings().all()
         return [from_row(EventRecord, r) for r in rows]
+
+    def finality_anchors(self, chain: str, head: int, finalized: int | None) -> list[Anchor]:
+        """Watched settlements of ``chain`` that ``head`` (or ``finalized``) could make
+        terminal: what the finality gate is asked about before a block's transaction."""
+        t = s.settlements
+        reasons = [t.c.confirm_height <= head]
+        if finalized is not None:
+            reasons.append(
+                and_(
+                    t.c.finality_mode != "depth",
+                    or_(t.c.block_number <= finalized, t.c.replaced_block_number <= finalized),
+                )
+            )
+        with self._reader.connect() as conn:
+            rows = conn.execute(
+                select(
+                    t.c.settlement_id,
+                    t.c.block_number,
+                    t.c.block_hash,
+                    t.c.replaced_block_number,
+                    t.c.replaced_block_hash,
+                    t.c.confirm_height,
+                ).where(t.c.chain == chain, t.c.watching.is_(True), or_(*reasons))
+            ).all()
+        return [
+            Anchor(
+                settlement_id=r[0],
+                block_number=r[3] if r[3] is not None else r[1],
+                block_hash=r[4] if r[4] is not None else r[2],
+                confirm_height=r[5],
+            )
+            for r in rows
+            if (r[1] is not None or r[3] is not None)
+        ]
 
     def anchored_above(self, chain: str, number: int) -> dict[str, str]:
         """tx hash → settlement id of every settlement of ``chain`` whose inclusion or
