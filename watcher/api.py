@@ -362,11 +362,12 @@ def create_app(service: Service) -> FastAPI:
             generate_latest(registry).decode(), media_type="text/plain; version=0.0.4"
         )
 
-    from watcher import api_delivery, api_receipts, api_sources
+    from watcher import api_delivery, api_handoff, api_receipts, api_sources
 
     app.include_router(api_receipts.router(service))
     app.include_router(api_delivery.router(service))
     app.include_router(api_sources.router(service))
+    app.include_router(api_handoff.router(service))
     return app
 
 

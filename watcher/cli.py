@@ -69,10 +69,11 @@ def _build_parser() -> argparse.ArgumentParser:
     reorgs.add_argument("--chain")
     reorgs.add_argument("--limit", type=_positive_int, default=20)
 
-    from watcher import cli_delivery, cli_receipts
+    from watcher import cli_delivery, cli_handoff, cli_receipts
 
     cli_receipts.add_commands(sub, COMMANDS, query)
     cli_delivery.add_commands(sub, COMMANDS, query)
+    cli_handoff.add_commands(sub, COMMANDS, query)
     return parser
 
 
