@@ -24,6 +24,11 @@ Kinds:
 ``receipt_revocation``
     withdraws an earlier receipt (by digest), saying why (a finality violation).
 
+A decision of a payment or job *source* (Stripe, RQ, Celery: :mod:`guard.source`) is signed as
+one of the same three decision kinds, with ``chain_id`` 0, ``tx_hash`` = keccak256 of the
+source's reference, and an ``offchain`` section instead of ``finality`` and ``proof``
+(:func:`offchain_body`; checked by :mod:`guard.verify_offchain`).
+
 Builders here are pure: the caller (watcher/receipts.py) fetches headers and proofs, this
 module puts them in their place, the signer signs :func:`message_hash`, :func:`seal` adds
 the trailer.
@@ -39,6 +44,7 @@ from typing import Any
 from guard import eip712
 from guard.canonical import canonical_json, digest
 from guard.hashing import keccak256
+from guard.source import objects_digest
 
 FORMAT_VERSION = 1
 """The ``version`` of every receipt this code writes and the only one it verifies."""
@@ -55,6 +61,18 @@ KINDS = (*DECISION_KINDS, BINDING, REVOCATION)
 """Every kind of receipt."""
 TRAILER = ("digest", "signature")
 """The receipt's fields that are not part of the signed body."""
+
+OFFCHAIN_CHAIN_ID = 0
+"""The ``chain_id`` of every receipt about a source settlement (no chain id is 0)."""
+OFFCHAIN_BOOKKEEPING = ("source", "source_kind", "ref", "event_ids", "objects", "objects_digest")
+"""Evidence facts that are not the source's objects (used when the evidence has no
+``objects`` map of its own: the remaining facts *are* the recorded objects)."""
+VERDICT_KIND = {
+    "FINALITY_CONFIRMED": FINALITY,
+    "SETTLEMENT_FAILED": FAILURE,
+    "TIMEOUT_TREATED_AS_FAILURE": TIMEOUT,
+}
+"""The receipt kind attesting each terminal verdict."""
 
 FINALIZED_CLAIM = (
     "finalized_number is the claim of the observing node(s) (their `finalized` block tag), "
@@ -363,3 +381,100 @@ def revocation_body(
         "reason": reason,
         "evidence": dict(evidence),
     }
+
+
+# -- off-chain sources -----------------------------------------------------------------------
+
+
+def ref_hash(ref: str) -> str:
+    """The 32-byte ``tx_hash`` of a source receipt: 0x keccak256 of the ref's UTF-8 bytes."""
+    return "0x" + keccak256(ref.encode()).hex()
+
+
+def offchain_objects(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """The objects a source decision rests on, as its evidence recorded them: the evidence's
+    own ``objects`` map (Stripe: object id -> digest of the version used) when it has one,
+    else every fact but the bookkeeping ones (RQ: the job and its result; Celery: the task)."""
+    objects = facts.get("objects")
+    if isinstance(objects, Mapping):
+        return dict(objects)
+    return {k: v for k, v in facts.items() if k not in OFFCHAIN_BOOKKEEPING}
+
+
+def decision_bound(
+    verdict: str,
+    settlement_id: str,
+    initiated_at: int,
+    timeout_ms: int,
+    deadline: int,
+    evidence: object,
+    late_finality: object,
+) -> dict[str, Any]:
+    """What a decision's digest covers (:func:`guard.settlement.evaluate_settlement`, terminal
+    verdicts of an initiated settlement): ``digest(decision_bound(...))`` is its digest."""
+    bound: dict[str, Any] = {
+        "verdict": verdict,
+        "settlement_id": settlement_id,
+        "initiated": True,
+        "initiated_at": initiated_at,
+        "timeout_ms": timeout_ms,
+        "deadline": deadline,
+        "evidence": evidence,
+    }
+    if late_finality is not None:
+        bound["late_finality"] = late_finality
+    return bound
+
+
+@dataclass(frozen=True)
+class OffchainTerms:
+    """The source settlement a decision is about, and its registration terms."""
+
+    source_kind: str
+    """The source's kind (``stripe_payment_intent``, ``rq_job``, ``celery_task``...)."""
+    source: str
+    """The configured source name (the settlement's ``chain``)."""
+    ref: str
+    """The reference (PaymentIntent id, job id, task id)."""
+    initiated_at: int
+    """Registration instant (ms)."""
+    timeout_ms: int
+    """The settlement's own timeout."""
+
+
+def offchain_body(
+    subject: Subject,
+    issued_at: int,
+    decision: Mapping[str, Any],
+    terms: OffchainTerms,
+    history: Sequence[Mapping[str, Any]],
+    dependent_state_digest: str | None,
+) -> dict[str, Any]:
+    """Body of a decision receipt for a source settlement (kind from the verdict).
+
+    ``subject`` must have chain id :data:`OFFCHAIN_CHAIN_ID` and ``tx_hash`` =
+    :func:`ref_hash` of the ref. The ``offchain`` section carries what the verifier needs to
+    recompute the decision's digest (the terms) and the objects' digest (the objects), the
+    event ids, and ``history``: the settlement's lifecycle entries up to this decision."""
+    kind = VERDICT_KIND[str(decision["verdict"])]
+    evidence = decision.get("evidence")
+    facts: Mapping[str, Any] = (evidence or {}).get("facts") or {}
+    objects = offchain_objects(facts)
+    body = {**subject.head(kind, issued_at), **_decided(decision, dependent_state_digest)}
+    if kind == TIMEOUT:
+        body["late_finality"] = decision.get("late_finality")
+    body["offchain"] = {
+        "type": "offchain",
+        "source_kind": terms.source_kind,
+        "source": terms.source,
+        "ref": terms.ref,
+        "decision_digest": decision["digest"],
+        "initiated_at": terms.initiated_at,
+        "timeout_ms": terms.timeout_ms,
+        "deadline": decision["deadline"],
+        "event_ids": list(facts.get("event_ids") or []),
+        "objects": objects,
+        "objects_digest": objects_digest(objects),
+        "history": [dict(h) for h in history],
+    }
+    return body

@@ -3,7 +3,8 @@
 It needs nothing but the receipt (no node, no key, no clock) and checks, in this order:
 
 1. the shape: ``version`` 1, a known ``kind``, the common fields well formed;
-2. the chain evidence, by kind (:mod:`guard.verify_decisions`, :mod:`guard.verify_terms`): every header's hash recomputed as
+2. the evidence, by kind (:mod:`guard.verify_decisions`, :mod:`guard.verify_terms`; for a
+   payment or job source, chain id 0, :mod:`guard.verify_offchain`): every header's hash recomputed as
    keccak256(rlp(header)) and each one the parent of the next; the depth they show; the
    receipt and transaction proofs against the inclusion header's roots; the receipt's
    status; the transaction's hash (and, for a replacement, both signers and nonces);
@@ -93,7 +94,7 @@ def verify_receipt(
         raise ReceiptInvalid(f"kind: {kind!r} is not a receipt kind")
     settlement_id = text(receipt, "settlement_id", "")
     chain = text(receipt, "chain", "")
-    chain_id = integer(receipt, "chain_id", "", minimum=1)
+    chain_id = integer(receipt, "chain_id", "")
     tx_hash = hash32(receipt, "tx_hash", "")
     issued_at = integer(receipt, "issued_at", "")
     signer = address(receipt, "signer", "")
@@ -103,6 +104,8 @@ def verify_receipt(
 
     if kind in fmt.DECISION_KINDS:
         facts, claims = verify_decision(kind, body)
+    elif kind == fmt.BINDING and chain_id == fmt.OFFCHAIN_CHAIN_ID:
+        raise ReceiptInvalid("chain_id: 0 (off-chain) has no binding receipts")
     elif kind == fmt.BINDING:
         facts, claims = verify_binding(body)
     else:

@@ -30,6 +30,7 @@ from guard.fields import (
 )
 from guard.txs import SignedTx, TransactionError, decode_signed
 from guard.verify_chain import ChainFacts, Inclusion, verify_inclusion
+from guard.verify_offchain import verify_offchain
 from guard.verify_terms import COMMON, DECIDED, verify_timeout
 
 VERDICTS = {
@@ -49,6 +50,12 @@ def verify_decision(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, lis
     evidence = field(body, "evidence", "")
     if evidence is not None:
         obj(evidence, "evidence")
+    if "offchain" in body:
+        return verify_offchain(kind, body, state)
+    if integer(body, "chain_id", "") == fmt.OFFCHAIN_CHAIN_ID:
+        raise ReceiptInvalid(
+            "chain_id: 0 is for off-chain receipts, which have an offchain section"
+        )
     if kind == fmt.TIMEOUT:
         return verify_timeout(body, state)
     extra = ("failure",) if kind == fmt.FAILURE else ()

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CollectorRegistry, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from chains import pool
 from chains.errors import ChainError
 from guard.errors import InvalidHash
 from guard.hexes import parse_tx_hash
@@ -296,7 +297,7 @@ def create_app(service: Service) -> FastAPI:
                     "lagging": watcher.lagging,
                     "last_error": health.last_error,
                     "watched": len(watcher.index.by_id),
-                    "rpc": [{"endpoint": _redact(url)} for url in chain.rpc],
+                    "rpc": _endpoints(chain.rpc, pool.health_report(service.clients[chain.name])),
                     "rpc_calls": dict(service.clients[chain.name].calls),
                 }
             )
@@ -381,6 +382,15 @@ def _event_json(e: Any) -> dict[str, Any]:
         "payload": e.payload,
         "created_at": e.created_at,
     }
+
+
+def _endpoints(
+    urls: list[str], health: list[dict[str, object]] | None
+) -> list[dict[str, object]]:
+    """The chain's endpoints (redacted), with each one's health when there are several."""
+    if health is None:
+        return [{"endpoint": _redact(url)} for url in urls]
+    return [{**h, "endpoint": _redact(url)} for url, h in zip(urls, health, strict=True)]
 
 
 def _redact(url: str) -> str:

@@ -304,6 +304,33 @@ class ChainConfig(_Strict):
         """``header_window`` after defaults."""
         return _resolved(self.header_window, "header_window")
 
+    # -- appended for several endpoints (issue 7) -------------------------------------------
+
+    rpc_weights: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = None
+    """Preference of each ``rpc`` endpoint among healthy ones (same length as ``rpc``)."""
+    rpc_timeout_s: float = Field(default=5.0, gt=0, allow_inf_nan=False)
+    """Per-call timeout of each endpoint when there are several (then failover is faster
+    than waiting on a hung node)."""
+    rpc_backoff_s: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    """First circuit-breaker open period of a failing endpoint; doubles, capped at 30 s."""
+
+    @model_validator(mode="after")
+    def _check_endpoints(self) -> ChainConfig:
+        problems: list[tuple[_Loc, str]] = []
+        if self.quorum > len(self.rpc):
+            problems.append(
+                (("quorum",), f"must be <= the number of rpc endpoints ({len(self.rpc)}) "
+                 f"(got {self.quorum})")
+            )
+        if self.rpc_weights is not None and len(self.rpc_weights) != len(self.rpc):
+            problems.append(
+                (("rpc_weights",), f"must have one weight per rpc endpoint ({len(self.rpc)}) "
+                 f"(got {len(self.rpc_weights)})")
+            )
+        if problems:
+            raise _KeyedErrors(problems)
+        return self
+
 
 def _as_finality(value: str) -> FinalityMode:
     if value not in _FINALITY_MODES:  # the registry validates its entries; belt and braces

@@ -33,7 +33,7 @@ import queue
 import random
 import threading
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -125,12 +125,8 @@ class Sender:
         clock: Clock = wall_clock_ms,
         log_channels: Sequence[AlertChannelConfig] = (),
         seed: int | None = None,
-        unsigned: Collection[str] = (),
     ) -> None:
         self.store = store
-        self.unsigned = frozenset(unsigned)
-        """Names (payment/job sources) whose verdicts get no signed receipt: their commits
-        and discards go out at once instead of waiting ``receipt_wait_s`` for one."""
         self.outbox = store.outbox()
         self.config = config
         self.clock = clock
@@ -375,7 +371,7 @@ class Sender:
             receipt = self.outbox.receipt_for(
                 rec.settlement_id, kind, str(digest) if digest else None, decided_at
             )
-        wait_ms = 0 if settlement.chain in self.unsigned else int(self.config.receipt_wait_s * 1000)
+        wait_ms = int(self.config.receipt_wait_s * 1000)
         if receipt is None and now < (decided_at or rec.created_at) + wait_ms:
             return None
         binding = None
@@ -402,9 +398,4 @@ def components(service: Service) -> list[Component]:
     for watcher in service.watchers.values():
         watcher.plan = plan
     log_channels = [c for c in service.config.alerts if c.type == "log"]
-    sources = [source.name for source in service.config.sources]
-    return [
-        Sender(
-            service.store, service.config.delivery, service.clock, log_channels, unsigned=sources
-        )
-    ]
+    return [Sender(service.store, service.config.delivery, service.clock, log_channels)]

@@ -162,6 +162,9 @@ class ChainWatcher:
         self.lagging = False
         self.polls = 0
         self._started = False
+        self.fence: tuple[str, int] | None = None
+        """(owner, fencing token) every store write of this chain carries; None when this
+        instance runs alone (SQLite). Set by the handoff manager when it takes the lease."""
         self.plan = plan or OutboxPlan()
         """Which outbox rows a change produces; the delivery component sets its alert routes."""
         self.finality_seconds = Buckets(FINALITY_SECONDS_BUCKETS)
@@ -185,6 +188,15 @@ class ChainWatcher:
         for entry in self.store.watch_entries(self.name):
             self.index.add(entry)
         self._started = True
+
+    def reset(self) -> None:
+        """Forget everything held in memory, so the next poll reloads it from the store.
+
+        Called when this instance (re)gains the lease: another instance may have moved the
+        chain on meanwhile, and only the store's committed state is the checkpoint."""
+        self.index = _Index()
+        self.window.reset(())
+        self._started = False
 
     @property
     def head(self) -> BlockHeader | None:
@@ -291,7 +303,7 @@ class ChainWatcher:
         changed: list[SettlementRecord] = []
         decisions = 0
         self._approval = self._ask_gate(head, finalized)
-        with self.store.block_txn(self.name, now) as txn:
+        with self.store.block_txn(self.name, now, self.fence) as txn:
             touched_ids: set[str] = set()
             reversed_ids: set[str] = set()
             if reorg is not None:
@@ -557,7 +569,7 @@ class ChainWatcher:
         pos = ChainPosition(head.number, head.hash, self.finalized_number)
         decisions = 0
         self._confirmed_blocks = []
-        with self.store.block_txn(self.name, now) as txn:
+        with self.store.block_txn(self.name, now, self.fence) as txn:
             due = txn.due(head.number, self.finalized_number, late_ms)
             for rec in due:
                 decisions += self._decide(txn, rec, pos, now, False)
@@ -613,7 +625,7 @@ class ChainWatcher:
         }
         found: list[str] = []
         self._confirmed_blocks = []
-        with self.store.block_txn(self.name, now) as txn:
+        with self.store.block_txn(self.name, now, self.fence) as txn:
             for rec, info in zip(todo, infos, strict=True):
                 if rec.settlement_id in deferred:
                     continue
@@ -703,7 +715,7 @@ class ChainWatcher:
     def _store_event(self, kind: str, severity: str, payload: dict[str, Any]) -> bool:
         """Store one event (and its alerts) in its own transaction; False if the store failed."""
         try:
-            with self.store.block_txn(self.name, self.clock()) as txn:
+            with self.store.block_txn(self.name, self.clock(), self.fence) as txn:
                 self._event(txn, kind, severity, payload)
         except (StoreError, SQLAlchemyError) as exc:
             log.warning("chain %s: cannot store %s event: %s", self.name, kind, exc)

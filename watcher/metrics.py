@@ -22,6 +22,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from chains import pool
+from chains.health import redact
+
 if TYPE_CHECKING:
     from watcher.service import Service
 
@@ -126,6 +129,50 @@ class ServiceCollector(Collector):
             buckets, total = watcher.finality_seconds.snapshot()
             latency.add_metric([name], buckets, total)
         yield from (head, lag, healthy, polls, calls, errors, by_outcome, watched, latency)
+        yield from self._endpoints()
+
+    def _endpoints(self) -> Iterator[Metric]:
+        """Per-endpoint health of chains read through several endpoints (issue 7)."""
+        labels = ["chain", "endpoint"]
+        up = GaugeMetricFamily(
+            "finality_rpc_endpoint_up", "1 when the endpoint's circuit is closed", labels=labels
+        )
+        state = GaugeMetricFamily(
+            "finality_rpc_endpoint_state",
+            "1 for the endpoint's current state (closed, half_open, open, wrong_chain)",
+            labels=[*labels, "state"],
+        )
+        latency = GaugeMetricFamily(
+            "finality_rpc_endpoint_latency_ms", "Moving average answer time", labels=labels
+        )
+        error_rate = GaugeMetricFamily(
+            "finality_rpc_endpoint_error_rate", "Failed calls over calls", labels=labels
+        )
+        head_lag = GaugeMetricFamily(
+            "finality_rpc_endpoint_head_lag_blocks",
+            "Blocks behind the best head any endpoint showed",
+            labels=labels,
+        )
+        calls = CounterMetricFamily(
+            "finality_rpc_endpoint_calls", "Calls sent to the endpoint", labels=labels
+        )
+        for name, client in self.service.clients.items():
+            report = pool.health_report(client)
+            for i, h in enumerate(report or ()):
+                # The index keeps two endpoints on one host (keys in the path) apart.
+                key = [name, f"{i}:{redact(str(h['endpoint']))}"]
+                up.add_metric(key, 1.0 if h["state"] == "closed" else 0.0)
+                for s in ("closed", "half_open", "open", "wrong_chain"):
+                    state.add_metric([*key, s], 1.0 if h["state"] == s else 0.0)
+                if isinstance(h["latency_ms"], float):
+                    latency.add_metric(key, h["latency_ms"])
+                if isinstance(h["error_rate"], float):
+                    error_rate.add_metric(key, h["error_rate"])
+                if isinstance(h["head_lag"], int):
+                    head_lag.add_metric(key, h["head_lag"])
+                if isinstance(h["calls"], int):
+                    calls.add_metric(key, h["calls"])
+        yield from (up, state, latency, error_rate, head_lag, calls)
 
     def _store(self) -> Iterator[Metric]:
         svc = self.service

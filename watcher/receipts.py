@@ -19,6 +19,12 @@ lags, or the chain moved away from the decision's evidence: never sign then) is 
 a backoff; a settlement whose decision is reversed meanwhile gets its receipt when it is
 terminal again.
 
+Source settlements (Stripe, RQ, Celery) are receipted the same way, keyed by the source's
+name instead of a chain's: their builder (watcher/receipt_sources.py) needs no node, only the
+stored decision and the settlement's events. The source poller calls ``after_poll(source)``
+right after it stored a decision (its poll job, or a webhook), before it wakes the delivery
+sender, so the commit usually finds its receipt at once.
+
 The binding receipt (``dependent_state_binding_receipt``) is made at registration, by the
 API (:func:`binding_for`), and again on demand if a crash lost it.
 """
@@ -34,9 +40,17 @@ from typing import TYPE_CHECKING, Any
 from chains.errors import ChainError
 from chains.proofs import BranchMoved
 from guard.canonical import CanonicalError
-from guard.receipts import BINDING, DECISION_KINDS, FINALITY, Subject, revocation_body
+from guard.receipts import (
+    BINDING,
+    DECISION_KINDS,
+    FINALITY,
+    OFFCHAIN_CHAIN_ID,
+    Subject,
+    revocation_body,
+)
 from guard.verify import verify_receipt
 from watcher.receipt_builder import ReceiptBuilder
+from watcher.receipt_sources import SourceReceiptBuilder
 from watcher.signer import Signer, load_signer
 from watcher.store import SettlementNotFound, SettlementRecord, StoreError
 from watcher.store.receipts_store import (
@@ -81,7 +95,7 @@ class ReceiptIssuer:
         signer: Signer,
         receipts: ReceiptStore,
         load: Callable[[str], SettlementRecord],
-        builders: dict[str, ReceiptBuilder],
+        builders: dict[str, ReceiptBuilder | SourceReceiptBuilder],
         clock: Callable[[], int],
     ) -> None:
         self.signer = signer
@@ -91,6 +105,9 @@ class ReceiptIssuer:
         self.clock = clock
         self._cursor: dict[str, int] = dict.fromkeys(builders, 0)
         self._due: dict[str, dict[str, _Due]] = {chain: {} for chain in builders}
+        self._locks = {chain: threading.Lock() for chain in builders}
+        """Per chain or source: a source's decisions come from its poll job and from webhook
+        (API) threads, so its work is serialised here."""
         self.issued = 0
         """Receipts signed and stored since start."""
         self._binding_lock = threading.Lock()
@@ -106,9 +123,13 @@ class ReceiptIssuer:
     def after_poll(self, chain: str) -> None:
         """Issue what the chain's new events call for; never raises for a node or store
         failure (the next poll tries again)."""
+        lock = self._locks.get(chain)
+        if lock is None:
+            return  # a name without receipts (no builder)
         try:
-            self.scan(chain)
-            self.work(chain)
+            with lock:
+                self.scan(chain)
+                self.work(chain)
         except (ChainError, StoreError) as exc:
             log.warning("chain %s: receipts postponed: %s", chain, exc)
 
@@ -199,10 +220,18 @@ class ReceiptIssuer:
             "current_verdict": current.get("verdict"),
             "current_decision_digest": current.get("digest"),
         }
-        reason = (
-            f"finality violation: the chain reorganised below the block of the revoked "
-            f"{old.kind}; the settlement is now {current.get('verdict', 'unknown')}"
-        )
+        now_verdict = current.get("verdict", "unknown")
+        if body.get("chain_id") == OFFCHAIN_CHAIN_ID:
+            reversal = (current.get("evidence") or {}).get("kind", "a reversal")
+            reason = (
+                f"finality violation: the source reported {reversal} after the outcome the "
+                f"revoked {old.kind} attests; the settlement is now {now_verdict}"
+            )
+        else:
+            reason = (
+                f"finality violation: the chain reorganised below the block of the revoked "
+                f"{old.kind}; the settlement is now {now_verdict}"
+            )
         revocation = self.signer.sign(revocation_body(subject, now, body, reason, evidence))
         self._store(revocation, revokes=old.id)
         log.warning("revoked %s %s of %s: %s", old.kind, old.digest, old.settlement_id, reason)
@@ -251,9 +280,13 @@ def issuer_for(service: Service) -> ReceiptIssuer:
     signer = load_signer(config.signing, [(c.name, c.chain_id) for c in config.chains])
     receipts = receipt_store(service.store)
     receipts.use_signer(signer.address, signer.source, service.clock())
-    builders = {
+    builders: dict[str, ReceiptBuilder | SourceReceiptBuilder] = {
         c.name: ReceiptBuilder(c, service.clients[c.name], signer.address) for c in config.chains
     }
+    for source in config.sources:
+        builders[source.name] = SourceReceiptBuilder(
+            source.name, source.kind, signer.address, receipts.lifecycle
+        )
     log.info("receipts are signed by %s (key from %s)", signer.address, signer.source)
     return ReceiptIssuer(signer, receipts, service.store.settlement, builders, service.clock)
 

@@ -14,6 +14,7 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import uvicorn
@@ -23,8 +24,11 @@ from chains import pool
 from chains.errors import ChainError, ChainIdMismatch
 from chains.rpc import RpcClient, connect
 from watcher.config import ChainConfig, Config
+from watcher.delivery_plan import OutboxPlan
+from watcher.disagreement import event_recorder
 from watcher.engine import ChainWatcher, Clock, wall_clock_ms
-from watcher.store import Store, StoreError
+from watcher.handoff import HandoffManager, default_instance_id
+from watcher.store import StaleFencingToken, Store, StoreError
 
 log = logging.getLogger("finality.service")
 
@@ -54,19 +58,38 @@ class Service:
         self.health: dict[str, ChainHealth] = {}
         self._locks: dict[str, threading.Lock] = {}
         for chain in config.chains:
-            client = pool.client_for(chain.rpc)
+            client = pool.client_for(
+                chain.rpc,
+                chain_id=chain.chain_id,
+                weights=chain.rpc_weights,
+                timeout_s=chain.rpc_timeout_s,
+                base_backoff_s=chain.rpc_backoff_s,
+            )
             self.clients[chain.name] = client
+            alert = event_recorder(self.store, chain.name, clock, self._plan_of(chain.name))
             self.watchers[chain.name] = ChainWatcher(
                 chain,
                 self.store,
                 client,
                 clock=clock,
-                gate=pool.gate_for(chain.rpc, chain.quorum, client),
+                gate=pool.gate_for(chain.rpc, chain.quorum, client, alert=alert),
             )
             self.health[chain.name] = ChainHealth()
             self._locks[chain.name] = threading.Lock()
         self.scheduler = BackgroundScheduler(timezone="UTC")
         self.started_at = clock()
+        self.stopping = threading.Event()
+        """Set on SIGTERM: a catching-up poll yields at once, so the lease goes quickly."""
+        self.handoff = HandoffManager(
+            self.store,
+            [c.name for c in config.chains] + [src.name for src in config.sources],
+            config.handoff.instance_id or default_instance_id(),
+            config.handoff.lease_s,
+            config.handoff.renew_s,
+            clock,
+            self.watchers,
+            self._locks,
+        )
         from watcher.components import build_components
 
         try:
@@ -74,6 +97,15 @@ class Service:
         except BaseException:
             self.store.close()  # e.g. no usable signing key: nothing may stay open
             raise
+
+    def _plan_of(self, name: str) -> Callable[[], OutboxPlan | None]:
+        """The outbox plan of chain ``name``'s engine, once built (for gate alerts)."""
+
+        def plan() -> OutboxPlan | None:
+            watcher = self.watchers.get(name)
+            return watcher.plan if watcher is not None else None
+
+        return plan
 
     # -- chains --------------------------------------------------------------------------
 
@@ -98,6 +130,8 @@ class Service:
     def poll_chain(self, name: str) -> None:
         """One scheduler run for a chain: poll, and keep catching up for a bounded time."""
         health = self.health[name]
+        if not self.handoff.owns(name):
+            return  # another instance holds the chain's lease; the lease job may take it
         with self._locks[name]:
             try:
                 if not health.started:
@@ -105,7 +139,11 @@ class Service:
                 watcher = self.watchers[name]
                 started = time.monotonic()
                 stats = watcher.poll()
-                while stats.behind > 0 and time.monotonic() - started < CATCH_UP_SLICE_S:
+                while (
+                    stats.behind > 0
+                    and time.monotonic() - started < CATCH_UP_SLICE_S
+                    and not self.stopping.is_set()
+                ):
                     stats = watcher.poll()
                 health.last_success_ms = self.clock()
                 health.last_error = None
@@ -113,6 +151,11 @@ class Service:
                 watcher.note_poll(None)  # rpc_unhealthy / rpc_recovered, once per period
                 for component in self.components:
                     component.after_poll(name)
+            except StaleFencingToken as exc:
+                # Another instance took the chain over while this one was paused: the store
+                # refused the write (and recorded it); stop processing the chain.
+                log.warning("%s", exc)
+                self.handoff.lost(name, exc.token)
             except ChainIdMismatch as exc:
                 health.last_error = str(exc)
                 health.consecutive_errors += 1
@@ -127,7 +170,10 @@ class Service:
                     log.warning("chain %s: %s (error #%d)", name, exc, health.consecutive_errors)
 
     def healthy(self, name: str) -> bool:
-        """A chain is healthy when its last poll succeeded recently."""
+        """A chain is healthy when its last poll succeeded recently; a standby (another
+        instance holds the chain's lease) is healthy: it is ready to take over."""
+        if not self.handoff.owns(name):
+            return True
         health = self.health[name]
         if health.last_success_ms is None or health.last_error is not None:
             return False
@@ -137,7 +183,19 @@ class Service:
     # -- running -------------------------------------------------------------------------
 
     def start_polling(self) -> None:
-        """Start one polling job per chain, first run now."""
+        """Take the leases that are free, then start the lease job and one polling job per
+        chain, first run now (on SQLite this instance owns everything)."""
+        self.handoff.tick()
+        if self.handoff.enabled:
+            self.scheduler.add_job(
+                self.handoff.tick,
+                "interval",
+                seconds=self.handoff.tick_s,
+                id="handoff:leases",
+                max_instances=1,
+                coalesce=True,
+                misfire_grace_time=None,
+            )
         for chain in self.config.chains:
             self.scheduler.add_job(
                 self.poll_chain,
@@ -155,9 +213,12 @@ class Service:
             component.start()
 
     def stop(self) -> None:
-        """Stop polling (waiting for a running poll to finish its block) and close the store."""
+        """Stop polling (waiting for a running poll to finish its block), release the leases
+        so a standby takes over at once, stop the components and close the store."""
+        self.stopping.set()
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
+        self.handoff.release_all()
         for component in reversed(self.components):
             component.stop()
         counts = self.store.verdict_counts()
@@ -189,7 +250,8 @@ class Service:
                     exc,
                 )
         app = create_app(self)
-        server = uvicorn.Server(
+        server = _Server(
+            self.stopping,
             uvicorn.Config(
                 app,
                 host=self.config.api.host,
@@ -200,7 +262,7 @@ class Service:
                 # Open SSE streams would otherwise hold a SIGTERM for their full timeout;
                 # clients resume with Last-Event-ID.
                 timeout_graceful_shutdown=2,
-            )
+            ),
         )
         self.start_polling()
         log.info(
@@ -219,6 +281,18 @@ class Service:
             server.run()
         finally:
             self.stop()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, also telling the pollers at once that a shutdown began."""
+
+    def __init__(self, stopping: threading.Event, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._stopping = stopping
+
+    def handle_exit(self, sig: int, frame: object) -> None:
+        self._stopping.set()
+        super().handle_exit(sig, frame)  # type: ignore[arg-type]
 
 
 def _now_utc() -> object:

@@ -102,14 +102,23 @@ def run_cli(*args: str, timeout: float = CLI_TIMEOUT_S) -> subprocess.CompletedP
 
 
 class Daemon:
-    """One ``finality run`` process on a free port with its own SQLite store.
+    """One ``finality run`` process on a free port with its own SQLite store (or the
+    ``store_url`` given, e.g. a PostgreSQL schema shared by several daemons; append more
+    TOML tables with ``extra_config``).
 
     ``chain_overrides`` replace or add keys of the ``[[chains]]`` table (``chain_id=1``,
     ``confirmations=10``, ``poll_interval_s=0.1``...). ``start=False`` only writes the config.
     """
 
     def __init__(
-        self, tmp_path: Path, anvil_url: str, *, start: bool = True, **chain_overrides: Any
+        self,
+        tmp_path: Path,
+        anvil_url: str,
+        *,
+        start: bool = True,
+        store_url: str | None = None,
+        extra_config: str = "",
+        **chain_overrides: Any,
     ) -> None:
         self.dir = Path(tmp_path)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -126,8 +135,10 @@ class Daemon:
             "poll_interval_s": 0.2,
         }
         self.chain.update(chain_overrides)
+        self.store_url = store_url or f"sqlite:///{self.db_path}"
+        """The store: the default SQLite file, or a shared PostgreSQL URL (several daemons)."""
         self.config_path.write_text(
-            config_text(f"sqlite:///{self.db_path}", f"127.0.0.1:{self.port}", self.chain)
+            config_text(self.store_url, f"127.0.0.1:{self.port}", self.chain) + extra_config
         )
         self.proc: subprocess.Popen[bytes] | None = None
         self.http = httpx.Client(base_url=self.url, timeout=10.0)
@@ -206,6 +217,16 @@ class Daemon:
             raise AssertionError(
                 f"the daemon did not exit within {timeout} s of SIGTERM; log:\n{self.log_tail()}"
             ) from None
+
+    def pause(self) -> None:
+        """SIGSTOP: the process freezes mid-whatever (a GC pause, a frozen VM)."""
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after :meth:`pause`."""
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGCONT)
 
     def restart(self) -> None:
         """Kill the process if it still runs, start it again on the same config and store."""
@@ -309,7 +330,12 @@ class Daemon:
         return sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=10.0)
 
     def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-        """Rows of one read-only query on the store."""
+        """Rows of one read-only query on the store (``?`` placeholders on both backends)."""
+        if self.store_url.startswith("postgres"):
+            import psycopg
+
+            with psycopg.connect(self.store_url, autocommit=True) as pg:
+                return list(pg.execute(sql.replace("?", "%s"), params).fetchall())
         conn = self.db()
         try:
             return list(conn.execute(sql, params).fetchall())

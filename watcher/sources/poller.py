@@ -122,6 +122,11 @@ class SourcePoller:
         self.notify = list(notify)
         """Called with the source name after a poll or webhook stored something (wakes the
         delivery sender, so a commit goes out now rather than at its next idle tick)."""
+        self.owns: Callable[[str], bool] = lambda _name: True
+        """Whether this instance holds the source's lease (the service sets it; polls of a
+        source another instance holds are skipped, like a chain's)."""
+        self.fence_of: Callable[[str], tuple[str, int] | None] = lambda _name: None
+        """(owner, fencing token) the source's writes carry; None: unfenced (one instance)."""
         given = dict(sources or {})
         self.slots: dict[str, SourceSlot] = {
             c.name: SourceSlot(
@@ -173,6 +178,8 @@ class SourcePoller:
     def poll_job(self, name: str) -> None:
         """The scheduled job: :meth:`poll`, with failures recorded and logged, never raised."""
         health = self.slots[name].health
+        if not self.owns(name):
+            return
         try:
             self.poll(name)
         except (SourceUnavailable, StoreError, SQLAlchemyError) as exc:
@@ -237,7 +244,7 @@ class SourcePoller:
         changed: list[str] = []
         with slot.lock:
             now = self.clock()
-            with self.store.block_txn(name, now) as txn:
+            with self.store.block_txn(name, now, self.fence_of(name)) as txn:
                 for rec in txn.by_ids(list(snapshots)):
                     if only_watched and not rec.watching:
                         continue  # decided meanwhile (a webhook): nothing to poll for
@@ -298,8 +305,15 @@ def components(service: Service, built: Sequence[Component] = ()) -> list[Compon
 
     plans = [w.plan for w in service.watchers.values()]
     plan = plans[0] if plans else OutboxPlan(routes_from_config(service.config.alerts))
-    notify = [c.after_poll for c in built if isinstance(c, Sender)]
-    return [SourcePoller(service.store, configs, plan, service.clock, service.scheduler, notify)]
+    from watcher.receipts import ReceiptIssuer
+
+    # The receipts component first (it signs what was just decided), then the sender.
+    notify = [c.after_poll for c in built if isinstance(c, ReceiptIssuer)]
+    notify += [c.after_poll for c in built if isinstance(c, Sender)]
+    sp = SourcePoller(service.store, configs, plan, service.clock, service.scheduler, notify)
+    sp.owns = service.handoff.owns
+    sp.fence_of = service.handoff.fence
+    return [sp]
 
 
 def sources_of(service: Service) -> SourcePoller | None:

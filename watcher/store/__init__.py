@@ -3,6 +3,7 @@
 from watcher.store.errors import (
     SchemaVersionUnknown,
     SettlementNotFound,
+    StaleFencingToken,
     StoreError,
     StoreMismatch,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "SchemaVersionUnknown",
     "SettlementNotFound",
     "SettlementRecord",
+    "StaleFencingToken",
     "Store",
     "StoreError",
     "StoreMismatch",

@@ -5,7 +5,8 @@
     StoreError(Exception)
     ├── SchemaVersionUnknown     the database was migrated by a newer (or foreign) version
     ├── StoreMismatch            stored facts contradict the config (a chain name reused)
-    └── SettlementNotFound(LookupError)
+    ├── SettlementNotFound(LookupError)
+    └── StaleFencingToken       a write carried a fencing token that is no longer the lease's
 """
 
 
@@ -34,3 +35,24 @@ class SettlementNotFound(StoreError, LookupError):
     def __init__(self, key: str) -> None:
         super().__init__(f"no settlement {key}")
         self.key = key
+
+
+class StaleFencingToken(StoreError):
+    """A chain-processing write carried a fencing token that is no longer its lease's.
+
+    The writer lost its lease (it paused past the lease and another instance took over, or it
+    released it): nothing of the write was stored, and the refusal itself was recorded.
+    """
+
+    def __init__(
+        self, name: str, owner: str, token: int, current_owner: str | None, current: int | None
+    ) -> None:
+        super().__init__(
+            f"{name}: write by {owner} with fencing token {token} refused; the lease is now "
+            f"token {current} held by {current_owner or 'nobody'}"
+        )
+        self.name = name
+        self.owner = owner
+        self.token = token
+        self.current_owner = current_owner
+        self.current_token = current

@@ -83,6 +83,8 @@ class TerminalEvent:
     """One of :data:`TERMINAL_EVENTS`."""
     payload: dict[str, Any]
     """The event's payload."""
+    created_at: int = 0
+    """When it was recorded (ms; filled by :meth:`ReceiptStore.lifecycle`)."""
 
 
 def current_receipts(receipts: Sequence[ReceiptRecord]) -> list[ReceiptRecord]:
@@ -161,6 +163,21 @@ class ReceiptStore:
                 .limit(limit)
             ).all()
         return [TerminalEvent(int(r[0]), str(r[1]), str(r[2]), dict(r[3])) for r in rows]
+
+    def lifecycle(self, settlement_id: str) -> list[TerminalEvent]:
+        """The verdict events of one settlement (:data:`TERMINAL_EVENTS` and
+        ``late_finality``), oldest first: a source receipt's history."""
+        e = s.events
+        with self._reader.connect() as conn:
+            rows = conn.execute(
+                select(e.c.id, e.c.settlement_id, e.c.kind, e.c.payload, e.c.created_at)
+                .where(
+                    e.c.settlement_id == settlement_id,
+                    e.c.kind.in_((*TERMINAL_EVENTS, "late_finality")),
+                )
+                .order_by(e.c.id)
+            ).all()
+        return [TerminalEvent(int(r[0]), str(r[1]), str(r[2]), dict(r[3]), int(r[4])) for r in rows]
 
     def last_event_id(self) -> int:
         """The newest event's id, 0 if none (a scan that found nothing can skip past it)."""

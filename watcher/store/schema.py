@@ -19,7 +19,7 @@ from sqlalchemy import (
     false,
 )
 
-SCHEMA_REVISION = "0003"
+SCHEMA_REVISION = "0004"
 """Alembic revision this code writes and reads."""
 
 metadata = MetaData()
@@ -174,3 +174,49 @@ deliveries = Table(
     Index("ix_deliveries_due", "state", "next_attempt_at"),
     Index("ix_deliveries_settlement", "settlement_id"),
 )
+
+# -- 0004: leases with fencing tokens, handoffs ----------------------------------------------
+
+leases = Table(
+    "leases",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("owner", String(128)),
+    Column("token", BigInteger, nullable=False),
+    Column("acquired_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+)
+"""One row per chain or source name: who owns its processing, until when, and the fencing
+token (only ever increases) every processing write must carry. ``expires_at`` 0: released."""
+
+handoffs = Table(
+    "handoffs",
+    metadata,
+    Column("id", AutoId, primary_key=True, autoincrement=True),
+    Column("name", String(64), nullable=False),
+    Column("from_owner", String(128)),
+    Column("from_token", BigInteger),
+    Column("to_owner", String(128), nullable=False),
+    Column("to_token", BigInteger, nullable=False),
+    Column("reason", String(16), nullable=False),
+    Column("verdict", String(32), nullable=False),
+    Column("elements", JSON, nullable=False),
+    Column("recovery", JSON, nullable=False),
+    Column("at", BigInteger, nullable=False),
+    Index("ix_handoffs_name", "name", "id"),
+)
+"""Every takeover: who handed what to whom, the guard's verdict, the four signed recorded
+elements and what recovery ran."""
+
+fencing_rejections = Table(
+    "fencing_rejections",
+    metadata,
+    Column("id", AutoId, primary_key=True, autoincrement=True),
+    Column("name", String(64), nullable=False),
+    Column("owner", String(128), nullable=False),
+    Column("token", BigInteger, nullable=False),
+    Column("current_owner", String(128)),
+    Column("current_token", BigInteger),
+    Column("at", BigInteger, nullable=False),
+)
+"""Writes the store refused because their fencing token was stale (proof of the fence)."""

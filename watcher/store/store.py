@@ -27,8 +27,15 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.pool import NullPool
 
 from chains.quorum import Anchor
+from watcher.store import lease_store
 from watcher.store import schema as s
-from watcher.store.errors import SchemaVersionUnknown, SettlementNotFound, StoreError, StoreMismatch
+from watcher.store.errors import (
+    SchemaVersionUnknown,
+    SettlementNotFound,
+    StaleFencingToken,
+    StoreError,
+    StoreMismatch,
+)
 from watcher.store.outbox_store import NewDelivery, Outbox, cancel_undelivered, enqueue
 from watcher.store.records import (
     ChainRecord,
@@ -39,6 +46,9 @@ from watcher.store.records import (
     WatchEntry,
     from_row,
 )
+
+IDLE_TXN_MS = 5000
+"""PostgreSQL ends a session idle inside a transaction for this long (see _make_engine)."""
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -52,7 +62,18 @@ def normalise_url(url: str) -> str:
 
 def _make_engine(url: str, immediate: bool) -> Engine:
     if not url.startswith("sqlite"):
-        return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+        engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+
+        @event.listens_for(engine, "connect")
+        def _on_pg_connect(dbapi_conn: Any, _record: Any) -> None:
+            # A process paused inside a transaction (SIGSTOP, a frozen VM) would hold its
+            # locks, the lease row's among them, for ever: the server ends such a session,
+            # so a standby can take over and the paused writer's commit fails.
+            with dbapi_conn.cursor() as cursor:
+                cursor.execute(f"SET idle_in_transaction_session_timeout = {IDLE_TXN_MS}")
+            dbapi_conn.commit()
+
+        return engine
     engine = create_engine(url, poolclass=NullPool if ":memory:" in url else None)
 
     @event.listens_for(engine, "connect")
@@ -350,10 +371,34 @@ class Store:
         return row is not None
 
     @contextlib.contextmanager
-    def block_txn(self, chain: str, now: int) -> Iterator[BlockTxn]:
-        """One write transaction for ``chain``: committed on exit, rolled back on error."""
-        with self._writer.begin() as conn:
-            yield BlockTxn(conn, chain, now)
+    def block_txn(
+        self, chain: str, now: int, fence: tuple[str, int] | None = None
+    ) -> Iterator[BlockTxn]:
+        """One write transaction for ``chain``: committed on exit, rolled back on error.
+
+        ``fence`` is (owner, fencing token) of the lease the write is made under: checked
+        first, in the same transaction, so a writer that lost its lease changes nothing; the
+        refusal raises :class:`StaleFencingToken` and is recorded. None: unfenced (one
+        instance alone, or a test).
+        """
+        try:
+            with self._writer.begin() as conn:
+                if fence is not None:
+                    lease_store.check_fence(conn, chain, fence[0], fence[1])
+                yield BlockTxn(conn, chain, now)
+        except StaleFencingToken as exc:
+            lease_store.record_rejection(self._writer, exc, now)
+            raise
+
+    @property
+    def writer(self) -> Engine:
+        """The engine writes go through (the lease and handoff helpers use it)."""
+        return self._writer
+
+    @property
+    def reader(self) -> Engine:
+        """The engine reads go through."""
+        return self._reader
 
     def outbox(self) -> Outbox:
         """The delivery outbox over this store's connections (see ``outbox_store``)."""

@@ -1,0 +1,163 @@
+"""Handoff benchmark (issue 5), run by hand: ``.venv/bin/python -m bench.handoff``.
+
+- failover after ``kill -9`` of the owner: time from the kill until the standby holds the
+  lease (median and p95 over ``--runs``), with ``--lease`` seconds of lease;
+- failover after SIGTERM: time from the signal until the standby holds the lease;
+- one instance's throughput on PostgreSQL (fenced writes) against SQLite: settlements
+  confirmed per second and blocks processed per second catching up ``--txs`` blocks.
+
+Needs the machine's PostgreSQL (``FINALITY_TEST_PG``, default the tests' URL) and anvil.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+
+from bench.common import Anvil, chain_config, fresh_store, watcher_for
+from tests.conftest import PG_BASE
+from tests.e2e.handoff_helpers import owner, pg_daemon
+from tests.support.daemon import Daemon, wait_for
+from watcher.settlements import Registration, register
+from watcher.store import Store
+from watcher.store import lease_store as ls
+
+
+@contextmanager
+def pg_schema() -> Iterator[str]:
+    """A PostgreSQL URL on a fresh schema, dropped afterwards."""
+    schema = "fw_bench_" + uuid.uuid4().hex[:10]
+    with psycopg.connect(PG_BASE, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{PG_BASE}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(PG_BASE, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def _taken_over(daemon: Daemon, token: int) -> bool:
+    return (owner(daemon) or (None, 0))[1] > token
+
+
+def p95(values: list[float]) -> float:
+    """The 95th percentile (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[max(0, round(0.95 * len(ordered)) - 1)]
+
+
+def failover(anvil: Anvil, runs: int, lease_s: float) -> tuple[list[float], list[float]]:
+    """kill -9 and SIGTERM failover times (seconds)."""
+    kills: list[float] = []
+    terms: list[float] = []
+    with pg_schema() as url, tempfile.TemporaryDirectory() as tmp:
+        renew = min(3.0, lease_s / 3)
+        daemons = {
+            n: pg_daemon(Path(tmp), anvil.url, url, n, lease_s=lease_s, renew_s=renew)
+            for n in ("A", "B")
+        }
+        try:
+            for d in daemons.values():
+                d.start()
+            for i in range(runs * 2):
+                lease = wait_for(lambda: owner(daemons["A"]), 30, what="an owner")
+                victim = daemons[str(lease[0])]
+                time.sleep(0.5 + (i % 5) * 0.1)  # a little past the renewal phase each time
+                assert victim.proc is not None
+                signal_kill = i < runs
+                if signal_kill:
+                    victim.kill9()
+                else:
+                    victim.proc.send_signal(15)
+                sent = time.monotonic()
+                wait_for(
+                    functools.partial(_taken_over, daemons["A"], lease[1]),
+                    lease_s + 10,
+                    interval=0.005,
+                    what="takeover",
+                )
+                (kills if signal_kill else terms).append(time.monotonic() - sent)
+                victim.proc.wait(10)
+                victim.start()
+        finally:
+            for d in daemons.values():
+                d.close()
+    return kills, terms
+
+
+def throughput(anvil: Anvil, store: Store, txs: int, fenced: bool) -> tuple[float, float]:
+    """(settlements/s, blocks/s) of one watcher confirming ``txs`` settlements."""
+    chain = chain_config(anvil.url, poll_interval_s=0.1, max_blocks_per_poll=1000)
+    now = time.time_ns() // 1_000_000
+    watcher = watcher_for(store, chain)
+    store.ensure_chain("local", 31337, now)
+    if fenced:
+        lease, _ = ls.acquire(store.writer, "local", "bench", now, 600_000, None)
+        assert lease is not None
+        watcher.fence = ("bench", lease.token)
+    watcher.poll()  # the head before the txs: the timed part processes every block after it
+    start_block = anvil.head()
+    for _ in range(txs):
+        register(store, Registration(chain, anvil.send()), time.time_ns() // 1_000_000)
+    anvil.mine(3)
+    blocks = anvil.head() - start_block
+    began = time.perf_counter()
+    while store.verdict_counts().get(("local", "FINALITY_CONFIRMED"), 0) < txs:
+        watcher.catch_up()
+        if time.perf_counter() - began > 120:
+            break
+    elapsed = time.perf_counter() - began
+    counts = store.verdict_counts()
+    assert counts.get(("local", "FINALITY_CONFIRMED"), 0) == txs, counts
+    return txs / elapsed, blocks / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--lease", type=float, default=10.0, help="lease_s of the daemons")
+    parser.add_argument("--txs", type=int, default=300)
+    parser.add_argument("--only", choices=["failover", "throughput"])
+    args = parser.parse_args()
+    if args.only in (None, "throughput"):
+        for backend in ("sqlite", "postgresql"):
+            with Anvil() as anvil:
+                if backend == "sqlite":
+                    store = fresh_store()
+                    rate = throughput(anvil, store, args.txs, fenced=False)
+                    store.close()
+                else:
+                    with pg_schema() as url:
+                        store = Store.open(url)
+                        rate = throughput(anvil, store, args.txs, fenced=True)
+                        store.close()
+            print(
+                f"throughput {backend:<10}: {rate[0]:7.1f} settlements/s, "
+                f"{rate[1]:7.1f} blocks/s ({args.txs} txs, one per block)"
+            )
+    if args.only in (None, "failover"):
+        with Anvil("--block-time", "1") as anvil:
+            kills, terms = failover(anvil, args.runs, args.lease)
+        print(
+            f"failover after kill -9 (lease {args.lease} s, {len(kills)} runs): "
+            f"median {statistics.median(kills):.2f} s, p95 {p95(kills):.2f} s, "
+            f"max {max(kills):.2f} s"
+        )
+        print(
+            f"failover after SIGTERM ({len(terms)} runs): median "
+            f"{statistics.median(terms) * 1000:.0f} ms, p95 {p95(terms) * 1000:.0f} ms, "
+            f"max {max(terms) * 1000:.0f} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()

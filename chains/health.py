@@ -1,0 +1,154 @@
+"""Health of one JSON-RPC endpoint, and the circuit breaker that keeps a bad one out.
+
+A chain is read through several endpoints. Each has an :class:`EndpointHealth` that every
+call through it updates: latency (moving average), errors, the head it last showed, and a
+circuit breaker. The breaker's states:
+
+* ``closed`` — in use;
+* ``open`` — failed ``failure_threshold`` times in a row: skipped until a backoff
+  (doubling per consecutive opening, capped) has passed;
+* ``half_open`` — the backoff passed: the next call is a probe; success closes the
+  circuit, failure opens it again for longer.
+
+A node may also be ``wrong_chain`` (its ``eth_chainId`` is not the configured one): it is
+never used until it answers with the right chain id again. Health is bookkeeping only: the
+failover transport (chains.multi) decides with it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+Monotonic = Callable[[], float]
+
+
+@dataclass
+class EndpointHealth:
+    """What we know of one endpoint; updated by every call through it."""
+
+    endpoint: str
+    """The endpoint's URL."""
+    weight: float = 1.0
+    """Relative preference among healthy endpoints (higher is tried first)."""
+    failure_threshold: int = 3
+    """Consecutive failures that open the circuit."""
+    base_backoff_s: float = 1.0
+    """First open period; doubles with each consecutive opening."""
+    max_backoff_s: float = 30.0
+    """Longest open period."""
+    clock: Monotonic = time.monotonic
+    """Monotonic seconds (injectable for unit tests)."""
+    calls: int = 0
+    """Calls made through this endpoint."""
+    errors: int = 0
+    """Calls that failed (no answer, bad answer, server-side JSON-RPC error)."""
+    consecutive_failures: int = 0
+    """Failures since the last success."""
+    latency_ms: float | None = None
+    """Exponential moving average of answer time."""
+    last_error: str | None = None
+    """The last failure, for humans."""
+    head: int | None = None
+    """The highest head this endpoint reported (``None`` until seen)."""
+    wrong_chain: int | None = None
+    """The chain id the endpoint answered with, when it is not ours."""
+    openings: int = 0
+    """Consecutive openings of the circuit (drives the backoff)."""
+    open_until: float = 0.0
+    """Monotonic time until which the circuit stays open."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def state(self) -> str:
+        """``closed``, ``open``, ``half_open`` or ``wrong_chain``."""
+        if self.wrong_chain is not None:
+            return "wrong_chain"
+        if self.openings == 0:
+            return "closed"
+        return "open" if self.clock() < self.open_until else "half_open"
+
+    @property
+    def usable(self) -> bool:
+        """True when a call may be sent (closed, or half-open for a probe)."""
+        return self.state in ("closed", "half_open")
+
+    @property
+    def error_rate(self) -> float:
+        """Errors over calls, 0 before any call."""
+        return self.errors / self.calls if self.calls else 0.0
+
+    def success(self, elapsed_s: float) -> None:
+        """A good answer came back after ``elapsed_s``."""
+        with self._lock:
+            self.calls += 1
+            ms = elapsed_s * 1000
+            self.latency_ms = ms if self.latency_ms is None else 0.8 * self.latency_ms + 0.2 * ms
+            self.consecutive_failures = 0
+            self.openings = 0
+            self.open_until = 0.0
+
+    def failure(self, reason: str) -> None:
+        """A call failed; may open (or re-open) the circuit."""
+        with self._lock:
+            self.calls += 1
+            self.errors += 1
+            self.last_error = reason
+            self.consecutive_failures += 1
+            half_open = self.openings > 0 and self.clock() >= self.open_until
+            if half_open or self.consecutive_failures >= self.failure_threshold:
+                self.openings += 1
+                backoff = min(self.max_backoff_s, self.base_backoff_s * 2 ** (self.openings - 1))
+                self.open_until = self.clock() + backoff
+
+    def trip(self, reason: str) -> None:
+        """Open the circuit now, whatever the failure count: the endpoint answered, but with
+        something no healthy node says (its head went backwards)."""
+        with self._lock:
+            self.calls += 1
+            self.errors += 1
+            self.last_error = reason
+            self.consecutive_failures += 1
+            self.openings += 1
+            backoff = min(self.max_backoff_s, self.base_backoff_s * 2 ** (self.openings - 1))
+            self.open_until = self.clock() + backoff
+
+    def saw_head(self, number: int) -> bool:
+        """Record the head this endpoint reported; False when it is below the highest this
+        endpoint showed before (it went backwards: resyncing, or a stale replica behind a
+        load balancer), which the caller counts as a failure, not as a reorg."""
+        with self._lock:
+            if self.head is not None and number < self.head:
+                return False
+            self.head = number
+            return True
+
+    def snapshot(self, best_head: int | None) -> dict[str, object]:
+        """A JSON-ready view, with head lag measured against ``best_head``."""
+        lag = None
+        if best_head is not None and self.head is not None:
+            lag = max(0, best_head - self.head)
+        return {
+            "endpoint": self.endpoint,
+            "state": self.state,
+            "weight": self.weight,
+            "calls": self.calls,
+            "errors": self.errors,
+            "error_rate": round(self.error_rate, 4),
+            "latency_ms": None if self.latency_ms is None else round(self.latency_ms, 2),
+            "head": self.head,
+            "head_lag": lag,
+            "last_error": self.last_error,
+        }
+
+
+def redact(url: str) -> str:
+    """An endpoint URL safe to show (metrics labels, logs): scheme, host and port only, since
+    providers put API keys in the path or query and credentials in the userinfo."""
+    parts = urlsplit(url)
+    port = f":{parts.port}" if parts.port else ""
+    tail = "/…" if parts.path.strip("/") or parts.query else ""
+    return f"{parts.scheme}://{parts.hostname or ''}{port}{tail}"

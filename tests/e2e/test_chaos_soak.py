@@ -1,0 +1,195 @@
+"""Chaos soak: the daemon over three faulty proxies (quorum 2 of 3) while faults and reorgs
+come and go at random; at the end every settlement has the verdict the final chain gives.
+
+Bounded (``SOAK_SETTLEMENTS`` settlements, about a minute, loopback only). The right verdict
+is computed from the node itself after the chaos: a tx with a receipt at depth ≥ N must be
+``FINALITY_CONFIRMED`` in that very block; a tx the reorgs erased must not be confirmed. No
+reorg is deeper than N - 1, so no confirmed settlement may ever have been wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import requests
+
+from tests.support.anvil import Anvil
+from tests.support.daemon import CHAIN, Daemon, wait_for
+from tests.support.faulty_proxy import FAULTS, FaultyProxy
+
+SOAK_SETTLEMENTS = int(os.environ.get("FINALITY_SOAK_SETTLEMENTS", "300"))
+"""300 keeps the suite fast (about 30 s); ``FINALITY_SOAK_SETTLEMENTS=1000`` for the long run."""
+CONFIRMATIONS = 3
+
+
+class Chaos:
+    """A thread that mines a block every 0.2 s and, every 0.8-2 s, ends all faults and
+    starts one at random on one proxy, and every few rounds reorgs the node (depth 1..N-1,
+    txs re-included). ``lock`` serialises every change of the node (anvil's reorg is not
+    safe against concurrent mining)."""
+
+    def __init__(self, anvil: Anvil, proxies: list[FaultyProxy], seed: int) -> None:
+        self.anvil = anvil
+        self.proxies = proxies
+        self.rng = random.Random(seed)
+        self.faults = 0
+        self.reorgs = 0
+        self.error: BaseException | None = None
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="chaos", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            next_fault = time.monotonic()
+            while not self._stop.wait(0.2):
+                with self.lock:
+                    self.anvil.mine(1)
+                if time.monotonic() < next_fault:
+                    continue
+                next_fault = time.monotonic() + self.rng.uniform(0.8, 2.0)
+                for proxy in self.proxies:
+                    proxy.clear()
+                self.rng.choice(self.proxies).inject(self.rng.choice(FAULTS))
+                self.faults += 1
+                if self.rng.random() < 0.4:
+                    with self.lock:
+                        self._reorg(self.rng.randint(1, CONFIRMATIONS - 1))
+        except BaseException as exc:
+            self.error = exc
+
+    def _reorg(self, depth: int) -> None:
+        """Replace the last ``depth`` blocks, putting their txs back (in order)."""
+        head = self.anvil.head()
+        raws: list[tuple[str, int]] = []
+        for number in range(head - depth + 1, head + 1):
+            for tx in self.anvil.block(number)["transactions"]:
+                tx_hash = tx if isinstance(tx, str) else tx["hash"]
+                raws.append((self.anvil.raw_tx(tx_hash), 0))
+        self.anvil.reorg(depth, raws)
+        self.reorgs += 1
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        for proxy in self.proxies:
+            proxy.clear()
+        if self.error is not None:
+            raise self.error
+
+
+def _send_batch(anvil: Anvil, count: int, session: requests.Session) -> list[str]:
+    body = [
+        {
+            "jsonrpc": "2.0",
+            "id": i,
+            "method": "eth_sendTransaction",
+            "params": [{"from": anvil.accounts[i % 5], "to": anvil.accounts[9], "value": "0x1"}],
+        }
+        for i in range(count)
+    ]
+    answers = session.post(anvil.url, json=body, timeout=30).json()
+    return [a["result"] for a in sorted(answers, key=lambda a: a["id"]) if "result" in a]
+
+
+def test_soak_every_settlement_ends_with_the_right_verdict(
+    start_anvil: Callable[..., Anvil], make_daemon: Callable[..., Daemon]
+) -> None:
+    anvil = start_anvil()
+    proxies = [FaultyProxy(anvil.url) for _ in range(3)]
+    daemon = make_daemon(
+        proxies[0].url,
+        rpc=[p.url for p in proxies],
+        quorum=2,
+        confirmations=CONFIRMATIONS,
+        poll_interval_s=0.1,
+        rpc_timeout_s=1.0,
+        rpc_backoff_s=0.2,
+    )
+    session = requests.Session()
+    chaos = Chaos(anvil, proxies, seed=int(os.environ.get("FINALITY_SOAK_SEED", "7")))
+    ids: dict[str, str] = {}
+    started = time.monotonic()
+    chaos.start()
+    try:
+        while len(ids) < SOAK_SETTLEMENTS:
+            with chaos.lock:
+                sent = _send_batch(anvil, min(50, SOAK_SETTLEMENTS - len(ids)), session)
+            for tx in sent:
+                answer = daemon.post("/v1/settlements", {"chain": CHAIN, "tx_hash": tx})
+                assert answer.status_code in (200, 201), answer.text
+                ids[tx] = answer.json()["settlement_id"]
+        time.sleep(3)  # a little more chaos after the last registration
+    finally:
+        chaos.stop()
+    time.sleep(1.0)
+    anvil.mine(CONFIRMATIONS + 1)
+    head = anvil.head()
+    # The node itself is intact: every height has a block (else the test proves nothing).
+    for first in range(0, head + 1, 200):  # anvil caps the size of a batch
+        body = [
+            {"jsonrpc": "2.0", "id": n, "method": "eth_getBlockByNumber", "params": [hex(n), False]}
+            for n in range(first, min(head + 1, first + 200))
+        ]
+        answers = session.post(anvil.url, json=body, timeout=30).json()
+        assert all(a.get("result") for a in answers), [a for a in answers if not a.get("result")]
+
+    def expected(tx: str) -> tuple[str, str | None]:
+        receipt = anvil.rpc("eth_getTransactionReceipt", tx)
+        if receipt is None:
+            return "ERASED", None
+        return "FINALITY_CONFIRMED", receipt["blockHash"]
+
+    truth = {tx: expected(tx) for tx in ids}
+    assert all(
+        int(anvil.receipt(tx)["blockNumber"], 16) + CONFIRMATIONS - 1 <= head
+        for tx, (kind, _) in truth.items()
+        if kind != "ERASED"
+    )
+
+    def views() -> dict[str, Any] | None:
+        out = {tx: daemon.get(f"/v1/settlements/{sid}").json() for tx, sid in ids.items()}
+        settled = all(
+            out[tx]["verdict"] == kind for tx, (kind, _) in truth.items() if kind != "ERASED"
+        )
+        return out if settled else None
+
+    try:
+        final = wait_for(views, timeout=90, interval=1.0, what="every settlement to settle")
+    except TimeoutError:
+        out = {tx: daemon.get(f"/v1/settlements/{sid}").json() for tx, sid in ids.items()}
+        wrong = [
+            (truth[tx], v)
+            for tx, v in out.items()
+            if truth[tx][0] != "ERASED" and v["verdict"] != truth[tx][0]
+        ]
+        chains = daemon.get("/v1/chains").json()
+        raise AssertionError(
+            f"{len(wrong)} unsettled, e.g. {wrong[:2]}; chains {chains}; "
+            f"log tail {daemon.log_path.read_text()[-3000:]}"
+        ) from None
+    for tx, (kind, block_hash) in truth.items():
+        view = final[tx]
+        if kind == "ERASED":
+            assert view["verdict"] != "FINALITY_CONFIRMED", view
+        else:
+            assert view["block_hash"] == block_hash, view
+    elapsed = time.monotonic() - started
+    chains = daemon.get("/v1/chains").json()
+    endpoints = chains[0]["rpc"]
+    assert len(endpoints) == 3 and all("state" in e for e in endpoints)
+    metrics = daemon.get("/metrics").text
+    assert "finality_rpc_endpoint_up" in metrics
+    print(
+        f"soak: {len(ids)} settlements, {chaos.faults} faults, {chaos.reorgs} reorgs, "
+        f"{elapsed:.1f} s"
+    )
+    assert chaos.faults >= 3

@@ -1,0 +1,156 @@
+"""Two daemons on one PostgreSQL: one owner per chain, kill -9, SIGTERM and SIGSTOP handoffs.
+
+Real processes, the machine's PostgreSQL (a fresh schema per test), one anvil, one HTTP
+receiver counting applied effects by Idempotency-Key.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.handoff_helpers import SECRET, commit_counts, owner, pg_daemon, wait_owner
+from tests.support.anvil import Anvil
+from tests.support.daemon import Daemon, wait_for
+from tests.support.receiver import Receiver
+
+pytestmark = pytest.mark.anvil
+
+LEASE_S = 2.0
+
+
+def start_pair(
+    tmp_path: Path, anvil: Anvil, pg_url: str, receiver: Receiver | None
+) -> tuple[Daemon, Daemon]:
+    a = pg_daemon(tmp_path, anvil.url, pg_url, "A", receiver, lease_s=LEASE_S)
+    b = pg_daemon(tmp_path, anvil.url, pg_url, "B", receiver, lease_s=LEASE_S)
+    a.start()
+    wait_owner(a, "A")
+    b.start()
+    return a, b
+
+
+def test_one_owner_then_kill9_the_standby_finishes_the_work(
+    tmp_path: Path, anvil: Anvil, pg_url: str
+) -> None:
+    with Receiver(SECRET) as receiver:
+        a, b = start_pair(tmp_path, anvil, pg_url, receiver)
+        try:
+            time.sleep(1.0)
+            assert owner(a) == ("A", 1), "the standby must not take a live lease"
+            assert b.get("/healthz").status_code == 200, "a standby is healthy"
+            sids = []
+            for i in range(4):
+                tx = anvil.send()
+                via = a if i % 2 else b  # either instance takes registrations
+                sids.append(
+                    via.register(tx, dependent_state={"i": i}, commit_url=receiver.url("/c"))[
+                        "settlement_id"
+                    ]
+                )
+            anvil.mine(1)
+            a.kill9()
+            killed = time.monotonic()
+            anvil.mine(3)
+            took = wait_owner(b, "B", timeout=LEASE_S + 5)
+            assert took - killed <= LEASE_S + 1.0, f"takeover after {took - killed:.2f} s"
+            for sid in sids:
+                b.wait_verdict(sid, "FINALITY_CONFIRMED", timeout=20)
+            wait_for(lambda: len(commit_counts(receiver)) == len(sids), 20, what="commits")
+            time.sleep(1.0)  # a duplicate would show up now
+            assert set(commit_counts(receiver).values()) == {1}
+            assert owner(b) == ("B", 2)
+
+            [h] = b.get("/v1/handoffs", params={"full": "true"}).json()[:1]
+            assert (h["from_owner"], h["from_token"], h["to_owner"], h["to_token"]) == (
+                "A",
+                1,
+                "B",
+                2,
+            )
+            assert h["reason"] == "expired"
+            assert h["verdict"] in ("HANDOFF_SAFE", "NO_TRANSACTION")
+            assert set(h["elements"]) >= {
+                "transaction_state_checkpoint_receipt",
+                "in_flight_operation_registry_receipt",
+                "handoff_lock_signature",
+                "transaction_recovery_predicate_receipt",
+            }
+            assert any(
+                r["predicate"] == "reread_header_window_from_common_ancestor" for r in h["recovery"]
+            )
+            shown = b.cli("handoffs")
+            assert shown.returncode == 0, shown.stderr
+            assert "A (token 1) -> B (token 2), expired" in shown.stdout
+            as_json = json.loads(b.cli("handoffs", "--json").stdout)
+            assert as_json[0]["to_owner"] == "B"
+        finally:
+            a.close()
+            b.close()
+
+
+def test_sigterm_releases_the_lease_and_the_standby_takes_over_under_a_second(
+    tmp_path: Path, anvil: Anvil, pg_url: str
+) -> None:
+    a, b = start_pair(tmp_path, anvil, pg_url, None)
+    try:
+        time.sleep(0.5)
+        assert a.proc is not None
+        a.proc.send_signal(15)
+        sent = time.monotonic()
+        took = wait_owner(b, "B", timeout=5)
+        assert took - sent < 1.0, f"took {took - sent:.3f} s"
+        assert a.proc.wait(timeout=10) == 0, a.log_tail()
+        [h] = b.get("/v1/handoffs").json()[:1]
+        assert (h["from_owner"], h["reason"], h["to_owner"]) == ("A", "released", "B")
+        tx = anvil.send()
+        sid = b.register(tx)["settlement_id"]
+        anvil.mine(3)
+        b.wait_verdict(sid, "FINALITY_CONFIRMED")
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_paused_owner_is_refused_when_it_wakes_up(
+    tmp_path: Path, anvil: Anvil, pg_url: str
+) -> None:
+    a, b = start_pair(tmp_path, anvil, pg_url, None)
+    try:
+        tx = anvil.send()
+        sid = a.register(tx)["settlement_id"]
+        a.wait_verdict(sid, "AWAITING_FINALITY")
+        a.pause()  # SIGSTOP past its lease
+        paused = time.monotonic()
+        wait_owner(b, "B", timeout=LEASE_S + 8)
+        anvil.mine(3)
+        b.wait_verdict(sid, "FINALITY_CONFIRMED")
+        # B took over, so A's lease expired while A was stopped; the lease ran from A's last
+        # renewal, which came at most renew_s (0.5 s) before the pause.
+        assert time.monotonic() - paused > LEASE_S - 0.5
+        a.resume()  # SIGCONT: A still believes it holds token 1 and tries to write
+
+        def refused() -> list[tuple[object, ...]]:
+            return a.query(
+                "SELECT owner, token, current_owner, current_token FROM fencing_rejections"
+            )
+
+        rows = wait_for(refused, 10, what="A's refused write")
+        assert ("A", 1, "B", 2) in rows
+        wait_for(lambda: "refused" in a.log(), 5, what="A logging the refusal")
+        # A stands by now; B still owns and works.
+        time.sleep(1.0)
+        assert owner(b) == ("B", 2)
+        tx2 = anvil.send()
+        sid2 = a.register(tx2)["settlement_id"]
+        anvil.mine(3)
+        b.wait_verdict(sid2, "FINALITY_CONFIRMED")
+        leases = a.get("/v1/leases").json()
+        assert leases["refused_writes"] and leases["leases"][0]["owner"] == "B"
+    finally:
+        a.resume()
+        a.close()
+        b.close()

@@ -1,0 +1,91 @@
+"""A chain followed through several endpoints, each a fault-injecting proxy over a real anvil.
+
+Used by the failover, quorum and chaos tests: the watcher gets the same client and gate the
+service builds (chains.pool), and gate alerts are recorded through watcher.disagreement.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from chains import pool
+from chains.multi import MultiRpcClient
+from tests.integration.helpers import CHAIN, FakeClock, Rig, chain_config
+from tests.support.anvil import Anvil
+from tests.support.faulty_proxy import FaultyProxy
+from watcher.disagreement import event_recorder
+from watcher.engine import ChainWatcher
+from watcher.store import Store
+
+
+@dataclass
+class MultiRig(Rig):
+    """A :class:`Rig` whose endpoints are proxies; ``client`` is the failover client."""
+
+    proxies: list[FaultyProxy]
+    multi: MultiRpcClient
+
+    def transport_prefer_first(self) -> None:
+        """Make the first endpoint the sticky one again (as after the others fail)."""
+        self.multi.transport.active = 0
+
+    def close(self) -> None:
+        """Stop the proxies and the store."""
+        for proxy in self.proxies:
+            proxy.close()
+        self.store.close()
+
+
+def multi_rig(
+    anvil: Anvil,
+    store_url: str,
+    upstreams: list[str] | None = None,
+    quorum: int = 2,
+    confirmations: int = 3,
+    **overrides: Any,
+) -> MultiRig:
+    """Proxies over ``upstreams`` (default: two over ``anvil``), a store and a watcher."""
+    proxies = [FaultyProxy(url) for url in (upstreams or [anvil.url, anvil.url])]
+    config = chain_config(
+        anvil,
+        confirmations=confirmations,
+        rpc=[p.url for p in proxies],
+        quorum=quorum,
+        rpc_timeout_s=2.0,
+        rpc_backoff_s=0.2,
+        **overrides,
+    )
+    clock = FakeClock()
+    store = Store.open(store_url)
+    client = pool.client_for(
+        config.rpc, chain_id=31337, timeout_s=2.0, base_backoff_s=0.2, chain_check_s=0.0
+    )
+    assert isinstance(client, MultiRpcClient)
+    holder: list[ChainWatcher] = []
+    alert = event_recorder(store, CHAIN, clock, lambda: holder[0].plan if holder else None)
+    gate = pool.gate_for(config.rpc, quorum, client, alert=alert, finalized_every_blocks=1)
+    watcher = ChainWatcher(config, store, client, clock=clock, gate=gate)
+    holder.append(watcher)
+    return MultiRig(anvil, config, store, client, watcher, clock, proxies, client)
+
+
+def observed_by(rig: Rig, settlement_id: str) -> list[str]:
+    """Endpoints the settlement's decision says agreed (from its stored evidence)."""
+    text = json.dumps(rig.store.settlement(settlement_id).decision)
+    decision = json.loads(text)
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("observed_by"), list):
+                found.extend(node["observed_by"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(decision)
+    return found
