@@ -384,9 +384,7 @@ def _event_json(e: Any) -> dict[str, Any]:
     }
 
 
-def _endpoints(
-    urls: list[str], health: list[dict[str, object]] | None
-) -> list[dict[str, object]]:
+def _endpoints(urls: list[str], health: list[dict[str, object]] | None) -> list[dict[str, object]]:
     """The chain's endpoints (redacted), with each one's health when there are several."""
     if health is None:
         return [{"endpoint": _redact(url)} for url in urls]

@@ -319,13 +319,18 @@ class ChainConfig(_Strict):
         problems: list[tuple[_Loc, str]] = []
         if self.quorum > len(self.rpc):
             problems.append(
-                (("quorum",), f"must be <= the number of rpc endpoints ({len(self.rpc)}) "
-                 f"(got {self.quorum})")
+                (
+                    ("quorum",),
+                    f"must be <= the number of rpc endpoints ({len(self.rpc)}) (got {self.quorum})",
+                )
             )
         if self.rpc_weights is not None and len(self.rpc_weights) != len(self.rpc):
             problems.append(
-                (("rpc_weights",), f"must have one weight per rpc endpoint ({len(self.rpc)}) "
-                 f"(got {len(self.rpc_weights)})")
+                (
+                    ("rpc_weights",),
+                    f"must have one weight per rpc endpoint ({len(self.rpc)}) "
+                    f"(got {len(self.rpc_weights)})",
+                )
             )
         if problems:
             raise _KeyedErrors(problems)

@@ -43,12 +43,12 @@ from guard.settlement import (
     SettlementPolicy,
     TransitionKind,
     Verdict,
-    decision_as_json,
     decision_from_json,
     settle_transition,
 )
 from guard.types import BlockHash, BlockNumber, UnixMillis
 from watcher.config import ChainConfig
+from watcher.decisions import record_event, store_decision
 from watcher.delivery_plan import OutboxPlan
 from watcher.metrics import Buckets
 from watcher.observe import ChainPosition, decide
@@ -380,9 +380,7 @@ class ChainWatcher:
         settlement_id: str | None = None,
     ) -> int:
         """Record an event and, in the same transaction, its alert deliveries."""
-        event_id = txn.record_event(kind, severity, payload, settlement_id)
-        self.plan.on_event(txn, event_id, kind, severity, payload, settlement_id)
-        return event_id
+        return record_event(txn, self.plan, kind, severity, payload, settlement_id)
 
     def _ask_gate(self, head: BlockHeader, finalized: int | None) -> GateResult | None:
         """Ask the finality gate about the settlements this head could make terminal
@@ -494,67 +492,24 @@ class ChainWatcher:
             return 0
         if transition.kind is TransitionKind.HELD and watching == rec.watching:
             return 0
-        txn.save_decision(
+        subject = {"settlement_id": rec.settlement_id, "tx_hash": rec.tx_hash}
+        became_terminal = store_decision(
+            txn,
             rec,
-            kept.verdict.value,
-            kept.digest,
-            decision_as_json(kept),
-            watching=watching,
-            terminal=terminal,
+            previous,
+            fresh,
+            transition,
+            watching,
+            self.plan,
+            subject,
+            f"chain {self.name}",
         )
-        sid = rec.settlement_id
-        if transition.kind is TransitionKind.REVERSED:
-            self.plan.on_reversed(txn, rec)
-        moved = transition.kind in (TransitionKind.ADVANCED, TransitionKind.LATE_FINALITY)
-        if moved and terminal and not previous.verdict.terminal:
-            # Became terminal now; a timeout decided together with late finality is still a
-            # timeout, and gets its lifecycle event before the late-finality alert.
-            kind = {
-                Verdict.FINALITY_CONFIRMED: "settlement_confirmed",
-                Verdict.SETTLEMENT_FAILED: "settlement_failed",
-                Verdict.TIMEOUT_TREATED_AS_FAILURE: "settlement_timed_out",
-            }[kept.verdict]
-            event_id = self._event(
-                txn,
-                kind,
-                "info" if kind == "settlement_confirmed" else "warning",
-                decision_as_json(kept),
-                sid,
-            )
-            self.plan.on_verdict(txn, rec, kept.verdict.value, event_id)
-            if kept.verdict is Verdict.FINALITY_CONFIRMED and rec.block_number is not None:
-                self._confirmed_blocks.append(rec.block_number)
-        if transition.kind is TransitionKind.LATE_FINALITY:
-            # The guard carries finality seen at or after the deadline as ``late_finality``
-            # (a fresh timeout); a fresh FINALITY_CONFIRMED carries it as its evidence.
-            late = fresh.late_finality or fresh.evidence
-            self._event(
-                txn,
-                "late_finality",
-                "critical",
-                {
-                    "settlement_id": sid,
-                    "tx_hash": rec.tx_hash,
-                    "finality": late.as_json() if late is not None else None,
-                    "message": "final after it was treated as failed: reconcile",
-                },
-                sid,
-            )
-            log.error("chain %s: settlement %s final after its timeout", self.name, sid)
-        elif transition.finality_violation:
-            self._event(
-                txn,
-                "finality_violation",
-                "critical",
-                {
-                    "settlement_id": sid,
-                    "tx_hash": rec.tx_hash,
-                    "previous": rec.decision,
-                    "now": decision_as_json(kept),
-                },
-                sid,
-            )
-            log.critical("chain %s: FINALITY VIOLATION for settlement %s", self.name, sid)
+        if (
+            became_terminal
+            and kept.verdict is Verdict.FINALITY_CONFIRMED
+            and rec.block_number is not None
+        ):
+            self._confirmed_blocks.append(rec.block_number)
         return 1
 
     def _apply_deadlines(self) -> int:

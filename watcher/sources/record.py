@@ -19,7 +19,6 @@ stores nothing.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from guard.settlement import (
@@ -27,23 +26,14 @@ from guard.settlement import (
     SettlementPolicy,
     TransitionKind,
     Verdict,
-    decision_as_json,
     decision_from_json,
     settle_transition,
 )
 from guard.source import SourceObservation, evaluate_source, reversal_of, same_evidence
 from guard.types import SettlementId, UnixMillis
+from watcher.decisions import store_decision
 from watcher.delivery_plan import OutboxPlan
 from watcher.store import BlockTxn, SettlementRecord
-
-log = logging.getLogger("finality.sources")
-
-LIFECYCLE_EVENT = {
-    Verdict.FINALITY_CONFIRMED: "settlement_confirmed",
-    Verdict.SETTLEMENT_FAILED: "settlement_failed",
-    Verdict.TIMEOUT_TREATED_AS_FAILURE: "settlement_timed_out",
-}
-"""The event a verdict that just became terminal records (as the engine does)."""
 
 
 def record_observation(
@@ -96,41 +86,17 @@ def record_observation(
         )
     ):
         return False
-    txn.save_decision(
+    store_decision(
+        txn,
         rec,
-        kept.verdict.value,
-        kept.digest,
-        decision_as_json(kept),
-        watching=watching,
-        terminal=terminal,
+        previous,
+        fresh,
+        transition,
+        watching,
+        plan,
+        _subject(rec, obs),
+        f"source {rec.chain}",
     )
-    sid = rec.settlement_id
-    if transition.kind is TransitionKind.REVERSED:
-        plan.on_reversed(txn, rec)
-    moved = transition.kind in (TransitionKind.ADVANCED, TransitionKind.LATE_FINALITY)
-    if moved and terminal and not previous.verdict.terminal:
-        kind = LIFECYCLE_EVENT[kept.verdict]
-        severity = "info" if kind == "settlement_confirmed" else "warning"
-        event_id = _event(txn, plan, kind, severity, decision_as_json(kept), sid)
-        plan.on_verdict(txn, rec, kept.verdict.value, event_id)
-    if transition.kind is TransitionKind.LATE_FINALITY:
-        late = fresh.late_finality or fresh.evidence
-        payload = {
-            **_subject(rec, obs),
-            "finality": late.as_json() if late is not None else None,
-            "message": "final after it was treated as failed: reconcile",
-        }
-        _event(txn, plan, "late_finality", "critical", payload, sid)
-        log.error("source %s: settlement %s final after its timeout", rec.chain, sid)
-    elif transition.finality_violation:
-        payload = {**_subject(rec, obs), "previous": rec.decision, "now": decision_as_json(kept)}
-        _event(txn, plan, "finality_violation", "critical", payload, sid)
-        log.critical(
-            "source %s: FINALITY VIOLATION for settlement %s (%s)",
-            rec.chain,
-            sid,
-            obs.evidence.kind if obs.evidence else "reversed",
-        )
     return True
 
 
@@ -143,17 +109,3 @@ def _subject(rec: SettlementRecord, obs: SourceObservation) -> dict[str, Any]:
         "kind": rec.finality_mode,
         "ref": obs.ref,
     }
-
-
-def _event(
-    txn: BlockTxn,
-    plan: OutboxPlan,
-    kind: str,
-    severity: str,
-    payload: dict[str, Any],
-    settlement_id: str,
-) -> int:
-    """Record an event and, in the same transaction, its alert deliveries."""
-    event_id = txn.record_event(kind, severity, payload, settlement_id)
-    plan.on_event(txn, event_id, kind, severity, payload, settlement_id)
-    return event_id

@@ -1,0 +1,98 @@
+"""Storing a decision and what it sets off: the one place chains and sources share.
+
+Once a caller (the chain engine for a block, the source poller for an observation) has
+combined the stored decision with a fresh one (:func:`guard.settlement.settle_transition`)
+and chosen whether to keep watching, :func:`store_decision` writes, inside the caller's
+store transaction: the kept decision; the lifecycle event of a verdict that just became
+terminal (``settlement_confirmed`` / ``settlement_failed`` / ``settlement_timed_out``);
+``late_finality`` or ``finality_violation`` alerts; and the outbox rows the
+:class:`~watcher.delivery_plan.OutboxPlan` makes of them. A crash can never separate a
+verdict from the delivery that reports it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from guard.settlement import Decision, Transition, TransitionKind, Verdict, decision_as_json
+from watcher.delivery_plan import OutboxPlan
+from watcher.store import BlockTxn, SettlementRecord
+
+log = logging.getLogger("finality.decisions")
+
+LIFECYCLE_EVENT = {
+    Verdict.FINALITY_CONFIRMED: "settlement_confirmed",
+    Verdict.SETTLEMENT_FAILED: "settlement_failed",
+    Verdict.TIMEOUT_TREATED_AS_FAILURE: "settlement_timed_out",
+}
+"""The event a verdict that just became terminal records."""
+
+
+def record_event(
+    txn: BlockTxn,
+    plan: OutboxPlan,
+    kind: str,
+    severity: str,
+    payload: dict[str, Any],
+    settlement_id: str | None = None,
+) -> int:
+    """Record an event and, in the same transaction, its alert deliveries."""
+    event_id = txn.record_event(kind, severity, payload, settlement_id)
+    plan.on_event(txn, event_id, kind, severity, payload, settlement_id)
+    return event_id
+
+
+def store_decision(
+    txn: BlockTxn,
+    rec: SettlementRecord,
+    previous: Decision,
+    fresh: Decision,
+    transition: Transition,
+    watching: bool,
+    plan: OutboxPlan,
+    subject: dict[str, Any],
+    where: str,
+) -> bool:
+    """Write ``transition``'s decision and its events; True if the verdict became terminal.
+
+    ``subject`` is what alerts say the settlement is (id, tx hash, and for sources the
+    source, kind and ref); ``where`` names the chain or source in log lines."""
+    kept = transition.decision
+    terminal = kept.verdict.terminal
+    txn.save_decision(
+        rec,
+        kept.verdict.value,
+        kept.digest,
+        decision_as_json(kept),
+        watching=watching,
+        terminal=terminal,
+    )
+    sid = rec.settlement_id
+    if transition.kind is TransitionKind.REVERSED:
+        plan.on_reversed(txn, rec)
+    moved = transition.kind in (TransitionKind.ADVANCED, TransitionKind.LATE_FINALITY)
+    became_terminal = moved and terminal and not previous.verdict.terminal
+    if became_terminal:
+        # A timeout decided together with late finality is still a timeout, and gets its
+        # lifecycle event before the late-finality alert.
+        kind = LIFECYCLE_EVENT[kept.verdict]
+        severity = "info" if kind == "settlement_confirmed" else "warning"
+        event_id = record_event(txn, plan, kind, severity, decision_as_json(kept), sid)
+        plan.on_verdict(txn, rec, kept.verdict.value, event_id)
+    if transition.kind is TransitionKind.LATE_FINALITY:
+        # The guard carries finality seen at or after the deadline as ``late_finality`` (a
+        # fresh timeout); a fresh FINALITY_CONFIRMED carries it as its evidence.
+        late = fresh.late_finality or fresh.evidence
+        payload = {
+            **subject,
+            "finality": late.as_json() if late is not None else None,
+            "message": "final after it was treated as failed: reconcile",
+        }
+        record_event(txn, plan, "late_finality", "critical", payload, sid)
+        log.error("%s: settlement %s final after its timeout", where, sid)
+    elif transition.finality_violation:
+        payload = {**subject, "previous": rec.decision, "now": decision_as_json(kept)}
+        record_event(txn, plan, "finality_violation", "critical", payload, sid)
+        log.critical("%s: FINALITY VIOLATION for settlement %s", where, sid)
+    return became_terminal
