@@ -105,7 +105,13 @@ def test_a_final_settlement_commits_its_state_once(
     confirmed = wait_alert(receiver, "settlement_confirmed", lambda a: a["settlement_id"] == sid)
     assert confirmed["severity"] == "info"
 
-    rows = daemon.get("/v1/deliveries", params={"settlement_id": sid}).json()
+    def commit_recorded() -> list[dict[str, Any]] | None:
+        # The receiver applies the commit before the sender records the answer: wait for it.
+        rows = daemon.get("/v1/deliveries", params={"settlement_id": sid}).json()
+        done = any(r["channel"] == "commit" and r["state"] == "delivered" for r in rows)
+        return rows if done else None
+
+    rows = wait_for(commit_recorded, 10, what="the commit recorded as delivered")
     [row] = [r for r in rows if r["channel"] == "commit"]
     assert {r["channel"] for r in rows} == {"commit", "webhook"}  # and the alert
     assert (row["kind"], row["state"], row["idempotency_key"]) == (
