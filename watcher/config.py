@@ -419,6 +419,22 @@ class HandoffConfig(_Strict):
     """How often the owner renews its leases (well below ``lease_s``)."""
 
 
+def _duplicates(
+    table: str, key: str, what: str, values: Sequence[object]
+) -> list[tuple[_Loc, str]]:
+    """One problem per value already seen at a lower index of ``table`` (strings quoted)."""
+    first: dict[object, int] = {}
+    problems: list[tuple[_Loc, str]] = []
+    for i, value in enumerate(values):
+        if value in first:
+            shown = repr(value) if isinstance(value, str) else str(value)
+            problems.append(
+                ((table, i, key), f"duplicate {what} {shown} (also {table}[{first[value]}].{key})")
+            )
+        first.setdefault(value, i)
+    return problems
+
+
 class Config(_Strict):
     """The whole configuration of one daemon instance."""
 
@@ -444,49 +460,28 @@ class Config(_Strict):
     def _check_source_names(self) -> Config:
         problems: list[tuple[_Loc, str]] = []
         chains = {chain.name for chain in self.chains}
-        names: dict[str, int] = {}
         for i, source in enumerate(self.sources):
             if source.name in chains:
                 problems.append(
                     (("sources", i, "name"), f"{source.name!r} is already a chain name")
                 )
-            elif source.name in names:
-                problems.append(
-                    (
-                        ("sources", i, "name"),
-                        f"duplicate source name {source.name!r} "
-                        f"(also sources[{names[source.name]}].name)",
-                    )
-                )
-            names.setdefault(source.name, i)
+        clashing = {loc[1] for loc, _ in problems}
+        names = [source.name for source in self.sources]
+        problems += [
+            problem
+            for problem in _duplicates("sources", "name", "source name", names)
+            if problem[0][1] not in clashing
+        ]
+        problems.sort(key=lambda problem: problem[0][1])
         if problems:
             raise _KeyedErrors(problems)
         return self
 
     @model_validator(mode="after")
     def _check_unique(self) -> Config:
-        problems: list[tuple[_Loc, str]] = []
-        names: dict[str, int] = {}
-        ids: dict[int, int] = {}
-        for i, chain in enumerate(self.chains):
-            if chain.name in names:
-                problems.append(
-                    (
-                        ("chains", i, "name"),
-                        f"duplicate chain name {chain.name!r} "
-                        f"(also chains[{names[chain.name]}].name)",
-                    )
-                )
-            names.setdefault(chain.name, i)
-            if chain.chain_id in ids:
-                problems.append(
-                    (
-                        ("chains", i, "chain_id"),
-                        f"duplicate chain id {chain.chain_id} "
-                        f"(also chains[{ids[chain.chain_id]}].chain_id)",
-                    )
-                )
-            ids.setdefault(chain.chain_id, i)
+        problems = _duplicates("chains", "name", "chain name", [c.name for c in self.chains])
+        problems += _duplicates("chains", "chain_id", "chain id", [c.chain_id for c in self.chains])
+        problems.sort(key=lambda problem: problem[0][1])  # stable: by table index, name first
         if problems:
             raise _KeyedErrors(problems)
         return self
