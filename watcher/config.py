@@ -304,6 +304,13 @@ class ChainConfig(_Strict):
         """``header_window`` after defaults."""
         return _resolved(self.header_window, "header_window")
 
+    @property
+    def resolved_heads_url(self) -> str | None:
+        """The WebSocket URL new heads are subscribed on, if any."""
+        if self.heads_url is not None:
+            return self.heads_url
+        return next((u for u in self.rpc if urlsplit(u).scheme in ("ws", "wss")), None)
+
     # -- appended for several endpoints (issue 7) -------------------------------------------
 
     rpc_weights: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = None
@@ -313,6 +320,18 @@ class ChainConfig(_Strict):
     than waiting on a hung node)."""
     rpc_backoff_s: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     """First circuit-breaker open period of a failing endpoint; doubles, capped at 30 s."""
+    rpc_rate_limits: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = None
+    """Most calls per second sent to each ``rpc`` endpoint (same length as ``rpc``);
+    ``None``: no per-endpoint limit."""
+    heads: Literal["poll", "ws"] = "poll"
+    """How new heads are noticed: ``"poll"`` (every ``poll_interval_s``) or ``"ws"``
+    (``eth_subscribe("newHeads")`` over WebSocket wakes the poller at once; polling goes on
+    as the fallback while the subscription is down)."""
+    heads_url: str | None = None
+    """WebSocket URL for ``heads = "ws"``; ``None`` → the first ws:// or wss:// ``rpc``."""
+    calls_per_minute: int | None = Field(default=None, ge=1)
+    """Budget of JSON-RPC calls per minute for the chain (every endpoint, batch elements
+    counted one by one); the watcher plans its polls within it. ``None``: no budget."""
 
     @model_validator(mode="after")
     def _check_endpoints(self) -> ChainConfig:
@@ -322,6 +341,30 @@ class ChainConfig(_Strict):
                 (
                     ("quorum",),
                     f"must be <= the number of rpc endpoints ({len(self.rpc)}) (got {self.quorum})",
+                )
+            )
+        if self.rpc_rate_limits is not None and len(self.rpc_rate_limits) != len(self.rpc):
+            problems.append(
+                (
+                    ("rpc_rate_limits",),
+                    f"must have one limit per rpc endpoint ({len(self.rpc)}) "
+                    f"(got {len(self.rpc_rate_limits)})",
+                )
+            )
+        if self.heads_url is not None:
+            try:
+                _check_rpc_url(self.heads_url)
+            except ValueError:
+                problems.append((("heads_url",), "must be a URL starting with ws:// or wss://"))
+            else:
+                if urlsplit(self.heads_url).scheme not in ("ws", "wss"):
+                    problems.append((("heads_url",), "must be a URL starting with ws:// or wss://"))
+        if self.heads == "ws" and self.resolved_heads_url is None:
+            problems.append(
+                (
+                    ("heads",),
+                    '"ws" needs a WebSocket endpoint: set heads_url, or list a ws:// or '
+                    "wss:// URL in rpc",
                 )
             )
         if self.rpc_weights is not None and len(self.rpc_weights) != len(self.rpc):

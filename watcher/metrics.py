@@ -24,6 +24,8 @@ from prometheus_client.registry import Collector
 
 from chains import pool
 from chains.health import redact
+from watcher.budget_metrics import budget_metrics
+from watcher.heads_metrics import heads_metrics
 
 if TYPE_CHECKING:
     from watcher.service import Service
@@ -77,6 +79,8 @@ class ServiceCollector(Collector):
         yield from self._chains()
         yield from self._store()
         yield from self._delivery()
+        yield from heads_metrics(self.service)
+        yield from budget_metrics(self.service)
 
     def _chains(self) -> Iterator[Metric]:
         svc = self.service

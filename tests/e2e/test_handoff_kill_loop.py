@@ -86,6 +86,9 @@ def test_twenty_kill9_of_the_owner_lose_and_duplicate_nothing(
                 # At least one standby is up (a third daemon gives the one restarted last
                 # round time to come up without slowing the loop down).
                 standby = wait_for(functools.partial(first_up, others), 20, what="a standby")
+                # A daemon takes the lease as it starts, before its API listens: registering
+                # through the new owner must wait until it answers.
+                ready(victim)
                 for _ in range(rng.randint(1, 2)):
                     tx = anvil.send()
                     via = rng.choice([victim, standby])
