@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from watcher.delivery_format import SEVERITY_RANK, event_json
+from watcher.event_tail import EventTail
 from watcher.store.outbox_store import (
     STATES,
     DeliveryNotFound,
@@ -34,6 +35,7 @@ from watcher.store.outbox_store import (
 
 if TYPE_CHECKING:
     from watcher.service import Service
+    from watcher.store import EventRecord
 
 SSE_MAX_S = 15.0
 """Lifetime of one event stream; the client reconnects (``retry:``) and resumes."""
@@ -146,14 +148,13 @@ def event_stream(service: Service, request: Request, after: int) -> Response:
         loop = asyncio.get_running_loop()
         end = loop.time() + SSE_MAX_S
         quiet_since = loop.time()
-        last = start
+        tail: EventTail[EventRecord] = EventTail(start)
         yield f"retry: {SSE_RETRY_MS}\n\n".encode()
         while loop.time() < end:
             if await request.is_disconnected():
                 return
-            events = await run_in_threadpool(service.store.events, None, last, 200)
-            for event in events:
-                last = event.id
+            events = await run_in_threadpool(service.store.events, None, tail.last, 200)
+            for event in tail.take(events):
                 if kinds is not None and event.kind not in kinds:
                     continue
                 if SEVERITY_RANK.get(event.severity, 0) < floor:
@@ -161,7 +162,7 @@ def event_stream(service: Service, request: Request, after: int) -> Response:
                 data = json.dumps(event_json(event), sort_keys=True, separators=(",", ":"))
                 yield f"id: {event.id}\nevent: {event.kind}\ndata: {data}\n\n".encode()
                 quiet_since = loop.time()
-            if len(events) == 200:
+            if len(events) == 200 and not tail.holding:
                 continue
             if loop.time() - quiet_since >= SSE_KEEPALIVE_S:
                 yield b": keepalive\n\n"

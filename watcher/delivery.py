@@ -51,7 +51,8 @@ from watcher.delivery_format import (
 )
 from watcher.delivery_plan import OutboxPlan, routes_from_config
 from watcher.engine import Clock, wall_clock_ms
-from watcher.store import SettlementNotFound, Store, StoreError
+from watcher.event_tail import EventTail
+from watcher.store import EventRecord, SettlementNotFound, Store, StoreError
 from watcher.store.outbox_store import DEAD, DELIVERED, PENDING, DeliveryRecord, Outcome
 
 if TYPE_CHECKING:
@@ -87,18 +88,17 @@ class EventLog:
     def __init__(self, store: Store, channels: Sequence[AlertChannelConfig]) -> None:
         self.store = store
         self.channels = list(channels)
-        self.last_id: int | None = None
+        self.tail: EventTail[EventRecord] | None = None
 
     def tick(self) -> int:
         """Log the events stored since the last call; returns how many were logged."""
         if not self.channels:
             return 0
-        if self.last_id is None:
-            self.last_id = self.store.outbox().last_event_id()
+        if self.tail is None:
+            self.tail = EventTail(self.store.outbox().last_event_id())
             return 0
         logged = 0
-        for event in self.store.events(after_id=self.last_id, limit=500):
-            self.last_id = event.id
+        for event in self.tail.take(self.store.events(after_id=self.tail.last, limit=500)):
             for channel in self.channels:
                 wanted = "*" in channel.events or event.kind in channel.events
                 rank_ok = (
