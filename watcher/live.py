@@ -7,6 +7,7 @@ hash stays unregistered.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from chains.rpc import RpcClient
@@ -14,7 +15,6 @@ from guard.settlement import (
     Observation,
     Settlement,
     SettlementPolicy,
-    Verdict,
     decision_as_json,
     evaluate_settlement,
 )
@@ -22,7 +22,28 @@ from guard.types import SettlementId, UnixMillis
 from watcher.config import ChainConfig
 from watcher.observe import ChainPosition, depth_of, observe
 from watcher.settlements import settlement_id_for
-from watcher.store.records import SettlementRecord
+
+
+@dataclass(frozen=True)
+class LiveTx:
+    """An unregistered tx as the node shows it now (a :class:`watcher.observe.TrackedTx`).
+
+    A live look-up cannot see a replacement: that needs the sender's nonce followed over
+    blocks, which only a registered settlement gets."""
+
+    chain: str
+    tx_hash: str
+    required_confirmations: int
+    finality_mode: str
+    sender: str | None
+    nonce: int | None
+    block_number: int | None
+    block_hash: str | None
+    tx_index: int | None
+    receipt_status: int | None
+    replaced_by: str | None = None
+    replaced_block_number: int | None = None
+    replaced_block_hash: str | None = None
 
 
 def live_view(
@@ -45,46 +66,24 @@ def live_view(
     if len(raw) > 3 and raw[3] is not None:
         finalized = client.parse_block(raw[3], "eth_getBlockByNumber").header.number
     sid = settlement_id_for(chain.name, tx_hash)
-    record = SettlementRecord(
-        seq=0,
-        settlement_id=sid,
+    looked_up = LiveTx(
         chain=chain.name,
         tx_hash=tx_hash,
         required_confirmations=required,
         finality_mode=chain.resolved_finality,
-        timeout_ms=int(chain.max_wait_s * 1000),
-        initiated_at=now,
-        deadline=0,
-        verdict=Verdict.AWAITING_FINALITY.value,
-        watching=False,
         sender=tx.sender if tx else None,
         nonce=tx.nonce if tx else None,
         block_number=receipt.block_number if receipt else None,
         block_hash=receipt.block_hash if receipt else None,
         tx_index=receipt.tx_index if receipt else None,
         receipt_status=receipt.status if receipt else None,
-        replaced_by=None,
-        replaced_block_number=None,
-        replaced_block_hash=None,
-        confirm_height=None,
-        reorg_count=0,
-        digest="",
-        decision={},
-        dependent_state=None,
-        commit_url=None,
-        next_probe_at=None,
-        probe_count=0,
-        created_at=now,
-        updated_at=now,
-        terminal_at=None,
-        provisional=False,
-        raw_tx=None,
     )
+    timeout_ms = int(chain.max_wait_s * 1000)
     known = tx is not None or receipt is not None
-    settlement = Settlement(SettlementId(sid), known, UnixMillis(now), record.timeout_ms)
+    settlement = Settlement(SettlementId(sid), known, UnixMillis(now), timeout_ms)
     position = ChainPosition(head.number, head.hash, finalized)
-    observation = observe(record, position, now) if known else Observation()
-    policy = SettlementPolicy(max_wait_ms=record.timeout_ms)
+    observation = observe(looked_up, position, now) if known else Observation()
+    policy = SettlementPolicy(max_wait_ms=timeout_ms)
     decision = evaluate_settlement(settlement, observation, policy, UnixMillis(now))
     directive = decision.directive
     if not known:
@@ -96,12 +95,12 @@ def live_view(
         "tx_hash": tx_hash,
         "verdict": decision.verdict.value,
         "directive": directive,
-        "block_number": record.block_number,
-        "block_hash": record.block_hash,
-        "status": record.receipt_status,
-        "confirmations": depth_of(record.block_number, head.number),
+        "block_number": looked_up.block_number,
+        "block_hash": looked_up.block_hash,
+        "status": looked_up.receipt_status,
+        "confirmations": depth_of(looked_up.block_number, head.number),
         "required_confirmations": required,
-        "finality_mode": record.finality_mode,
+        "finality_mode": looked_up.finality_mode,
         "head_number": head.number,
         "reorg_count": 0,
         "replaced_by": None,

@@ -8,6 +8,7 @@ a status-0 receipt or a same-nonce replacement at finality becomes failure evide
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from guard.settlement import (
     Decision,
@@ -19,6 +20,39 @@ from guard.settlement import (
 )
 from guard.types import SettlementId, UnixMillis
 from watcher.store.records import SettlementRecord
+
+
+class TrackedTx(Protocol):
+    """What evaluation reads of a tracked transaction: a stored settlement
+    (:class:`watcher.store.records.SettlementRecord`) or a live look-up of an unregistered
+    hash (:mod:`watcher.live`)."""
+
+    @property
+    def chain(self) -> str: ...
+    @property
+    def tx_hash(self) -> str: ...
+    @property
+    def required_confirmations(self) -> int: ...
+    @property
+    def finality_mode(self) -> str: ...
+    @property
+    def sender(self) -> str | None: ...
+    @property
+    def nonce(self) -> int | None: ...
+    @property
+    def block_number(self) -> int | None: ...
+    @property
+    def block_hash(self) -> str | None: ...
+    @property
+    def tx_index(self) -> int | None: ...
+    @property
+    def receipt_status(self) -> int | None: ...
+    @property
+    def replaced_by(self) -> str | None: ...
+    @property
+    def replaced_block_number(self) -> int | None: ...
+    @property
+    def replaced_block_hash(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -57,7 +91,7 @@ def _is_final(mode: str, block_number: int, required: int, pos: ChainPosition) -
 
 
 def observe(
-    rec: SettlementRecord,
+    rec: TrackedTx,
     pos: ChainPosition,
     now: int,
     hold: str | None = None,
@@ -88,7 +122,7 @@ def observe(
     return observation
 
 
-def _observe(rec: SettlementRecord, pos: ChainPosition, now: int) -> Observation:
+def _observe(rec: TrackedTx, pos: ChainPosition, now: int) -> Observation:
     at = UnixMillis(now)
     base = {
         "chain": rec.chain,
