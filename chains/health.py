@@ -60,6 +60,8 @@ class EndpointHealth:
     """Consecutive openings of the circuit (drives the backoff)."""
     open_until: float = 0.0
     """Monotonic time until which the circuit stays open."""
+    rate_limit: float | None = None
+    """Most calls per second sent to this endpoint (``rpc_rate_limits``); None: no limit."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -142,6 +144,7 @@ class EndpointHealth:
             "head": self.head,
             "head_lag": lag,
             "last_error": self.last_error,
+            "rate_limit": self.rate_limit,
         }
 
 

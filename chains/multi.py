@@ -16,18 +16,23 @@ change.
 
 An endpoint's chain id is checked before its first use and again every ``chain_check_s``;
 one that answers for another chain is ``wrong_chain`` and unused until it is right again.
+
+Limits (chains.budget): every call sent counts against the chain's :class:`CallBudget`, if
+any; an endpoint at its rate limit is passed over for the next usable one, and when every
+endpoint is at its limit the call waits (bounded) for the earliest free slot.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from chains.budget import CallBudget, MeteredTransport, RateLimited, RateLimiter
 from chains.errors import RpcError, RpcUnavailable
 from chains.health import EndpointHealth
-from chains.rpc import Call, RpcClient, Web3Transport
+from chains.rpc import Call, RpcClient, transport_for
 
 CLIENT_ERROR_CODES = frozenset({-32600, -32601, -32602, -32700, 3})
 """JSON-RPC error codes that describe the request, not the node: failing over is useless."""
@@ -50,25 +55,50 @@ def server_error(answer: Any) -> str | None:
 class TrackedTransport:
     """One endpoint; every call updates its health (latency, errors, head)."""
 
-    def __init__(self, health: EndpointHealth, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        health: EndpointHealth,
+        timeout_s: float = 5.0,
+        budget: CallBudget | None = None,
+        limiter: RateLimiter | None = None,
+    ) -> None:
         self.endpoint = health.endpoint
         self.health = health
-        self._inner = Web3Transport(health.endpoint, timeout_s=timeout_s)
+        self.limiter = limiter
+        """The endpoint's rate limit (None: unlimited); failover passes over it when full."""
+        self._inner = MeteredTransport(
+            transport_for(health.endpoint, timeout_s=timeout_s), budget, limiter
+        )
 
     def request(self, method: str, params: Sequence[Any]) -> Mapping[str, Any]:
+        """One call, after waiting (bounded) for a rate slot: how the quorum gate asks."""
+        if self.limiter is not None:
+            self.limiter.acquire(1, self._inner.max_wait_s, method, self.endpoint)
+        return self.send(method, params)
+
+    def batch(self, calls: Sequence[Call]) -> list[Mapping[str, Any]]:
+        """One batch, after waiting (bounded) for its rate slots."""
+        if self.limiter is not None:
+            label = f"batch of {len(calls)}"
+            self.limiter.acquire(len(calls), self._inner.max_wait_s, label, self.endpoint)
+        return self.send_batch(calls)
+
+    def send(self, method: str, params: Sequence[Any]) -> Mapping[str, Any]:
+        """One call, its rate slot already taken (budget counted, health recorded)."""
         started = time.monotonic()
         try:
-            answer = self._inner.request(method, params)
+            answer = self._inner.send(method, params)
         except RpcError as exc:
             self.health.failure(str(exc))
             raise
         self._record(started, [answer], [(method, params)])
         return answer
 
-    def batch(self, calls: Sequence[Call]) -> list[Mapping[str, Any]]:
+    def send_batch(self, calls: Sequence[Call]) -> list[Mapping[str, Any]]:
+        """One batch, its rate slots already taken."""
         started = time.monotonic()
         try:
-            answers = self._inner.batch(calls)
+            answers = self._inner.send_batch(calls)
         except RpcError as exc:
             self.health.failure(str(exc))
             raise
@@ -109,6 +139,7 @@ class FailoverTransport:
         members: Sequence[TrackedTransport],
         chain_id: int | None = None,
         chain_check_s: float = 300.0,
+        max_wait_s: float = 5.0,
     ) -> None:
         if not members:
             raise ValueError("at least one endpoint is needed")
@@ -121,6 +152,8 @@ class FailoverTransport:
         """Index of the member that answered last (tried first)."""
         self.failovers = 0
         """Times a call moved to another endpoint."""
+        self.max_wait_s = max_wait_s
+        """Longest wait for a rate slot when every endpoint is at its limit."""
         self._checked: dict[int, float] = {}
         self._lock = threading.Lock()
 
@@ -142,19 +175,26 @@ class FailoverTransport:
         last = self._checked.get(i)
         if last is not None and now - last < self.chain_check_s:
             return member.health.wrong_chain is None
-        self._checked[i] = now
+        return self.probe_chain_id(i) == self.chain_id
+
+    def probe_chain_id(self, i: int) -> int | str:
+        """Ask member ``i`` its ``eth_chainId`` now and mark it ``wrong_chain`` (or right
+        again); returns the chain id, or why there is none (for start-up reports)."""
+        member = self.members[i]
+        self._checked[i] = time.monotonic()
         try:
             answer = member.request("eth_chainId", [])
-        except RpcError:
-            return False
+        except RpcError as exc:
+            return f"unreachable ({exc.detail})"
         result = answer.get("result")
         actual = int(result, 16) if isinstance(result, str) and result.startswith("0x") else None
         if actual is None:
-            return False
-        member.health.wrong_chain = None if actual == self.chain_id else actual
-        if actual != self.chain_id:
-            member.health.failure(f"serves chain id {actual}, not {self.chain_id}")
-        return actual == self.chain_id
+            return f"no chain id (answered {answer!r:.80})"
+        if self.chain_id is not None:
+            member.health.wrong_chain = None if actual == self.chain_id else actual
+            if actual != self.chain_id:
+                member.health.failure(f"serves chain id {actual}, not {self.chain_id}")
+        return actual
 
     def _each(self, label: str) -> list[int]:
         """Every usable member (after a due chain id check), or RpcUnavailable."""
@@ -174,6 +214,37 @@ class FailoverTransport:
             raise RpcUnavailable(self.endpoint, label, f"no usable endpoint ({states})")
         return picked
 
+    def _admitted(self, label: str, calls: int) -> Iterator[int]:
+        """Members to try, in order, each with its rate slots taken: one at its limit is
+        passed over for the next (like a busy one); when every one is, wait for the earliest
+        slot, up to ``max_wait_s``, then :class:`chains.budget.RateLimited`."""
+        full: list[int] = []
+        tried = False
+        for i in self._each(label):
+            limiter = self.members[i].limiter
+            if limiter is None or limiter.try_acquire(calls):
+                tried = True
+                yield i
+            else:
+                full.append(i)
+        deadline = time.monotonic() + self.max_wait_s
+        while full:
+            waits = {i: _wait_of(self.members[i], calls) for i in full}
+            first = min(full, key=lambda i: waits[i])
+            if time.monotonic() + waits[first] > deadline:
+                if tried:
+                    return  # the caller raises what the endpoints it tried said
+                raise RateLimited(
+                    f"{self.endpoint}: {label}: every endpoint is at its rate limit "
+                    f"(next slot in {waits[first]:.1f} s)"
+                )
+            time.sleep(max(waits[first], 0.001))
+            limiter = self.members[first].limiter
+            if limiter is None or limiter.try_acquire(calls):
+                full.remove(first)
+                tried = True
+                yield first
+
     def _moved(self, i: int) -> None:
         with self._lock:
             if i != self.active:
@@ -183,9 +254,9 @@ class FailoverTransport:
     def request(self, method: str, params: Sequence[Any]) -> Mapping[str, Any]:
         last: Exception | None = None
         answer: Mapping[str, Any] | None = None
-        for i in self._each(method):
+        for i in self._admitted(method, 1):
             try:
-                answer = self.members[i].request(method, params)
+                answer = self.members[i].send(method, params)
             except RpcError as exc:
                 last = exc
                 continue
@@ -201,9 +272,9 @@ class FailoverTransport:
         label = f"batch of {len(calls)}"
         last: Exception | None = None
         answers: list[Mapping[str, Any]] | None = None
-        for i in self._each(label):
+        for i in self._admitted(label, len(calls)):
             try:
-                answers = self.members[i].batch(calls)
+                answers = self.members[i].send_batch(calls)
             except RpcError as exc:
                 last = exc
                 continue
@@ -214,6 +285,11 @@ class FailoverTransport:
             return answers
         assert last is not None
         raise last
+
+
+def _wait_of(member: TrackedTransport, calls: int) -> float:
+    """Seconds until ``member`` has ``calls`` rate slots free."""
+    return member.limiter.wait_s(calls) if member.limiter is not None else 0.0
 
 
 class MultiRpcClient(RpcClient):

@@ -10,8 +10,11 @@ health, so a node the failover has given up on is asked last). The engine does n
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from chains.health import EndpointHealth
+from chains.budget import CallBudget, MeteredTransport, RateLimiter
+from chains.errors import ChainError, ChainIdMismatch, RpcUnavailable
+from chains.health import EndpointHealth, redact
 from chains.multi import FailoverTransport, MultiRpcClient, TrackedTransport
 from chains.quorum import Alert, FinalityGate, QuorumGate, SingleNodeGate, _no_alert
 from chains.rpc import RpcClient, connect
@@ -24,19 +27,43 @@ def client_for(
     timeout_s: float = 5.0,
     base_backoff_s: float = 1.0,
     chain_check_s: float = 300.0,
+    budget: CallBudget | None = None,
+    rate_limits: Sequence[float] | None = None,
 ) -> RpcClient:
     """The client a chain's engine reads through.
 
     ``chain_id`` (when given, with several endpoints) is checked on each endpoint before it
-    is used, and again every ``chain_check_s``; ``weights`` orders healthy endpoints."""
+    is used, and again every ``chain_check_s``; ``weights`` orders healthy endpoints.
+    ``budget`` counts every call sent on every endpoint (chains.budget); ``rate_limits``
+    (calls/s, one per endpoint) caps each endpoint, a single one included."""
+    limiters: list[RateLimiter | None] = (
+        [RateLimiter(r) for r in rate_limits] if rate_limits else [None] * len(endpoints)
+    )
+    if len(limiters) != len(endpoints):
+        raise ValueError(
+            f"rate_limits needs one limit per endpoint ({len(endpoints)}), got {len(limiters)}"
+        )
     if len(endpoints) == 1:
-        return connect(endpoints[0])
+        client = connect(endpoints[0])
+        if budget is None and limiters[0] is None:
+            return client
+        return RpcClient(
+            MeteredTransport(client.transport, budget, limiters[0]), max_batch=client.max_batch
+        )
     weights = list(weights) if weights else [1.0] * len(endpoints)
     members = [
         TrackedTransport(
-            EndpointHealth(url, weight=w, base_backoff_s=base_backoff_s), timeout_s=timeout_s
+            EndpointHealth(
+                url,
+                weight=w,
+                base_backoff_s=base_backoff_s,
+                rate_limit=lim.rate if lim is not None else None,
+            ),
+            timeout_s=timeout_s,
+            budget=budget,
+            limiter=lim,
         )
-        for url, w in zip(endpoints, weights, strict=True)
+        for url, w, lim in zip(endpoints, weights, limiters, strict=True)
     ]
     return MultiRpcClient(
         FailoverTransport(members, chain_id=chain_id, chain_check_s=chain_check_s)
@@ -84,3 +111,83 @@ def health_report(client: RpcClient) -> list[dict[str, object]] | None:
     """Each endpoint's health (state, latency, error rate, head lag) for a multi-endpoint
     client; None for a single-endpoint one (its health is the chain's)."""
     return client.health_report() if isinstance(client, MultiRpcClient) else None
+
+
+@dataclass(frozen=True)
+class ChainIdAnswer:
+    """What one endpoint answered to ``eth_chainId`` at start-up."""
+
+    endpoint: str
+    """The endpoint (full URL; redact before showing)."""
+    chain_id: int | None
+    """Its chain id; None when it gave none."""
+    problem: str | None = None
+    """Why there is no chain id (unreachable, no answer), else None."""
+
+    def describe(self) -> str:
+        """``<endpoint>: chain id N`` or ``<endpoint>: unreachable (...)``, redacted."""
+        said = f"chain id {self.chain_id}" if self.chain_id is not None else self.problem
+        return f"{redact(self.endpoint)}: {said}"
+
+
+class ChainIdMajorityMismatch(ChainIdMismatch):
+    """Too few endpoints serve the configured chain for the quorum, even if every endpoint
+    that did not answer came back right: the chain must not start."""
+
+    def __init__(
+        self, chain: str, expected: int, needed: int, answers: Sequence[ChainIdAnswer]
+    ) -> None:
+        right = sum(1 for a in answers if a.chain_id == expected)
+        ChainError.__init__(
+            self,
+            f"chain {chain!r}: {right} of {len(answers)} rpc endpoints serve chain id "
+            f"{expected} (the config's chain_id), {needed} needed (quorum): "
+            + "; ".join(a.describe() for a in answers),
+        )
+        self.expected = expected
+        wrong = [a.chain_id for a in answers if a.chain_id not in (None, expected)]
+        self.actual = next((w for w in wrong if w is not None), -1)
+        self.answers = list(answers)
+
+
+def check_chain_ids(
+    client: RpcClient, chain: str, chain_id: int, quorum: int = 1
+) -> list[ChainIdAnswer]:
+    """Ask every endpoint its ``eth_chainId`` at start-up; returns the answers.
+
+    The chain may start when at least ``quorum`` (and at least one) endpoints serve
+    ``chain_id``; the others that answered another id are marked ``wrong_chain`` (unused
+    until right again). Raises :class:`ChainIdMajorityMismatch` when the wrong answers leave
+    fewer than ``quorum`` possible, and :class:`chains.errors.RpcUnavailable` when there are
+    not enough answers yet (a dead endpoint is not a reason to refuse: retry later)."""
+    answers: list[ChainIdAnswer] = []
+    if isinstance(client, MultiRpcClient):
+        for i, member in enumerate(client.transport.members):
+            said = client.transport.probe_chain_id(i)
+            answers.append(
+                ChainIdAnswer(member.endpoint, said, None)
+                if isinstance(said, int)
+                else ChainIdAnswer(member.endpoint, None, said)
+            )
+    else:
+        try:
+            answers.append(ChainIdAnswer(client.endpoint, client.chain_id()))
+        except RpcUnavailable:
+            raise  # down at start-up: not a refusal, the service keeps trying
+        except ChainError as exc:
+            answers.append(ChainIdAnswer(client.endpoint, None, f"no chain id ({exc})"))
+    needed = max(1, quorum)
+    right = sum(1 for a in answers if a.chain_id == chain_id)
+    unknown = sum(1 for a in answers if a.chain_id is None)
+    if right >= needed:
+        return answers
+    if right + unknown < needed:
+        if len(answers) == 1 and answers[0].chain_id is not None:
+            raise ChainIdMismatch(chain, client.endpoint, chain_id, answers[0].chain_id)
+        raise ChainIdMajorityMismatch(chain, chain_id, needed, answers)
+    raise RpcUnavailable(
+        client.endpoint,
+        "eth_chainId",
+        f"{right} of {len(answers)} endpoints confirmed chain id {chain_id}, {needed} needed; "
+        + "; ".join(a.describe() for a in answers),
+    )

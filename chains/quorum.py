@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from chains.budget import CallsDeferred
 from chains.errors import ChainError
 from chains.models import BlockHeader
 from chains.rpc import RpcClient
@@ -56,6 +57,11 @@ class FinalityGate(Protocol):
         """Check ``anchors`` at our ``head``; never raises for a disagreeing endpoint."""
         ...
 
+    def finalized_bound(self, head_number: int, own: int | None) -> int | None:
+        """The ``finalized`` height the chain may use, given our node's tag ``own``: never
+        above what enough endpoints say. None when nothing may be trusted yet."""
+        ...
+
 
 class SingleNodeGate:
     """``k = 1``: the node we follow is trusted alone (documented trade-off)."""
@@ -69,6 +75,9 @@ class SingleNodeGate:
         return GateResult(
             approved=frozenset(a.settlement_id for a in anchors), endpoints=(self.endpoint,)
         )
+
+    def finalized_bound(self, head_number: int, own: int | None) -> int | None:
+        return own
 
 
 Alert = Callable[[str, str, dict[str, Any]], None]
@@ -172,6 +181,10 @@ class QuorumGate:
     ) -> None:
         """Ask one endpoint; add it to ``agreed`` where it agrees, note why where not."""
         ep = member.endpoint
+        wrong = _wrong_chain(member)
+        if wrong is not None:
+            notes[ep] = f"serves chain id {wrong}"
+            return
         try:
             same_head = member.header(head.number)
             if same_head is not None and same_head.hash == head.hash:
@@ -181,6 +194,9 @@ class QuorumGate:
             heights = sorted({a.block_number for a in anchors})
             blocks = member.blocks([*heights, head.number], full=False)
             latest = member.header("latest")
+        except CallsDeferred as exc:
+            notes[ep] = f"not asked ({exc})"
+            return
         except ChainError as exc:
             notes[ep] = f"unavailable ({type(exc).__name__})"
             return
@@ -230,6 +246,25 @@ class QuorumGate:
             },
         )
 
+    def finalized_bound(self, head_number: int, own: int | None) -> int | None:
+        """``min(own, trusted_finalized)``: our node's tag is believed only as far as ``k``
+        endpoints' tags reach. The cross-check is refreshed on its usual schedule, and on
+        every new head while ``own`` is ahead of the trusted height (so a tag that moved on
+        every honest node is followed at once, and a lone node running ahead costs one
+        check per block, only while it runs ahead)."""
+        trusted = self.trusted_finalized
+        ahead = own is not None and (trusted is None or own > trusted)
+        last = self._finalized_checked_at
+        if ahead and last is not None and head_number > last:
+            self._finalized_checked_at = head_number
+            self.check_finalized()
+        else:
+            self._maybe_check_finalized(head_number)
+        trusted = self.trusted_finalized
+        if own is None or trusted is None:
+            return None
+        return min(own, trusted)
+
     def _maybe_check_finalized(self, head: int) -> None:
         """Cross-check ``finalized`` every ``finalized_every_blocks`` of head progress: the
         tag moves slowly (an epoch at a time), and a per-block cost would break the budget
@@ -244,6 +279,8 @@ class QuorumGate:
         """Read every endpoint's ``finalized`` tag and cross-check it (see the class doc)."""
         heights: list[int] = []
         for member in self.members:
+            if _wrong_chain(member) is not None:
+                continue  # another chain's tag says nothing about ours
             try:
                 header = member.header("finalized")
             except ChainError:
@@ -281,6 +318,13 @@ class QuorumGate:
         if len(self._finalized_hashes) > 256:
             for number in sorted(self._finalized_hashes)[:-128]:
                 del self._finalized_hashes[number]
+
+
+def _wrong_chain(member: RpcClient) -> int | None:
+    """The chain id ``member`` answered when it is not ours (chains.health), else None."""
+    health = getattr(member.transport, "health", None)
+    wrong = getattr(health, "wrong_chain", None)
+    return wrong if isinstance(wrong, int) else None
 
 
 def _preference(member: RpcClient) -> tuple[int, float]:

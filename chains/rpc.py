@@ -4,8 +4,10 @@ Two layers:
 
 * :class:`RpcTransport` — the narrow seam: send one request or one batch, get the raw JSON
   answers back. :class:`Web3Transport` is the real one (web3.py's ``HTTPProvider`` with its
-  own retries switched off: retrying is the tracker's decision, not the transport's). Unit
-  tests can script odd node behaviour through a transport of their own.
+  own retries switched off: retrying is the tracker's decision, not the transport's);
+  ws:// and wss:// endpoints get :class:`chains.ws_transport.WsTransport` instead
+  (:func:`transport_for` picks by scheme). Unit tests can script odd node behaviour through
+  a transport of their own.
 * :class:`RpcClient` — typed methods over a transport. Every answer is checked: a JSON-RPC
   error object is an :class:`RpcErrorResponse` even when the HTTP status was 200 (it is never
   read as "no receipt"), and a result without the promised shape is an
@@ -18,6 +20,7 @@ import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import requests
 from web3 import HTTPProvider
@@ -343,6 +346,16 @@ def _tag(tag: BlockTag) -> str:
     return hex(tag) if isinstance(tag, int) else tag
 
 
+def transport_for(endpoint: str, timeout_s: float = 10.0) -> RpcTransport:
+    """The real transport for ``endpoint``, by scheme: one WebSocket connection for ws:// and
+    wss:// (:class:`chains.ws_transport.WsTransport`), HTTP requests otherwise."""
+    if urlsplit(endpoint).scheme in ("ws", "wss"):
+        from chains.ws_transport import WsTransport
+
+        return WsTransport(endpoint, timeout_s=timeout_s)
+    return Web3Transport(endpoint, timeout_s=timeout_s)
+
+
 def connect(endpoint: str, timeout_s: float = 10.0) -> RpcClient:
-    """A client over the real transport for ``endpoint`` (http:// or https://)."""
-    return RpcClient(Web3Transport(endpoint, timeout_s=timeout_s))
+    """A client over the real transport for ``endpoint`` (http, https, ws or wss)."""
+    return RpcClient(transport_for(endpoint, timeout_s=timeout_s))

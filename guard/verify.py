@@ -4,7 +4,8 @@ It needs nothing but the receipt (no node, no key, no clock) and checks, in this
 
 1. the shape: ``version`` 1, a known ``kind``, the common fields well formed;
 2. the evidence, by kind (:mod:`guard.verify_decisions`, :mod:`guard.verify_terms`; for a
-   payment or job source, chain id 0, :mod:`guard.verify_offchain`): every header's hash recomputed as
+   payment or job source, chain id 0, :mod:`guard.verify_offchain`; for the four recorded
+   elements of a handoff, :mod:`guard.handoff_receipts`): every header's hash recomputed as
    keccak256(rlp(header)) and each one the parent of the next; the depth they show; the
    receipt and transaction proofs against the inclusion header's roots; the receipt's
    status; the transaction's hash (and, for a replacement, both signers and nonces);
@@ -33,6 +34,7 @@ from guard import receipts as fmt
 from guard.canonical import CanonicalError
 from guard.errors import ReceiptInvalid
 from guard.fields import address, hash32, integer, obj, text
+from guard.handoff_receipts import HANDOFF_KINDS, verify_handoff
 from guard.txs import TransactionError, recover_address
 from guard.verify_chain import ChainFacts
 from guard.verify_decisions import verify_decision
@@ -65,6 +67,11 @@ class VerifiedReceipt:
     """What the chain evidence showed (block, depth, status, head at deadline...)."""
     claims: tuple[str, ...]
     """Statements of the receipt this verification could not check (the signer's word)."""
+    handoff: Mapping[str, Any] | None = None
+    """For a handoff element (:mod:`guard.handoff_receipts`): the takeover (name, owners,
+    fencing tokens, reason, time, the guard's verdict); else None."""
+    element: Mapping[str, Any] | None = None
+    """For a handoff element: the recorded element itself; else None."""
 
     @property
     def anchor(self) -> tuple[int, str] | None:
@@ -90,7 +97,7 @@ def verify_receipt(
     if version != fmt.FORMAT_VERSION or isinstance(version, bool):
         raise ReceiptInvalid(f"version: {version!r} is not a supported receipt version (1)")
     kind = text(receipt, "kind", "")
-    if kind not in fmt.KINDS:
+    if kind not in fmt.KINDS and kind not in HANDOFF_KINDS:
         raise ReceiptInvalid(f"kind: {kind!r} is not a receipt kind")
     settlement_id = text(receipt, "settlement_id", "")
     chain = text(receipt, "chain", "")
@@ -104,6 +111,8 @@ def verify_receipt(
 
     if kind in fmt.DECISION_KINDS:
         facts, claims = verify_decision(kind, body)
+    elif kind in HANDOFF_KINDS:
+        facts, claims = verify_handoff(kind, body)
     elif kind == fmt.BINDING and chain_id == fmt.OFFCHAIN_CHAIN_ID:
         raise ReceiptInvalid("chain_id: 0 (off-chain) has no binding receipts")
     elif kind == fmt.BINDING:
@@ -126,6 +135,9 @@ def verify_receipt(
     if trusted_signers is not None and signer not in {s.lower() for s in trusted_signers}:
         raise ReceiptInvalid(f"signature: signer {signer} is not trusted")
     verdict = body.get("verdict") if kind in fmt.DECISION_KINDS else None
+    handoff = body.get("handoff") if kind in HANDOFF_KINDS else None
+    if handoff is not None:
+        verdict = handoff.get("verdict")
     return VerifiedReceipt(
         kind=kind,
         settlement_id=settlement_id,
@@ -138,6 +150,8 @@ def verify_receipt(
         verdict=None if verdict is None else str(verdict),
         facts=facts,
         claims=tuple(claims),
+        handoff=handoff,
+        element=body.get("element") if handoff is not None else None,
     )
 
 

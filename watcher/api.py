@@ -22,6 +22,7 @@ from guard.hexes import parse_tx_hash
 from watcher.api_receipts import view_parts, wait_signed
 from watcher.api_sources import register_source_settlement, source_view
 from watcher.config import UnknownChainName
+from watcher.heads import heads_report
 from watcher.metrics import ServiceCollector
 from watcher.service import Service
 from watcher.settlements import Registration, register, settlement_view
@@ -299,6 +300,8 @@ def create_app(service: Service) -> FastAPI:
                     "watched": len(watcher.index.by_id),
                     "rpc": _endpoints(chain.rpc, pool.health_report(service.clients[chain.name])),
                     "rpc_calls": dict(service.clients[chain.name].calls),
+                    "budget": service.budget_status(chain.name),
+                    "heads": heads_report(service, chain.name),
                 }
             )
         return out

@@ -11,6 +11,17 @@
   ``Stripe-Signature`` is answered 400 and nothing is stored; an event about a
   PaymentIntent nobody registered is acknowledged (200, ``matched: false``) so that Stripe
   does not retry it for days; a store failure is 503, so that Stripe does retry.
+
+Several instances on one PostgreSQL (docs/handoff.md): whichever instance Stripe reaches
+first stores the verified event in the **webhook inbox** (table ``webhook_inbox``, one row
+per source and event id, so a redelivery is stored once) before answering; nothing else. The
+verdict is changed only by the source's lease owner, under its fencing token: the receiving
+instance applies the inbox at once when it is the owner (200 with the verdict), otherwise it
+answers 202 (``queued: true``) and the owner applies it at its next lease check (every
+``renew_s``, at most 0.5 s), marking the row applied under its token. A crash between the
+verdict write and the mark re-applies the event once more, which changes nothing (Stripe
+objects replace older ones, refunds and disputes accumulate by id, event ids are a set). A
+stale owner's apply and mark are refused by the store like any fenced write.
 """
 
 from __future__ import annotations
@@ -21,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import insert, select, update
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
 from guard.canonical import CanonicalError, canonical_json
@@ -38,7 +50,9 @@ from watcher.sources.stripe_source import (
     payment_intent_of,
     verify_webhook,
 )
-from watcher.store import SettlementRecord, StoreError
+from watcher.store import SettlementNotFound, SettlementRecord, StaleFencingToken, StoreError
+from watcher.store import lease_store as ls
+from watcher.store import schema as s
 
 if TYPE_CHECKING:
     from watcher.service import Service
@@ -117,8 +131,15 @@ def _view(service: Service, rec: SettlementRecord) -> dict[str, Any]:
 
 
 def router(service: Service) -> APIRouter:
-    """The Stripe webhook routes."""
+    """The Stripe webhook routes (and, after each lease check, the owner's pass over the
+    inbox they feed)."""
     api = APIRouter()
+    if not any(getattr(h, "__name__", "") == "_inbox" for h in service.handoff.after_tick):
+
+        def _inbox() -> None:
+            inbox_job(service)
+
+        service.handoff.after_tick.append(_inbox)
 
     @api.post("/v1/webhooks/stripe")
     async def stripe_webhook(request: Request) -> JSONResponse:
@@ -174,22 +195,128 @@ async def _stripe_event(service: Service, request: Request, name: str | None) ->
         ref = slot.source.check_ref(ref)
     except InvalidRef:
         return JSONResponse({**answer, "reason": "the event names no valid PaymentIntent"})
-    snapshot = Snapshot(ref, UnixMillis(service.clock()), {"event": event}, (event["id"],))
     try:
-        rec = await run_in_threadpool(_receive, poller, slot, ref, snapshot)
+        rec, applied = await run_in_threadpool(_receive, service, poller, slot, ref, event)
     except (StoreError, SQLAlchemyError) as exc:
         return JSONResponse({"error": f"store unavailable, retry: {exc}"}, status_code=503)
     if rec is None:
         return JSONResponse({**answer, "reason": "no settlement registered for " + ref})
-    return JSONResponse(
-        {**answer, "matched": True, "settlement_id": rec.settlement_id, "verdict": rec.verdict}
-    )
+    answer.update(matched=True, settlement_id=rec.settlement_id)
+    if not applied:
+        # Stored durably; the source's lease owner (another instance) applies it.
+        return JSONResponse({**answer, "queued": True, "verdict": rec.verdict}, status_code=202)
+    return JSONResponse({**answer, "verdict": rec.verdict})
 
 
 def _receive(
-    poller: SourcePoller, slot: SourceSlot, ref: str, snapshot: Snapshot
-) -> SettlementRecord | None:
-    return poller.receive(slot.config.name, ref, snapshot)
+    service: Service, poller: SourcePoller, slot: SourceSlot, ref: str, event: dict[str, Any]
+) -> tuple[SettlementRecord | None, bool]:
+    """Store the event in the inbox (any instance), then apply the inbox if this instance
+    owns the source. Returns (the settlement as stored now, whether it was applied here)."""
+    name = slot.config.name
+    try:
+        rec = service.store.settlement_by_tx(name, ref)
+    except SettlementNotFound:
+        return None, False  # nobody registered it: acknowledged, nothing kept (as ever)
+    inbox_add(service, name, ref, event)
+    if not service.handoff.owns(name):
+        return rec, False
+    try:
+        apply_inbox(service, poller, name)
+    except StaleFencingToken as exc:
+        service.handoff.lost(name, exc.token)
+        return service.store.settlement(rec.settlement_id), False
+    return service.store.settlement(rec.settlement_id), True
+
+
+# -- the webhook inbox -------------------------------------------------------------------------
+
+INBOX_BATCH = 100
+"""Inbox rows applied at most per pass (the rest at the next lease check)."""
+
+
+def inbox_add(service: Service, source: str, ref: str, event: dict[str, Any]) -> None:
+    """Store a verified event durably (unfenced: it decides nothing); a redelivery of an
+    event already stored is a no-op."""
+    values = {
+        "source": source,
+        "ref": ref,
+        "event_id": str(event["id"]),
+        "event": event,
+        "received_by": service.handoff.instance_id,
+        "received_at": service.clock(),
+    }
+    try:
+        with service.store.writer.begin() as conn:
+            conn.execute(insert(s.webhook_inbox).values(**values))
+    except IntegrityError:
+        pass  # Stripe redelivered an event the inbox holds already
+
+
+def inbox_pending(service: Service, source: str) -> list[dict[str, Any]]:
+    """Inbox rows of ``source`` not applied yet, oldest first."""
+    w = s.webhook_inbox
+    with service.store.reader.connect() as conn:
+        rows = conn.execute(
+            select(w)
+            .where(w.c.source == source, w.c.applied_at.is_(None))
+            .order_by(w.c.id)
+            .limit(INBOX_BATCH)
+        )
+        return [dict(r._mapping) for r in rows]
+
+
+def apply_inbox(service: Service, poller: SourcePoller, source: str) -> int:
+    """Apply the pending inbox rows of ``source`` (this instance must own it: every write is
+    fenced and a stale token raises :class:`StaleFencingToken`); returns how many."""
+    done = 0
+    for row in inbox_pending(service, source):
+        event = dict(row["event"])
+        snapshot = Snapshot(
+            row["ref"], UnixMillis(int(row["received_at"])), {"event": event}, (row["event_id"],)
+        )
+        poller.receive(source, row["ref"], snapshot)  # fenced by the poller (fence_of)
+        _mark_applied(service, source, int(row["id"]))
+        done += 1
+    return done
+
+
+def _mark_applied(service: Service, source: str, row_id: int) -> None:
+    """Mark one inbox row applied, under the source's fence (a stale owner cannot)."""
+    now = service.clock()
+    fence = service.handoff.fence(source)
+    w = s.webhook_inbox
+    try:
+        with service.store.writer.begin() as conn:
+            if fence is not None:
+                ls.check_fence(conn, source, fence[0], fence[1])
+            conn.execute(
+                update(w)
+                .where(w.c.id == row_id, w.c.applied_at.is_(None))
+                .values(
+                    applied_at=now,
+                    applied_by=service.handoff.instance_id,
+                    applied_token=None if fence is None else fence[1],
+                )
+            )
+    except StaleFencingToken as exc:
+        ls.record_rejection(service.store.writer, exc, now)
+        raise
+
+
+def inbox_job(service: Service) -> None:
+    """After each lease check: apply the inbox of every Stripe source this instance owns
+    (webhooks a standby received). Refusals stop at once: the lease is gone."""
+    poller = sources_of(service)
+    if poller is None:
+        return
+    for name, slot in poller.slots.items():
+        if slot.config.kind != STRIPE_KIND or not service.handoff.owns(name):
+            continue
+        try:
+            apply_inbox(service, poller, name)
+        except StaleFencingToken as exc:
+            service.handoff.lost(name, exc.token)
 
 
 def _slot(

@@ -32,12 +32,14 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from chains.budget import CallBudget, CallsDeferred
 from chains.errors import ChainError
 from chains.models import Block, BlockHeader
 from chains.quorum import FinalityGate, GateResult, SingleNodeGate
 from chains.rpc import RpcClient
 from chains.tracker import HeaderWindow, HeadTracker, Reorg
 from guard.settlement import (
+    Decision,
     Evidence,
     Reversal,
     SettlementPolicy,
@@ -82,6 +84,8 @@ class PollStats:
     behind: int = 0
     decisions: int = 0
     probes: int = 0
+    skipped: str | None = None
+    """Why the poll did not run (or stopped early): the RPC budget or rate limits."""
 
 
 @dataclass
@@ -140,8 +144,16 @@ class ChainWatcher:
         reprobe_per_minute: int = 6,
         plan: OutboxPlan | None = None,
         gate: FinalityGate | None = None,
+        budget: CallBudget | None = None,
     ) -> None:
         self.config = config
+        self.budget = budget
+        """The chain's calls-per-minute budget (shared with the client's transports): polls
+        are planned within it. None: no budget."""
+        self.deferred: str | None = None
+        """Why the last poll was skipped or cut short by our own limits (None when it ran)."""
+        self._deferred_logged_at: float | None = None
+        self._max_batch = client.max_batch
         self.gate: FinalityGate = gate or SingleNodeGate(client.endpoint)
         """Which settlements enough endpoints agree on before they may become terminal."""
         self._approval: GateResult | None = None
@@ -209,8 +221,16 @@ class ChainWatcher:
         """One round: new registrations, probes, new blocks, deadlines. See the module doc."""
         if not self._started:
             self.start()
-        self.polls += 1
         stats = PollStats()
+        if self.budget is not None:
+            refusal = self.budget.refusal()
+            if refusal is not None:
+                self.budget.skipped()
+                stats.skipped = self._defer(refusal)
+                return stats
+            spent_before = self.budget.spent_total
+            self._fit_budget(self.budget.remaining)
+        self.polls += 1
         for entry in self.store.watch_entries(self.name, self.index.max_seq):
             self.index.add(entry)
         try:
@@ -219,7 +239,11 @@ class ChainWatcher:
             self.lagging = advance.lagging
             stats.lagging = advance.lagging
             stats.behind = advance.behind
-            finalized = self._finalized() if advance.blocks else self.finalized_number
+            finalized = (
+                self._finalized(advance.node_head.number)
+                if advance.blocks
+                else self.finalized_number
+            )
             for i, block in enumerate(advance.blocks):
                 reorg = advance.reorg if i == 0 else None
                 stats.decisions += self._commit_block(block, reorg, finalized, advance.node_head)
@@ -232,11 +256,36 @@ class ChainWatcher:
             if not advance.blocks:
                 stats.decisions += self._apply_deadlines()
             self.last_error = None
+            self.deferred = None
+        except CallsDeferred as exc:
+            # Our own limit, not the node: what was committed stands, the rest waits.
+            stats.skipped = self._defer(str(exc))
         except ChainError as exc:
             self.last_error = str(exc)
             log.warning("chain %s: poll failed, will retry: %s", self.name, exc)
             raise
+        finally:
+            if self.budget is not None:
+                self.budget.note_poll_cost(self.budget.spent_total - spent_before)
         return stats
+
+    def _fit_budget(self, room: int) -> None:
+        """Size this poll's batches to the calls left in the budget window, so that a
+        catch-up after a long gap (or a reorg walk, or a burst of registrations) advances a
+        little every window instead of asking for more than the budget and never landing."""
+        share = max(1, room - 3)  # the head, receipts, the gate
+        self.tracker.max_blocks_per_poll = min(self.config.max_blocks_per_poll, share)
+        self.client.max_batch = min(self._max_batch, share)
+        self._probe_limit = max(1, share // 3)  # by hash, receipt or raw bytes
+
+    def _defer(self, reason: str) -> str:
+        """Record why polling waits on our own limits; log it at most once a minute."""
+        self.deferred = reason
+        now = time.monotonic()
+        if self._deferred_logged_at is None or now - self._deferred_logged_at >= 60.0:
+            self._deferred_logged_at = now
+            log.warning("chain %s: poll skipped, settlements wait: %s", self.name, reason)
+        return reason
 
     def catch_up(self, max_rounds: int = 1000) -> PollStats:
         """Poll until the tracker reports nothing behind (bounded); returns the last stats."""
@@ -247,14 +296,23 @@ class ChainWatcher:
             rounds += 1
         return stats
 
-    def _finalized(self) -> int | None:
+    def _finalized(self, head_number: int) -> int | None:
         """The ``finalized`` height: fetched (one call) only when the policy uses it and
         something is watched; otherwise the last known value."""
         if self.config.resolved_finality == "depth" or not self.index.by_id:
             return self.finalized_number
         header = self.client.header("finalized")
-        if header is not None:
-            self.finalized_number = header.number
+        own: int | None = header.number if header is not None else None
+        if not self.gate.trivial:
+            # A quorum gate: our node's tag counts only as far as k endpoints' tags reach
+            # (the k-th highest); until enough have answered, nothing is finalized for us.
+            bound = self.gate.finalized_bound(head_number, own)
+            self.untrusted_finalized = own if own != bound else None
+            if bound is None:
+                return None
+            own = bound
+        if own is not None:
+            self.finalized_number = BlockNumber(own)
         return self.finalized_number
 
     # -- per block -----------------------------------------------------------------------
@@ -299,7 +357,7 @@ class ChainWatcher:
                     raise ChainInconsistentReceipts(self.name, block.header.number, missing)
         head = block.header if block is not None else (reorg.common_ancestor if reorg else None)
         assert head is not None
-        pos = ChainPosition(head.number, head.hash, finalized)
+        pos = ChainPosition(head.number, head.hash, finalized, self.untrusted_finalized)
         changed: list[SettlementRecord] = []
         decisions = 0
         self._approval = self._ask_gate(head, finalized)
@@ -462,6 +520,9 @@ class ChainWatcher:
         return {r.settlement_id for r in touched}, reversed_ids
 
     _reorg_reversal: Reversal | None = None
+    _probe_limit: int = 1_000_000
+    untrusted_finalized: int | None = None
+    """Our node's ``finalized`` height when the quorum gate did not trust it that far."""
 
     def _decide(
         self, txn: BlockTxn, rec: SettlementRecord, pos: ChainPosition, now: int, reversed_: bool
@@ -488,8 +549,12 @@ class ChainWatcher:
             and transition.kind is not TransitionKind.LATE_FINALITY
             and now < late_horizon
         )
-        if transition.kind is TransitionKind.UNCHANGED and watching == rec.watching:
-            return 0
+        if (
+            transition.kind is TransitionKind.UNCHANGED
+            and watching == rec.watching
+            and _wait_reason(fresh) == _wait_reason(previous)
+        ):
+            return 0  # (a new reason to wait is stored: the settlement view shows it)
         if transition.kind is TransitionKind.HELD and watching == rec.watching:
             return 0
         subject = {"settlement_id": rec.settlement_id, "tx_hash": rec.tx_hash}
@@ -545,7 +610,7 @@ class ChainWatcher:
             float(self.reprobe_per_minute),
             self._reprobe_tokens + elapsed_min * self.reprobe_per_minute,
         )
-        due = self.store.due_probes(self.name, now, self.probe_batch)
+        due = self.store.due_probes(self.name, now, min(self.probe_batch, self._probe_limit))
         fresh = [r for r in due if r.probe_count == 0]
         budget = int(self._reprobe_tokens)
         again = [r for r in due if r.probe_count > 0][:budget]
@@ -667,6 +732,12 @@ class ChainWatcher:
             self._unhealthy_since = self._bad_since
             log.error("chain %s: node unhealthy: %s", self.name, reason)
 
+    def endpoint_problem(self, endpoint: str, reason: str) -> bool:
+        """Store one ``rpc_unhealthy`` event about one endpoint (e.g. it answered another
+        chain id at start-up) while the chain runs on the others; False if the store failed."""
+        payload = {"chain": self.name, "endpoint": endpoint, "reason": reason}
+        return self._store_event("rpc_unhealthy", "critical", payload)
+
     def _store_event(self, kind: str, severity: str, payload: dict[str, Any]) -> bool:
         """Store one event (and its alerts) in its own transaction; False if the store failed."""
         try:
@@ -676,6 +747,18 @@ class ChainWatcher:
             log.warning("chain %s: cannot store %s event: %s", self.name, kind, exc)
             return False
         return True
+
+
+def _wait_reason(decision: Decision) -> str | None:
+    """Why an awaiting decision waits although its block looks final (the quorum gate's
+    hold, or a ``finalized`` tag not trusted), else None."""
+    evidence = decision.evidence
+    if evidence is None:
+        return None
+    facts = dict(evidence.facts)
+    reason = facts.get("reason") if evidence.kind == "awaiting_quorum" else None
+    reason = reason or facts.get("waiting")
+    return str(reason) if reason is not None else None
 
 
 class ChainInconsistentReceipts(ChainError):

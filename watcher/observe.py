@@ -64,7 +64,10 @@ class ChainPosition:
     head_hash: str
     """Its hash."""
     finalized_number: int | None
-    """The ``finalized`` tag's height, when fetched."""
+    """The ``finalized`` tag's height, when fetched (with a quorum: the trusted height)."""
+    untrusted_finalized: int | None = None
+    """Our node's own ``finalized`` height when the quorum gate did not trust it that far
+    (a tag running ahead of the other endpoints'); shown as the reason to wait."""
 
 
 def depth_of(block_number: int | None, head_number: int | None) -> int:
@@ -164,6 +167,13 @@ def _observe(rec: TrackedTx, pos: ChainPosition, now: int) -> Observation:
     )
     basis = _is_final(rec.finality_mode, rec.block_number, rec.required_confirmations, pos)
     if basis is None:
+        untrusted = pos.untrusted_finalized
+        if rec.finality_mode != "depth" and untrusted is not None and rec.block_number <= untrusted:
+            facts["waiting"] = (
+                f"the node's finalized tag ({untrusted}) covers block {rec.block_number}, but "
+                f"the endpoints of the quorum only confirm finalized up to "
+                f"{pos.finalized_number}: not trusted yet"
+            )
         return Observation(progress=Evidence.of("included", at, **facts))
     if rec.receipt_status == 0:
         return Observation(failure=Evidence.of("reverted", at, basis=basis, **facts))

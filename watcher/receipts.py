@@ -52,7 +52,7 @@ from guard.verify import verify_receipt
 from watcher.receipt_builder import ReceiptBuilder
 from watcher.receipt_sources import SourceReceiptBuilder
 from watcher.signer import Signer, load_signer
-from watcher.store import SettlementNotFound, SettlementRecord, StoreError
+from watcher.store import SettlementNotFound, SettlementRecord, StaleFencingToken, StoreError
 from watcher.store.receipts_store import (
     ReceiptRecord,
     ReceiptStore,
@@ -110,6 +110,11 @@ class ReceiptIssuer:
         (API) threads, so its work is serialised here."""
         self.issued = 0
         """Receipts signed and stored since start."""
+        self.fence_of: Callable[[str], tuple[str, int] | None] = lambda _name: None
+        """(owner, fencing token) a receipt of a chain or source is stored under (the
+        handoff manager's ``fence``); None: unfenced (one instance)."""
+        self.on_lost: Callable[[str, int], None] = lambda _name, _token: None
+        """Called when the store refused a receipt for a stale token (the lease is gone)."""
         self._binding_lock = threading.Lock()
 
     # -- component -----------------------------------------------------------------------
@@ -130,6 +135,10 @@ class ReceiptIssuer:
             with lock:
                 self.scan(chain)
                 self.work(chain)
+        except StaleFencingToken as exc:
+            # Another instance holds the lease now: it issues the receipts; nothing was stored.
+            log.warning("chain %s: receipt refused: %s", chain, exc)
+            self.on_lost(chain, exc.token)
         except (ChainError, StoreError) as exc:
             log.warning("chain %s: receipts postponed: %s", chain, exc)
 
@@ -199,8 +208,12 @@ class ReceiptIssuer:
         if rec.verdict not in TERMINAL or _has_current(stored, rec.digest):
             return True
         body = self.builders[chain].decision_body(rec, self.clock())
-        self._store(self.signer.sign(body))
+        self._store(self.signer.sign(body), fence=self._fence(chain))
         return True
+
+    def _fence(self, name: str) -> tuple[str, str, int] | None:
+        fence = self.fence_of(name)
+        return None if fence is None else (name, fence[0], fence[1])
 
     def _revoke(self, old: ReceiptRecord, violation: dict[str, Any]) -> None:
         body = old.body
@@ -233,13 +246,19 @@ class ReceiptIssuer:
                 f"{old.kind}; the settlement is now {now_verdict}"
             )
         revocation = self.signer.sign(revocation_body(subject, now, body, reason, evidence))
-        self._store(revocation, revokes=old.id)
+        self._store(revocation, revokes=old.id, fence=self._fence(str(body["chain"])))
         log.warning("revoked %s %s of %s: %s", old.kind, old.digest, old.settlement_id, reason)
 
-    def _store(self, receipt: dict[str, Any], revokes: int | None = None) -> ReceiptRecord:
-        """Check the signed receipt with the offline verifier, then store it."""
+    def _store(
+        self,
+        receipt: dict[str, Any],
+        revokes: int | None = None,
+        fence: tuple[str, str, int] | None = None,
+    ) -> ReceiptRecord:
+        """Check the signed receipt with the offline verifier, then store it (under
+        ``fence``: (name, owner, token), refused by the store when stale)."""
         verify_receipt(receipt, trusted_signers=[self.signer.address])
-        record = self.receipts.add(receipt, self.clock(), revokes=revokes)
+        record = self.receipts.add(receipt, self.clock(), revokes=revokes, fence=fence)
         self.issued += 1
         return record
 
@@ -288,7 +307,13 @@ def issuer_for(service: Service) -> ReceiptIssuer:
             source.name, source.kind, signer.address, receipts.lifecycle
         )
     log.info("receipts are signed by %s (key from %s)", signer.address, signer.source)
-    return ReceiptIssuer(signer, receipts, service.store.settlement, builders, service.clock)
+    issuer = ReceiptIssuer(signer, receipts, service.store.settlement, builders, service.clock)
+    # Several instances on one store: a receipt is a processing write of its chain or source,
+    # fenced by its lease like a block; the same key signs each takeover's recorded elements.
+    issuer.fence_of = service.handoff.fence
+    issuer.on_lost = service.handoff.lost
+    service.handoff.signer = signer
+    return issuer
 
 
 def issuer_of(service: Service) -> ReceiptIssuer | None:

@@ -1,6 +1,9 @@
 """The daemon: one polling job per chain (APScheduler) and the HTTP API (uvicorn).
 
-Start-up checks every endpoint's ``eth_chainId`` against the config and refuses a mismatch.
+Start-up checks every endpoint's ``eth_chainId`` against the config: the chain starts when
+at least ``quorum`` endpoints serve it (the others are marked ``wrong_chain`` and reported),
+and is refused when too few can. A chain's ``calls_per_minute`` budget stretches its poll
+interval when needed and its engine plans each poll within it (chains.budget).
 A chain whose node is down at start-up is not fatal: its job keeps trying, ``/healthz``
 says so, and nothing is decided for that chain meanwhile (the watcher waits, and says why).
 
@@ -21,8 +24,10 @@ import uvicorn
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from chains import pool
+from chains.budget import CallBudget
 from chains.errors import ChainError, ChainIdMismatch
-from chains.rpc import RpcClient, connect
+from chains.health import redact
+from chains.rpc import RpcClient
 from watcher.config import ChainConfig, Config
 from watcher.delivery_plan import OutboxPlan
 from watcher.disagreement import event_recorder
@@ -49,21 +54,35 @@ class ChainHealth:
 class Service:
     """Everything the daemon runs, built from a :class:`Config`."""
 
-    def __init__(self, config: Config, clock: Clock = wall_clock_ms) -> None:
+    def __init__(
+        self,
+        config: Config,
+        clock: Clock = wall_clock_ms,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.config = config
         self.clock = clock
         self.store = Store.open(config.store.url)
         self.clients: dict[str, RpcClient] = {}
+        self.budgets: dict[str, CallBudget] = {}
+        """Each budgeted chain's calls-per-minute budget (``monotonic`` is its clock)."""
+        self._wrong_chain: dict[str, list[pool.ChainIdAnswer]] = {}
         self.watchers: dict[str, ChainWatcher] = {}
         self.health: dict[str, ChainHealth] = {}
         self._locks: dict[str, threading.Lock] = {}
         for chain in config.chains:
+            budget = None
+            if chain.calls_per_minute is not None:
+                budget = CallBudget(chain.calls_per_minute, clock=monotonic)
+                self.budgets[chain.name] = budget
             client = pool.client_for(
                 chain.rpc,
                 chain_id=chain.chain_id,
                 weights=chain.rpc_weights,
                 timeout_s=chain.rpc_timeout_s,
                 base_backoff_s=chain.rpc_backoff_s,
+                budget=budget,
+                rate_limits=chain.rpc_rate_limits,
             )
             self.clients[chain.name] = client
             alert = event_recorder(self.store, chain.name, clock, self._plan_of(chain.name))
@@ -73,6 +92,7 @@ class Service:
                 client,
                 clock=clock,
                 gate=pool.gate_for(chain.rpc, chain.quorum, client, alert=alert),
+                budget=budget,
             )
             self.health[chain.name] = ChainHealth()
             self._locks[chain.name] = threading.Lock()
@@ -114,18 +134,37 @@ class Service:
         return self.config.chain(name)
 
     def check_chain(self, chain: ChainConfig) -> None:
-        """Verify ``eth_chainId`` of every endpoint; raise :class:`ChainIdMismatch`."""
-        for endpoint in chain.rpc:
-            actual = connect(endpoint, timeout_s=5.0).chain_id()
-            if actual != chain.chain_id:
-                raise ChainIdMismatch(chain.name, endpoint, chain.chain_id, actual)
+        """Ask every endpoint its ``eth_chainId``: the chain may start when ``quorum`` of them
+        (at least one) serve ``chain_id``; those serving another chain are marked
+        ``wrong_chain`` and logged. Raises :class:`ChainIdMismatch` (naming what each endpoint
+        answered) when too few can, or a :class:`ChainError` when too few answered yet."""
+        answers = pool.check_chain_ids(
+            self.clients[chain.name], chain.name, chain.chain_id, chain.quorum
+        )
+        wrong = [a for a in answers if a.chain_id is not None and a.chain_id != chain.chain_id]
+        for a in wrong:
+            log.error(
+                "chain %s: endpoint %s serves chain id %d, not %d: marked wrong_chain, "
+                "not used; the chain runs on the others",
+                chain.name,
+                redact(a.endpoint),
+                a.chain_id,
+                chain.chain_id,
+            )
+        self._wrong_chain[chain.name] = wrong
 
     def start_chain(self, name: str) -> None:
         """Check the node and load the chain's state; raises on a chain id mismatch."""
         chain = self.chain_config(name)
         self.check_chain(chain)
-        self.watchers[name].start()
+        watcher = self.watchers[name]
+        watcher.start()
         self.health[name].started = True
+        for a in self._wrong_chain.pop(name, []):
+            watcher.endpoint_problem(
+                redact(a.endpoint),
+                f"serves chain id {a.chain_id}, not {chain.chain_id}: not used",
+            )
 
     def poll_chain(self, name: str) -> None:
         """One scheduler run for a chain: poll, and keep catching up for a bounded time."""
@@ -139,8 +178,11 @@ class Service:
                 watcher = self.watchers[name]
                 started = time.monotonic()
                 stats = watcher.poll()
+                # Each catch-up round is planned within the budget like any poll: one that
+                # does not fit ends the catch-up until the budget has room again.
                 while (
                     stats.behind > 0
+                    and stats.skipped is None
                     and time.monotonic() - started < CATCH_UP_SLICE_S
                     and not self.stopping.is_set()
                 ):
@@ -177,8 +219,24 @@ class Service:
         health = self.health[name]
         if health.last_success_ms is None or health.last_error is not None:
             return False
-        interval_ms = self.chain_config(name).resolved_poll_interval_s * 1000
+        interval_ms = self.poll_interval_s(name) * 1000
         return self.clock() - health.last_success_ms <= 5 * interval_ms + 10_000
+
+    def poll_interval_s(self, name: str) -> float:
+        """The chain's poll interval, stretched when its budget cannot pay one call per poll."""
+        interval = self.chain_config(name).resolved_poll_interval_s
+        budget = self.budgets.get(name)
+        return budget.interval_s(interval) if budget is not None else interval
+
+    def budget_status(self, name: str) -> dict[str, object] | None:
+        """The chain's budget and spend, and why polls wait if they do (GET /v1/chains)."""
+        budget = self.budgets.get(name)
+        if budget is None:
+            return None
+        status = budget.snapshot()
+        status["poll_interval_s"] = self.poll_interval_s(name)
+        status["waiting"] = self.watchers[name].deferred
+        return status
 
     # -- running -------------------------------------------------------------------------
 
@@ -197,10 +255,19 @@ class Service:
                 misfire_grace_time=None,
             )
         for chain in self.config.chains:
+            interval = self.poll_interval_s(chain.name)
+            if interval > chain.resolved_poll_interval_s:
+                log.warning(
+                    "chain %s: budget %d calls/min < %g polls/min: polling every %.1f s",
+                    chain.name,
+                    self.budgets[chain.name].limit,
+                    60 / chain.resolved_poll_interval_s,
+                    interval,
+                )
             self.scheduler.add_job(
                 self.poll_chain,
                 "interval",
-                seconds=chain.resolved_poll_interval_s,
+                seconds=interval,
                 args=[chain.name],
                 id=f"poll:{chain.name}",
                 max_instances=1,

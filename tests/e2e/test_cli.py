@@ -248,9 +248,7 @@ def test_run_with_wrong_chain_id_exits_78(tmp_path: Path, anvil: Anvil) -> None:
     assert "chain id" in last and "31337" in last and re.search(r"\b1\b", last), last
 
 
-def test_run_without_a_signing_key_on_a_public_chain_exits_78(
-    tmp_path: Path, anvil: Anvil
-) -> None:
+def test_run_without_a_signing_key_on_a_public_chain_exits_78(tmp_path: Path, anvil: Anvil) -> None:
     config = Daemon(tmp_path, anvil.url, start=False, chain_id=1)
     done = run_daemon(config.config_path)
     config.close()

@@ -59,6 +59,10 @@ def test_two_of_three_waits_while_only_the_fork_answers(
     waiting = rig.settlement(rec.settlement_id)
     assert waiting.verdict == Verdict.AWAITING_FINALITY
     assert rig.view(rec.settlement_id)["receipt"] is None
+    # The settlement view says why it waits (the gate's reason).
+    evidence = rig.view(rec.settlement_id)["evidence"]
+    assert evidence["kind"] == "awaiting_quorum"
+    assert "quorum not reached: 1 of 2 endpoints agree" in evidence["facts"]["reason"]
     [event] = rig.events(kind="rpc_disagreement")
     block = int(main.receipt(tx)["blockNumber"], 16)
     assert event.payload["block_number"] == block
@@ -135,3 +139,46 @@ def test_finalized_tag_that_changes_hash_is_a_finality_violation(
     assert "backwards" in event.payload["reason"]
     # A tag running ahead of the others is not trusted: the k-th highest is.
     assert gate.trusted_finalized == fork.head() - 2
+
+
+def test_finalized_tag_running_ahead_on_one_node_is_not_trusted(
+    start_anvil: Callable[..., Anvil], tmp_path: Path
+) -> None:
+    """finality = "finalized", quorum 2: our own node's tag says the block is final, the
+    other endpoint's does not yet. Nothing is confirmed until two endpoints' tags cover it;
+    meanwhile the settlement view says why it waits."""
+    main = start_anvil("--slots-in-an-epoch", "1")  # honest finalized = head - 2
+    main.mine(3)
+    rig = multi_rig(
+        main,
+        f"sqlite:///{tmp_path}/fin.db",
+        quorum=2,
+        confirmations=1,
+        finality="finalized",
+    )
+    try:
+        liar, honest = rig.proxies
+        liar.inject("finalized_ahead")  # the followed node: its finalized tag is its head
+        rig.watcher.poll()
+        tx = main.send()
+        block = wait_included(main, tx)
+        rec = rig.register(tx)
+        rig.watcher.catch_up()
+        rig.mine_and_poll(1)  # the liar says `block` is final; honest says block - 1
+        waiting = rig.view(rec.settlement_id)
+        assert waiting["verdict"] == Verdict.AWAITING_FINALITY
+        assert waiting["receipt"] is None
+        assert rig.watcher.finalized_number is not None
+        assert rig.watcher.finalized_number < block
+        assert "not trusted yet" in waiting["evidence"]["facts"]["waiting"]
+        assert honest.calls["eth_getBlockByNumber"] > 0
+        # The honest node's tag reaches the block: two endpoints agree, it is final.
+        rig.mine_and_poll(2)
+        done = rig.settlement(rec.settlement_id)
+        assert done.verdict == Verdict.FINALITY_CONFIRMED
+        assert done.block_hash == main.block(block)["hash"]
+        assert rig.watcher.finalized_number is not None
+        assert rig.watcher.finalized_number >= block
+        assert rig.watcher.finalized_number <= main.head() - 2  # never the liar's height
+    finally:
+        rig.close()

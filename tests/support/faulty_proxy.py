@@ -13,7 +13,12 @@ load-balanced RPC endpoints really do:
 * ``roll_back(n)`` — the head goes back ``n`` blocks with no competing chain (a resyncing
   node behind a load balancer);
 * ``chain_id`` — answer ``eth_chainId`` for another chain;
-* ``upstream`` — point the proxy at another node, e.g. one that is on a fork.
+* ``upstream`` — point the proxy at another node, e.g. one that is on a fork;
+* ``finalized_ahead`` — answer the ``finalized`` (and ``safe``) tag with the head: a node
+  whose finality tag runs far ahead of every other node's.
+
+:meth:`total` and :meth:`calls_log` count what arrived (a batch of k calls counts k), for
+tests that check call budgets and rate limits at the wire.
 
 Faults apply to every request until cleared with :meth:`clear`.
 """
@@ -48,7 +53,10 @@ class FaultyProxy:
         self.chain_id: int | None = None
         self.ceiling: int | None = None
         """When set, the head the proxy shows: blocks above it do not exist."""
+        self.finalized_ahead = False
         self.calls: Counter[str] = Counter()
+        self.arrivals: list[tuple[float, int]] = []
+        """(monotonic time, JSON-RPC calls) of every HTTP request received."""
         self._lock = threading.Lock()
         self._session = requests.Session()
         proxy = self
@@ -91,6 +99,7 @@ class FaultyProxy:
         self.drop = self.http_500 = self.rpc_error = self.malformed = False
         self.chain_id = None
         self.ceiling = None
+        self.finalized_ahead = False
 
     def freeze_head(self) -> int:
         """Stop the head where it is now; returns that height."""
@@ -120,6 +129,8 @@ class FaultyProxy:
             self.roll_back(2)
         elif fault == "chain_id":
             self.chain_id = 1
+        elif fault == "finalized_ahead":
+            self.finalized_ahead = True
         else:
             raise ValueError(f"unknown fault {fault!r}")
 
@@ -127,6 +138,11 @@ class FaultyProxy:
         """JSON-RPC calls received so far."""
         with self._lock:
             return sum(self.calls.values())
+
+    def calls_between(self, start: float, end: float) -> int:
+        """JSON-RPC calls received with ``start <= time.monotonic() < end``."""
+        with self._lock:
+            return sum(n for at, n in self.arrivals if start <= at < end)
 
     def close(self) -> None:
         """Stop serving."""
@@ -151,6 +167,7 @@ class FaultyProxy:
             payload = None
         items = payload if isinstance(payload, list) else [payload]
         with self._lock:
+            self.arrivals.append((time.monotonic(), len(items)))
             for item in items:
                 if isinstance(item, dict):
                     self.calls[str(item.get("method"))] += 1
@@ -173,6 +190,9 @@ class FaultyProxy:
             ]
             out: Any = answers if isinstance(payload, list) else answers[0]
             return 200, json.dumps(out).encode()
+        if self.finalized_ahead and isinstance(payload, (list, dict)):
+            for item in items:
+                _finalized_as_latest(item)
         ceiling = self.ceiling
         if ceiling is not None and isinstance(payload, (list, dict)):
             for item in items:
@@ -204,6 +224,20 @@ class FaultyProxy:
             if ceiling is not None:
                 ans["result"] = _cap_result(method, ans.get("result"), ceiling)
         return answer.status_code, json.dumps(decoded).encode()
+
+
+def _finalized_as_latest(item: Any) -> None:
+    """Rewrite a ``finalized``/``safe`` block request to ``latest`` (a tag running ahead)."""
+    if not isinstance(item, dict):
+        return
+    params = item.get("params")
+    if (
+        item.get("method") == "eth_getBlockByNumber"
+        and isinstance(params, list)
+        and params
+        and params[0] in ("finalized", "safe")
+    ):
+        params[0] = "latest"
 
 
 def _cap_request(item: Any, ceiling: int) -> None:

@@ -22,8 +22,9 @@ from typing import Any
 from sqlalchemy import Engine, insert, select, update
 
 from guard.receipts import DECISION_KINDS, REVOCATION
-from watcher.store import Store
+from watcher.store import Store, lease_store
 from watcher.store import schema as s
+from watcher.store.errors import StaleFencingToken
 from watcher.store.records import from_row
 
 TERMINAL_EVENTS = (
@@ -102,8 +103,21 @@ class ReceiptStore:
 
     # -- receipts ------------------------------------------------------------------------
 
-    def add(self, receipt: dict[str, Any], now: int, revokes: int | None = None) -> ReceiptRecord:
-        """Store a signed receipt (one transaction); returns its row."""
+    def add(
+        self,
+        receipt: dict[str, Any],
+        now: int,
+        revokes: int | None = None,
+        fence: tuple[str, str, int] | None = None,
+    ) -> ReceiptRecord:
+        """Store a signed receipt (one transaction); returns its row.
+
+        ``fence`` is (chain or source name, owner, fencing token) of the lease the receipt
+        is issued under: checked in the same transaction, exactly as a block write
+        (:meth:`watcher.store.Store.block_txn`), so an instance that lost the lease stores
+        nothing; the refusal raises :class:`StaleFencingToken` and is recorded in
+        ``fencing_rejections``. None: unfenced (one instance alone, or a binding receipt,
+        which any instance makes at registration)."""
         values = {
             "settlement_id": receipt["settlement_id"],
             "kind": receipt["kind"],
@@ -113,8 +127,14 @@ class ReceiptStore:
             "revokes": revokes,
             "created_at": now,
         }
-        with self._writer.begin() as conn:
-            key = conn.execute(insert(s.receipts).values(**values)).inserted_primary_key
+        try:
+            with self._writer.begin() as conn:
+                if fence is not None:
+                    lease_store.check_fence(conn, *fence)
+                key = conn.execute(insert(s.receipts).values(**values)).inserted_primary_key
+        except StaleFencingToken as exc:
+            lease_store.record_rejection(self._writer, exc, now)
+            raise
         assert key is not None
         return ReceiptRecord(id=int(key[0]), **values)
 

@@ -19,7 +19,7 @@ from sqlalchemy import (
     false,
 )
 
-SCHEMA_REVISION = "0004"
+SCHEMA_REVISION = "0005"
 """Alembic revision this code writes and reads."""
 
 metadata = MetaData()
@@ -220,3 +220,25 @@ fencing_rejections = Table(
     Column("at", BigInteger, nullable=False),
 )
 """Writes the store refused because their fencing token was stale (proof of the fence)."""
+
+# -- 0005: the webhook inbox ----------------------------------------------------------------
+
+webhook_inbox = Table(
+    "webhook_inbox",
+    metadata,
+    Column("id", AutoId, primary_key=True, autoincrement=True),
+    Column("source", String(64), nullable=False),
+    Column("ref", String(128), nullable=False),
+    Column("event_id", String(128), nullable=False),
+    Column("event", JSON, nullable=False),
+    Column("received_by", String(128), nullable=False),
+    Column("received_at", BigInteger, nullable=False),
+    Column("applied_at", BigInteger),
+    Column("applied_by", String(128)),
+    Column("applied_token", BigInteger),
+    UniqueConstraint("source", "event_id", name="uq_webhook_inbox_event"),
+    Index("ix_webhook_inbox_pending", "source", "applied_at", "id"),
+)
+"""Signed webhook events (Stripe) as received, by any instance, before anything is decided:
+the source's lease owner applies them under its fencing token and marks them applied, so a
+webhook received by a standby is never lost and never applied by a stale owner."""
