@@ -362,6 +362,36 @@ def binding_body(subject: Subject, issued_at: int, terms: BindingTerms) -> dict[
     }
 
 
+def offchain_binding_body(
+    subject: Subject,
+    issued_at: int,
+    state_digest: str,
+    terms: OffchainTerms,
+    deadline: int,
+) -> dict[str, Any]:
+    """Body of a ``dependent_state_binding_receipt`` for a source settlement (a payment, a
+    job): the dependent state's digest bound to the source, its ref and the deadline.
+
+    ``subject`` has chain id :data:`OFFCHAIN_CHAIN_ID` and ``tx_hash`` = :func:`ref_hash` of
+    the ref, like the source's decision receipts; a source has no depth, so the terms are
+    the registration instant, the timeout and the deadline."""
+    return {
+        **subject.head(BINDING, issued_at),
+        "binding": {
+            "dependent_state_digest": state_digest,
+            "timeout_ms": terms.timeout_ms,
+            "initiated_at": terms.initiated_at,
+            "deadline": deadline,
+        },
+        "offchain": {
+            "type": "offchain",
+            "source_kind": terms.source_kind,
+            "source": terms.source,
+            "ref": terms.ref,
+        },
+    }
+
+
 def revocation_body(
     subject: Subject,
     issued_at: int,

@@ -38,7 +38,7 @@ from guard.handoff_receipts import HANDOFF_KINDS, verify_handoff
 from guard.txs import TransactionError, recover_address
 from guard.verify_chain import ChainFacts
 from guard.verify_decisions import verify_decision
-from guard.verify_terms import verify_binding, verify_revocation
+from guard.verify_terms import verify_binding, verify_offchain_binding, verify_revocation
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def verify_receipt(
     elif kind in HANDOFF_KINDS:
         facts, claims = verify_handoff(kind, body)
     elif kind == fmt.BINDING and chain_id == fmt.OFFCHAIN_CHAIN_ID:
-        raise ReceiptInvalid("chain_id: 0 (off-chain) has no binding receipts")
+        facts, claims = verify_offchain_binding(body)
     elif kind == fmt.BINDING:
         facts, claims = verify_binding(body)
     else:

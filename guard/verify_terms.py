@@ -103,6 +103,45 @@ def _timestamp(header: Mapping[str, Any]) -> int:
     return int.from_bytes(field_bytes("timestamp", "q", header["timestamp"]), "big")
 
 
+def verify_offchain_binding(body: Mapping[str, Any]) -> tuple[ChainFacts, list[str]]:
+    """A source settlement's binding receipt: consistent terms, and a ``tx_hash`` that is
+    keccak256 of the ref it names."""
+    keys(body, (*COMMON, "binding", "offchain"), "")
+    terms = child(body, "binding", "")
+    keys(terms, ("dependent_state_digest", "timeout_ms", "initiated_at", "deadline"), "binding")
+    off = child(body, "offchain", "")
+    keys(off, ("type", "source_kind", "source", "ref"), "offchain")
+    if field(off, "type", "offchain") != "offchain":
+        raise ReceiptInvalid(f"offchain.type: {off.get('type')!r} is not 'offchain'")
+    source_kind = text(off, "source_kind", "offchain")
+    source = text(off, "source", "offchain")
+    ref = text(off, "ref", "offchain")
+    if text(body, "chain", "") != source:
+        raise ReceiptInvalid(f"chain: {body.get('chain')!r} is not offchain.source {source!r}")
+    if text(body, "tx_hash", "") != fmt.ref_hash(ref):
+        raise ReceiptInvalid(
+            f"tx_hash: is not keccak256 of offchain.ref {ref!r} ({fmt.ref_hash(ref)})"
+        )
+    state = digest_text(terms, "dependent_state_digest", "binding")
+    timeout_ms = integer(terms, "timeout_ms", "binding", minimum=1)
+    initiated = integer(terms, "initiated_at", "binding")
+    deadline = integer(terms, "deadline", "binding")
+    if not initiated < deadline <= initiated + timeout_ms:
+        raise ReceiptInvalid(
+            f"binding.deadline: {deadline} is not within initiated_at + timeout_ms"
+        )
+    return (
+        ChainFacts(
+            summary=(
+                f"binds dependent state {state} to {source_kind} {ref!r} of {source!r}, "
+                f"deadline {deadline}"
+            ),
+            dependent_state_digest=state,
+        ),
+        [],
+    )
+
+
 def verify_binding(body: Mapping[str, Any]) -> tuple[ChainFacts, list[str]]:
     """A binding receipt's terms are consistent."""
     keys(body, (*COMMON, "binding"), "")

@@ -125,9 +125,11 @@ def source_view(service: Service, rec: SettlementRecord) -> dict[str, Any] | Non
 def _view(service: Service, rec: SettlementRecord) -> dict[str, Any]:
     """The source view with the latest signed receipt, once one exists for its verdict."""
     from watcher.api_receipts import latest_signed
+    from watcher.receipts import binding_for
 
     receipt = latest_signed(service, rec.settlement_id) if rec.verdict_enum.terminal else None
-    return source_settlement_view(rec, receipt)
+    binding = binding_for(service, rec) if rec.dependent_state is not None else None
+    return source_settlement_view(rec, receipt, binding)
 
 
 def router(service: Service) -> APIRouter:

@@ -17,6 +17,7 @@ from guard.receipts import (
     VERDICT_KIND,
     OffchainTerms,
     Subject,
+    offchain_binding_body,
     offchain_body,
     ref_hash,
 )
@@ -47,13 +48,7 @@ class SourceReceiptBuilder:
         decision = rec.decision
         if str(decision.get("verdict")) not in VERDICT_KIND or decision.get("deadline") is None:
             raise ValueError(f"{rec.settlement_id}: {rec.verdict} is not a terminal decision")
-        terms = OffchainTerms(
-            source_kind=self.source_kind,
-            source=rec.chain,
-            ref=rec.tx_hash,
-            initiated_at=rec.initiated_at,
-            timeout_ms=rec.timeout_ms,
-        )
+        terms = self._terms(rec)
         state = None if rec.dependent_state is None else digest(rec.dependent_state)
         issued_at = now
         if rec.verdict == "TIMEOUT_TREATED_AS_FAILURE":
@@ -63,8 +58,22 @@ class SourceReceiptBuilder:
         )
 
     def binding_body(self, rec: SettlementRecord, now: int) -> dict[str, Any] | None:
-        """Source settlements get no binding receipt (nothing on a chain to bind to)."""
-        return None
+        """The binding of ``rec``'s dependent state to the source, its ref and the deadline
+        (None when it has none)."""
+        if rec.dependent_state is None:
+            return None
+        return offchain_binding_body(
+            self.subject(rec), now, digest(rec.dependent_state), self._terms(rec), rec.deadline
+        )
+
+    def _terms(self, rec: SettlementRecord) -> OffchainTerms:
+        return OffchainTerms(
+            source_kind=self.source_kind,
+            source=rec.chain,
+            ref=rec.tx_hash,
+            initiated_at=rec.initiated_at,
+            timeout_ms=rec.timeout_ms,
+        )
 
     def _history(self, rec: SettlementRecord) -> list[dict[str, Any]]:
         """The settlement's verdict events, ending with the decision being attested."""

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from rq import Queue
 
+from guard.canonical import digest
 from guard.hashing import keccak256
 from guard.receipts import FAILURE, FINALITY, OFFCHAIN_CHAIN_ID, TIMEOUT
 from guard.source import Snapshot
@@ -273,12 +274,13 @@ def test_a_payment_commit_and_a_job_discard_carry_their_signed_receipts(
             with LiveApp(config, start_components=True) as app:
                 paid = stripe.create_payment_intent()
                 bad = queue.enqueue(fail, job_id=space.name("bad"), failure_ttl=600)
-                sid = app.register(
+                registered = app.register(
                     kind="stripe_payment_intent",
                     ref=paid,
                     dependent_state={"ship": "order-7"},
                     commit_url=receiver.url("/commit"),
-                )["settlement_id"]
+                )
+                sid = registered["settlement_id"]
                 job = app.register(
                     kind="rq_job",
                     ref=bad.id,
@@ -295,6 +297,15 @@ def test_a_payment_commit_and_a_job_discard_carry_their_signed_receipts(
             worker.stop()
     [c], [d] = commit, discard
     assert c["settlement_id"] == sid and d["settlement_id"] == job
+    # The registration answered a signed binding of the dependent state to the payment; the
+    # commit carries the same one, so the receiver can check what it applies.
+    binding = registered["binding"]
+    bound = verify_receipt(binding)
+    assert bound.kind == "dependent_state_binding_receipt"
+    assert bound.facts.dependent_state_digest == digest({"ship": "order-7"})
+    assert binding["offchain"]["ref"] == paid and binding["chain_id"] == OFFCHAIN_CHAIN_ID
+    assert c["binding"]["receipt"] == binding
+    assert d["binding"]["receipt"]["binding"]["dependent_state_digest"] == digest({"credit": 9})
     for body, kind, verdict in (
         (c, FINALITY, "FINALITY_CONFIRMED"),
         (d, FAILURE, "SETTLEMENT_FAILED"),

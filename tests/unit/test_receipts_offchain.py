@@ -15,10 +15,19 @@ from typing import Any
 import pytest
 
 from guard import eip712
-from guard.canonical import canonical_json
+from guard.canonical import canonical_json, digest
 from guard.errors import ReceiptInvalid
 from guard.hashing import keccak256
-from guard.receipts import body_of, message_hash, ref_hash, typed_data
+from guard.receipts import (
+    OFFCHAIN_CHAIN_ID,
+    OffchainTerms,
+    Subject,
+    body_of,
+    message_hash,
+    offchain_binding_body,
+    ref_hash,
+    typed_data,
+)
 from guard.verify import verify_receipt
 from tests.integration.receipts_helpers import SIGNING_KEY
 from watcher.signer import Signer
@@ -158,3 +167,51 @@ def test_an_untrusted_signer_is_refused() -> None:
     receipt = load("offchain_stripe_declined")
     with pytest.raises(ReceiptInvalid, match=r"signature: signer 0x.* is not trusted"):
         verify_receipt(receipt, trusted_signers=["0x" + "22" * 20])
+
+
+# -- the binding of a source settlement's dependent state -------------------------------------
+
+
+def offchain_binding() -> dict[str, Any]:
+    """A binding signed by the daemon's code for a Stripe payment (fixed inputs)."""
+    signer = Signer(SIGNING_KEY, "env")
+    subject = Subject("stripe:pi_1", "stripe", OFFCHAIN_CHAIN_ID, ref_hash("pi_1"), signer.address)
+    terms = OffchainTerms("stripe_payment_intent", "stripe", "pi_1", 1_000, 600_000)
+    body = offchain_binding_body(subject, 1_001, digest({"ship": "order-7"}), terms, 601_000)
+    return signer.sign(body)
+
+
+def test_a_source_binding_verifies_and_names_what_it_binds() -> None:
+    receipt = offchain_binding()
+    verified = verify_receipt(receipt, trusted_signers=[receipt["signer"]])
+    assert verified.kind == "dependent_state_binding_receipt"
+    assert verified.facts.dependent_state_digest == digest({"ship": "order-7"})
+    assert "stripe_payment_intent 'pi_1'" in verified.facts.summary
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        (("tx_hash",), "0x" + "11" * 32, "tx_hash: is not keccak256 of offchain.ref"),
+        (("chain",), "other", "chain: 'other' is not offchain.source 'stripe'"),
+        (("offchain", "ref"), "pi_2", "tx_hash: is not keccak256 of offchain.ref 'pi_2'"),
+        (("binding", "deadline"), 999_999_999, "binding.deadline: "),
+        (("binding", "required_confirmations"), 3, "binding.required_confirmations: is not a"),
+        (("offchain", "type"), "chain", "offchain.type: 'chain' is not 'offchain'"),
+    ],
+)
+def test_each_field_of_a_source_binding_is_checked(
+    path: tuple[str, ...], value: Any, expected: str
+) -> None:
+    receipt = copy.deepcopy(offchain_binding())
+    parent: Any = receipt
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    assert reason(resigned(receipt)).startswith(expected)
+
+
+def test_changing_the_bound_state_without_resigning_breaks_the_digest() -> None:
+    receipt = offchain_binding()
+    receipt["binding"]["dependent_state_digest"] = digest({"ship": "order-8"})
+    assert reason(receipt).startswith("digest: ")

@@ -65,11 +65,13 @@ def new_source_settlement(
 
 
 def source_settlement_view(
-    rec: SettlementRecord, receipt: Mapping[str, Any] | None = None
+    rec: SettlementRecord,
+    receipt: Mapping[str, Any] | None = None,
+    binding: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The public view of a source settlement: the chain view's keys (so clients read one
     shape), with the chain-only ones null, plus ``kind``, ``source`` and ``ref``."""
-    view = settlement_view(rec, None, receipt)
+    view = settlement_view(rec, None, receipt, binding)
     view.update(
         {
             "kind": rec.finality_mode,
