@@ -39,7 +39,7 @@ from guard.fields import (
 )
 from guard.source import objects_digest
 from guard.verify_chain import ChainFacts
-from guard.verify_terms import COMMON, DECIDED
+from guard.verify_terms import COMMON, DECIDED, offchain_subject
 
 SECTION = (
     "type",
@@ -75,17 +75,7 @@ def verify_offchain(
         )
     off = child(body, "offchain", "")
     keys(off, SECTION, "offchain")
-    if field(off, "type", "offchain") != "offchain":
-        raise ReceiptInvalid(f"offchain.type: {off.get('type')!r} is not 'offchain'")
-    source_kind = text(off, "source_kind", "offchain")
-    source = text(off, "source", "offchain")
-    ref = text(off, "ref", "offchain")
-    if text(body, "chain", "") != source:
-        raise ReceiptInvalid(f"chain: {body.get('chain')!r} is not offchain.source {source!r}")
-    if text(body, "tx_hash", "") != fmt.ref_hash(ref):
-        raise ReceiptInvalid(
-            f"tx_hash: is not keccak256 of offchain.ref {ref!r} ({fmt.ref_hash(ref)})"
-        )
+    source_kind, source, ref = offchain_subject(body, off)
     decision_digest = digest_text(body, "decision_digest", "")
     if digest_text(off, "decision_digest", "offchain") != decision_digest:
         raise ReceiptInvalid("offchain.decision_digest: is not the receipt's decision_digest")

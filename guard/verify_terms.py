@@ -103,14 +103,9 @@ def _timestamp(header: Mapping[str, Any]) -> int:
     return int.from_bytes(field_bytes("timestamp", "q", header["timestamp"]), "big")
 
 
-def verify_offchain_binding(body: Mapping[str, Any]) -> tuple[ChainFacts, list[str]]:
-    """A source settlement's binding receipt: consistent terms, and a ``tx_hash`` that is
-    keccak256 of the ref it names."""
-    keys(body, (*COMMON, "binding", "offchain"), "")
-    terms = child(body, "binding", "")
-    keys(terms, ("dependent_state_digest", "timeout_ms", "initiated_at", "deadline"), "binding")
-    off = child(body, "offchain", "")
-    keys(off, ("type", "source_kind", "source", "ref"), "offchain")
+def offchain_subject(body: Mapping[str, Any], off: Mapping[str, Any]) -> tuple[str, str, str]:
+    """``(source_kind, source, ref)`` of an off-chain receipt's ``offchain`` section, checked
+    against the common fields: ``chain`` is the source, ``tx_hash`` is keccak256 of the ref."""
     if field(off, "type", "offchain") != "offchain":
         raise ReceiptInvalid(f"offchain.type: {off.get('type')!r} is not 'offchain'")
     source_kind = text(off, "source_kind", "offchain")
@@ -122,7 +117,11 @@ def verify_offchain_binding(body: Mapping[str, Any]) -> tuple[ChainFacts, list[s
         raise ReceiptInvalid(
             f"tx_hash: is not keccak256 of offchain.ref {ref!r} ({fmt.ref_hash(ref)})"
         )
-    state = digest_text(terms, "dependent_state_digest", "binding")
+    return source_kind, source, ref
+
+
+def _binding_deadline(terms: Mapping[str, Any]) -> int:
+    """A binding's deadline, which must lie in ``(initiated_at, initiated_at + timeout_ms]``."""
     timeout_ms = integer(terms, "timeout_ms", "binding", minimum=1)
     initiated = integer(terms, "initiated_at", "binding")
     deadline = integer(terms, "deadline", "binding")
@@ -130,6 +129,25 @@ def verify_offchain_binding(body: Mapping[str, Any]) -> tuple[ChainFacts, list[s
         raise ReceiptInvalid(
             f"binding.deadline: {deadline} is not within initiated_at + timeout_ms"
         )
+    return deadline
+
+
+def verify_offchain_binding(body: Mapping[str, Any]) -> tuple[ChainFacts, list[str]]:
+    """A source settlement's binding receipt: consistent terms, and a ``tx_hash`` that is
+    keccak256 of the ref it names."""
+    if "offchain" not in body:
+        raise ReceiptInvalid(
+            f"chain_id: {fmt.OFFCHAIN_CHAIN_ID} marks an off-chain binding, but the receipt "
+            "has no offchain section"
+        )
+    keys(body, (*COMMON, "binding", "offchain"), "")
+    terms = child(body, "binding", "")
+    keys(terms, ("dependent_state_digest", "timeout_ms", "initiated_at", "deadline"), "binding")
+    off = child(body, "offchain", "")
+    keys(off, ("type", "source_kind", "source", "ref"), "offchain")
+    source_kind, source, ref = offchain_subject(body, off)
+    state = digest_text(terms, "dependent_state_digest", "binding")
+    deadline = _binding_deadline(terms)
     return (
         ChainFacts(
             summary=(
@@ -163,13 +181,7 @@ def verify_binding(body: Mapping[str, Any]) -> tuple[ChainFacts, list[str]]:
     mode = text(terms, "finality_mode", "binding")
     if mode not in FINALITY_MODES:
         raise ReceiptInvalid(f"binding.finality_mode: {mode!r} is not one of {FINALITY_MODES}")
-    timeout_ms = integer(terms, "timeout_ms", "binding", minimum=1)
-    initiated = integer(terms, "initiated_at", "binding")
-    deadline = integer(terms, "deadline", "binding")
-    if not initiated < deadline <= initiated + timeout_ms:
-        raise ReceiptInvalid(
-            f"binding.deadline: {deadline} is not within initiated_at + timeout_ms"
-        )
+    deadline = _binding_deadline(terms)
     return (
         ChainFacts(
             summary=f"binds dependent state {state} to N={required} ({mode}), deadline {deadline}",
