@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -57,8 +56,19 @@ def _build_parser() -> argparse.ArgumentParser:
     status.add_argument("--chain")
     status.add_argument("--confirmations", type=_positive_int)
 
-    watch = query("watch", "register a tx and wait: exit 0 final, 1 failed, 2 timed out")
-    watch.add_argument("tx_hash")
+    watch = query(
+        "watch",
+        "register a tx (or, with --kind/--ref, a payment or job) and wait: "
+        "exit 0 final, 1 failed, 2 timed out",
+    )
+    watch.add_argument("tx_hash", nargs="?")
+    watch.add_argument(
+        "--kind",
+        default="evm_tx",
+        help="evm_tx (default), stripe_payment_intent, rq_job, celery_task or a plugin's kind",
+    )
+    watch.add_argument("--ref", help="the payment intent, job or task id (with --kind)")
+    watch.add_argument("--source", help="which configured source (when several have --kind)")
     watch.add_argument("--chain")
     watch.add_argument("--confirmations", type=_positive_int)
     watch.add_argument("--timeout", type=_positive_float, help="seconds until treated as failed")
@@ -69,8 +79,9 @@ def _build_parser() -> argparse.ArgumentParser:
     reorgs.add_argument("--chain")
     reorgs.add_argument("--limit", type=_positive_int, default=20)
 
-    from watcher import cli_delivery, cli_handoff, cli_receipts
+    from watcher import cli_delivery, cli_handoff, cli_receipts, cli_settlements
 
+    cli_settlements.add_commands(sub, COMMANDS, query)
     cli_receipts.add_commands(sub, COMMANDS, query)
     cli_delivery.add_commands(sub, COMMANDS, query)
     cli_handoff.add_commands(sub, COMMANDS, query)
@@ -228,6 +239,14 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    from watcher.cli_settlements import wait_for_verdict, watch_source
+
+    if args.kind != "evm_tx":
+        return watch_source(args)
+    if args.ref or args.source:
+        raise CliError("watch: --ref and --source go with --kind (a payment, job or task)")
+    if args.tx_hash is None:
+        raise CliError("watch: give the tx hash (or --kind and --ref for a payment or job)")
     tx = _check_hash(args.tx_hash)
     api = Api(_api_url(args))
     chain = api.default_chain(args.chain)
@@ -236,27 +255,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         body["confirmations"] = args.confirmations
     if args.timeout:
         body["timeout_s"] = args.timeout
-    view = api.request("POST", "/v1/settlements", json=body)
-    sid = view["settlement_id"]
-    last = ""
-    while True:
-        line = _progress(view)
-        if line != last and not args.json:
-            print(f"{view['tx_hash'][:10]}…: {line}", file=sys.stderr, flush=True)
-            last = line
-        verdict = view["verdict"]
-        if verdict == "FINALITY_CONFIRMED":
-            code = EX_OK
-        elif verdict == "SETTLEMENT_FAILED":
-            code = EX_FAILED
-        elif verdict == "TIMEOUT_TREATED_AS_FAILURE":
-            code = EX_TIMEOUT
-        else:
-            time.sleep(args.interval)
-            view = api.request("GET", f"/v1/settlements/{sid}")
-            continue
-        _print(args, view, f"{verdict}: {view.get('directive', '')}")
-        return code
+    return wait_for_verdict(api, api.request("POST", "/v1/settlements", json=body), args)
 
 
 def cmd_chains(args: argparse.Namespace) -> int:
