@@ -11,8 +11,10 @@ circuit breaker. The breaker's states:
   circuit, failure opens it again for longer.
 
 A node may also be ``wrong_chain`` (its ``eth_chainId`` is not the configured one): it is
-never used until it answers with the right chain id again. Health is bookkeeping only: the
-failover transport (chains.multi) decides with it.
+never used until it answers with the right chain id again; or ``stalled`` (it answers, but
+its head stopped moving while another endpoint's went on): it is left for a backoff like an
+open circuit, then checked again and used once it has caught up. Health is bookkeeping
+only: the failover transport (chains.multi) decides with it.
 """
 
 from __future__ import annotations
@@ -62,21 +64,74 @@ class EndpointHealth:
     """Monotonic time until which the circuit stays open."""
     rate_limit: float | None = None
     """Most calls per second sent to this endpoint (``rpc_rate_limits``); None: no limit."""
+    head_at: float | None = None
+    """Monotonic time ``head`` last went up (``None`` until a head is seen)."""
+    head_seen_at: float | None = None
+    """Monotonic time the endpoint last reported its head (moved or not)."""
+    stalled: str | None = None
+    """Why the endpoint is left as stalled (its head froze while another's moved), else None."""
+    stall_openings: int = 0
+    """Consecutive stalls without catching up (drives the stall backoff)."""
+    stalled_until: float = 0.0
+    """Monotonic time until which a stalled endpoint is not used nor checked again."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
-    def state(self) -> str:
-        """``closed``, ``open``, ``half_open`` or ``wrong_chain``."""
-        if self.wrong_chain is not None:
-            return "wrong_chain"
+    def circuit(self) -> str:
+        """The circuit breaker alone: ``closed``, ``open`` or ``half_open``."""
         if self.openings == 0:
             return "closed"
         return "open" if self.clock() < self.open_until else "half_open"
 
     @property
+    def state(self) -> str:
+        """``closed``, ``open``, ``half_open``, ``wrong_chain`` or ``stalled``."""
+        if self.wrong_chain is not None:
+            return "wrong_chain"
+        if self.stalled is not None:
+            return "stalled"
+        return self.circuit
+
+    @property
     def usable(self) -> bool:
-        """True when a call may be sent (closed, or half-open for a probe)."""
-        return self.state in ("closed", "half_open")
+        """True when a call may be sent (closed, or half-open for a probe; a stalled endpoint
+        once its stall backoff has passed, as a last resort until it is checked again)."""
+        if self.wrong_chain is not None or self.circuit == "open":
+            return False
+        return self.stalled is None or self.stall_due
+
+    @property
+    def stall_due(self) -> bool:
+        """True when the endpoint is stalled and its stall backoff has passed: check it."""
+        return self.stalled is not None and self.clock() >= self.stalled_until
+
+    def head_age_s(self) -> float | None:
+        """Seconds since ``head`` last went up; None before any head."""
+        return None if self.head_at is None else self.clock() - self.head_at
+
+    def frozen_for_s(self) -> float | None:
+        """How long the endpoint was *seen* at the same head: from when its head last went up
+        to when it last reported it (a head not asked for lately is no evidence of a stall);
+        None before any head."""
+        if self.head_at is None or self.head_seen_at is None:
+            return None
+        return self.head_seen_at - self.head_at
+
+    def stall(self, reason: str) -> None:
+        """Leave the endpoint as stalled for a backoff (doubling per consecutive stall, capped
+        like the circuit's): it answers, but its head is behind a moving one."""
+        with self._lock:
+            self.stalled = reason
+            self.stall_openings += 1
+            backoff = min(self.max_backoff_s, self.base_backoff_s * 2 ** (self.stall_openings - 1))
+            self.stalled_until = self.clock() + backoff
+
+    def unstall(self) -> None:
+        """The endpoint caught up: usable again, its stall backoff reset."""
+        with self._lock:
+            self.stalled = None
+            self.stall_openings = 0
+            self.stalled_until = 0.0
 
     @property
     def error_rate(self) -> float:
@@ -125,6 +180,10 @@ class EndpointHealth:
         with self._lock:
             if self.head is not None and number < self.head:
                 return False
+            now = self.clock()
+            if self.head is None or number > self.head:
+                self.head_at = now
+            self.head_seen_at = now
             self.head = number
             return True
 
@@ -144,6 +203,7 @@ class EndpointHealth:
             "head": self.head,
             "head_lag": lag,
             "last_error": self.last_error,
+            "stalled": self.stalled,
             "rate_limit": self.rate_limit,
         }
 

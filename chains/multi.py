@@ -17,9 +17,16 @@ change.
 An endpoint's chain id is checked before its first use and again every ``chain_check_s``;
 one that answers for another chain is ``wrong_chain`` and unused until it is right again.
 
-Limits (chains.budget): every call sent counts against the chain's :class:`CallBudget`, if
-any; an endpoint at its rate limit is passed over for the next usable one, and when every
-endpoint is at its limit the call waits (bounded) for the earliest free slot.
+Stalled heads: a node can answer every call well while its head stays put (a stuck node).
+That is no error, so plain failover would follow it forever. Before a call that reads the
+head (``eth_blockNumber``, ``latest``), when the followed endpoint was seen at the same head
+for ``stall_s``, the other usable endpoints are asked their ``eth_blockNumber`` (at most
+once per ``stall_s``, so an idle chain costs one call per endpoint per period). One at least
+``stall_lead`` blocks ahead means ours is stuck: it is marked ``stalled`` (with the reason)
+and reads move to the best one ahead; the head tracker links the new node's blocks to its
+window as usual, so a node on another fork is a reorg (or a quorum hold), never a shortcut.
+A stalled endpoint is checked again (one call) after a backoff like an open circuit, and
+is usable again once it is less than ``stall_lead`` blocks behind the best head known.
 """
 
 from __future__ import annotations
@@ -29,10 +36,27 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from chains.budget import CallBudget, MeteredTransport, RateLimited, RateLimiter
+from chains.budget import CallBudget, CallsDeferred, MeteredTransport, RateLimited, RateLimiter
 from chains.errors import RpcError, RpcUnavailable
-from chains.health import EndpointHealth
+from chains.health import EndpointHealth, redact
 from chains.rpc import Call, RpcClient, transport_for
+
+MIN_STALL_S = 5.0
+"""Shortest default stall period: a chain's block times vary, a switch should not."""
+
+
+def stall_period(block_time_s: float) -> float:
+    """The default stall period for a chain with blocks every ``block_time_s``: three block
+    times, at least :data:`MIN_STALL_S`."""
+    return max(3.0 * block_time_s, MIN_STALL_S)
+
+
+def reads_head(method: str, params: Sequence[Any]) -> bool:
+    """True when the call asks for the node's head (where a stalled node shows)."""
+    if method == "eth_blockNumber":
+        return True
+    return method == "eth_getBlockByNumber" and bool(params) and params[0] == "latest"
+
 
 CLIENT_ERROR_CODES = frozenset({-32600, -32601, -32602, -32700, 3})
 """JSON-RPC error codes that describe the request, not the node: failing over is useless."""
@@ -140,9 +164,15 @@ class FailoverTransport:
         chain_id: int | None = None,
         chain_check_s: float = 300.0,
         max_wait_s: float = 5.0,
+        stall_s: float = MIN_STALL_S,
+        stall_lead: int = 2,
     ) -> None:
         if not members:
             raise ValueError("at least one endpoint is needed")
+        if not stall_s > 0:
+            raise ValueError(f"stall_s must be > 0 (got {stall_s})")
+        if stall_lead < 1:
+            raise ValueError(f"stall_lead must be >= 1 (got {stall_lead})")
         self.members = list(members)
         self.endpoint = members[0].endpoint
         """The preferred endpoint (what error messages and single-node gates name)."""
@@ -154,8 +184,18 @@ class FailoverTransport:
         """Times a call moved to another endpoint."""
         self.max_wait_s = max_wait_s
         """Longest wait for a rate slot when every endpoint is at its limit."""
+        self.stall_s = stall_s
+        """Seconds the followed endpoint's head may stay put before the others are asked."""
+        self.stall_lead = stall_lead
+        """Blocks another endpoint must be ahead for ours to count as stalled."""
+        self.stalls = 0
+        """Times reads moved away from a stalled endpoint."""
+        self.stall_probes = 0
+        """``eth_blockNumber`` calls sent to look for a stall or a catch-up."""
+        self._probed_at = float("-inf")
         self._checked: dict[int, float] = {}
         self._lock = threading.Lock()
+        self._stall_lock = threading.Lock()
 
     def order(self) -> list[int]:
         """Members to try, in order: the sticky one, then by weight, then config order."""
@@ -251,7 +291,112 @@ class FailoverTransport:
                 self.failovers += 1
                 self.active = i
 
+    # -- stalled heads (see the module docstring) -----------------------------------------
+
+    def check_heads(self) -> None:
+        """Before a head read: check stalled endpoints whose backoff passed, and leave the
+        followed one when its head is stuck while another's is ahead. Never raises: a probe
+        that fails is recorded in that endpoint's health and simply not counted."""
+        if not self._stall_lock.acquire(blocking=False):
+            return  # another thread is checking: one check is enough
+        try:
+            self._recheck_stalled()
+            self._leave_if_stalled()
+        finally:
+            self._stall_lock.release()
+
+    def best_head(self) -> int | None:
+        """The highest head any endpoint on our chain has shown."""
+        heads = [
+            m.health.head
+            for m in self.members
+            if m.health.head is not None and m.health.wrong_chain is None
+        ]
+        return max(heads) if heads else None
+
+    def _probe_head(self, i: int) -> int | None:
+        """Member ``i``'s ``eth_blockNumber`` now (one call, budgeted), None when it has no
+        good answer or a limit of ours holds the call back."""
+        member = self.members[i]
+        if member.limiter is not None and not member.limiter.try_acquire(1):
+            return None
+        self.stall_probes += 1
+        try:
+            answer = member.send("eth_blockNumber", [])
+        except (RpcError, CallsDeferred):
+            return None
+        result = answer.get("result")
+        if not (isinstance(result, str) and result.startswith("0x")):
+            return None
+        if member.health.circuit == "open":
+            return None  # it went backwards: tripped by the answer itself
+        return int(result, 16)
+
+    def _recheck_stalled(self) -> None:
+        """Each stalled endpoint whose backoff passed: caught up → usable, else stalled on."""
+        for i, member in enumerate(self.members):
+            health = member.health
+            if health.stalled is None:
+                continue
+            best = self.best_head()
+            if i == self.active:
+                # Followed again (the others failed): its own reads show when it caught up.
+                if (
+                    health.head is not None
+                    and best is not None
+                    and best - health.head < self.stall_lead
+                ):
+                    health.unstall()
+                continue
+            if not health.stall_due:
+                continue
+            head = self._probe_head(i)
+            best = self.best_head()
+            if head is not None and (best is None or best - head < self.stall_lead):
+                health.unstall()
+            else:
+                said = "no head" if head is None else f"head {head}"
+                health.stall(f"{said} while the best head known is {best}")
+
+    def _leave_if_stalled(self) -> None:
+        """Move to the best endpoint ahead when the followed one's head is stuck."""
+        active = self.active
+        health = self.members[active].health
+        # Seen at the same head for the period, not merely not asked lately (a member that
+        # just became the followed one has an old head: that is no stall).
+        age = health.frozen_for_s()
+        head = health.head
+        if head is None or age is None or age < self.stall_s:
+            return
+        now = time.monotonic()
+        if now - self._probed_at < self.stall_s:
+            return  # asked within the period: an idle chain costs one probe per period
+        self._probed_at = now
+        ahead: dict[int, int] = {}
+        for i, member in enumerate(self.members):
+            if i == active or not member.health.usable or member.health.stalled is not None:
+                continue
+            theirs = self._probe_head(i)
+            if theirs is not None and theirs - head >= self.stall_lead:
+                ahead[i] = theirs
+        if not ahead:
+            return  # nobody is ahead: an idle chain, or all stuck alike; stay and wait
+        best = max(ahead, key=lambda i: (ahead[i], self.members[i].health.weight, -i))
+        health.stall(
+            f"head {head} frozen for {age:.1f} s while "
+            f"{redact(self.members[best].endpoint)} is at {ahead[best]}"
+        )
+        with self._lock:
+            if self.active == active:
+                self.active = best
+                self.failovers += 1
+                self.stalls += 1
+
+    # -- calls -------------------------------------------------------------------------------
+
     def request(self, method: str, params: Sequence[Any]) -> Mapping[str, Any]:
+        if reads_head(method, params):
+            self.check_heads()
         last: Exception | None = None
         answer: Mapping[str, Any] | None = None
         for i in self._admitted(method, 1):
@@ -270,6 +415,8 @@ class FailoverTransport:
 
     def batch(self, calls: Sequence[Call]) -> list[Mapping[str, Any]]:
         label = f"batch of {len(calls)}"
+        if any(reads_head(method, params) for method, params in calls):
+            self.check_heads()
         last: Exception | None = None
         answers: list[Mapping[str, Any]] | None = None
         for i in self._admitted(label, len(calls)):

@@ -15,8 +15,15 @@ from dataclasses import dataclass
 from chains.budget import CallBudget, MeteredTransport, RateLimiter
 from chains.errors import ChainError, ChainIdMismatch, RpcUnavailable
 from chains.health import EndpointHealth, redact
-from chains.multi import FailoverTransport, MultiRpcClient, TrackedTransport
+from chains.multi import (
+    MIN_STALL_S,
+    FailoverTransport,
+    MultiRpcClient,
+    TrackedTransport,
+    stall_period,
+)
 from chains.quorum import Alert, FinalityGate, QuorumGate, SingleNodeGate, _no_alert
+from chains.registry import known_chain
 from chains.rpc import RpcClient, connect
 
 
@@ -29,13 +36,18 @@ def client_for(
     chain_check_s: float = 300.0,
     budget: CallBudget | None = None,
     rate_limits: Sequence[float] | None = None,
+    stall_s: float = MIN_STALL_S,
+    stall_lead: int = 2,
 ) -> RpcClient:
     """The client a chain's engine reads through.
 
     ``chain_id`` (when given, with several endpoints) is checked on each endpoint before it
     is used, and again every ``chain_check_s``; ``weights`` orders healthy endpoints.
     ``budget`` counts every call sent on every endpoint (chains.budget); ``rate_limits``
-    (calls/s, one per endpoint) caps each endpoint, a single one included."""
+    (calls/s, one per endpoint) caps each endpoint, a single one included. With several
+    endpoints, the followed one is left as stalled when its head has not moved for
+    ``stall_s`` (give :func:`chains.multi.stall_period` of the chain's block time) while
+    another is ``stall_lead`` blocks ahead."""
     limiters: list[RateLimiter | None] = (
         [RateLimiter(r) for r in rate_limits] if rate_limits else [None] * len(endpoints)
     )
@@ -66,8 +78,22 @@ def client_for(
         for url, w, lim in zip(endpoints, weights, limiters, strict=True)
     ]
     return MultiRpcClient(
-        FailoverTransport(members, chain_id=chain_id, chain_check_s=chain_check_s)
+        FailoverTransport(
+            members,
+            chain_id=chain_id,
+            chain_check_s=chain_check_s,
+            stall_s=stall_s,
+            stall_lead=stall_lead,
+        )
     )
+
+
+def stall_period_of(chain_id: int, poll_interval_s: float) -> float:
+    """The stall period of a chain: three times its block time (the registry's, or the poll
+    interval when that is longer, since a head cannot be seen to move faster than polled),
+    at least :data:`chains.multi.MIN_STALL_S`."""
+    known = known_chain(chain_id)
+    return stall_period(max(poll_interval_s, known.block_time_s if known else 0.0))
 
 
 def gate_for(

@@ -143,7 +143,7 @@ class ServiceCollector(Collector):
         )
         state = GaugeMetricFamily(
             "finality_rpc_endpoint_state",
-            "1 for the endpoint's current state (closed, half_open, open, wrong_chain)",
+            "1 for the endpoint's current state (closed, half_open, open, wrong_chain, stalled)",
             labels=[*labels, "state"],
         )
         latency = GaugeMetricFamily(
@@ -166,7 +166,7 @@ class ServiceCollector(Collector):
                 # The index keeps two endpoints on one host (keys in the path) apart.
                 key = [name, f"{i}:{redact(str(h['endpoint']))}"]
                 up.add_metric(key, 1.0 if h["state"] == "closed" else 0.0)
-                for s in ("closed", "half_open", "open", "wrong_chain"):
+                for s in ("closed", "half_open", "open", "wrong_chain", "stalled"):
                     state.add_metric([*key, s], 1.0 if h["state"] == s else 0.0)
                 if isinstance(h["latency_ms"], float):
                     latency.add_metric(key, h["latency_ms"])

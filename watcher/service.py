@@ -83,6 +83,7 @@ class Service:
                 base_backoff_s=chain.rpc_backoff_s,
                 budget=budget,
                 rate_limits=chain.rpc_rate_limits,
+                stall_s=pool.stall_period_of(chain.chain_id, chain.resolved_poll_interval_s),
             )
             self.clients[chain.name] = client
             alert = event_recorder(self.store, chain.name, clock, self._plan_of(chain.name))
