@@ -32,8 +32,13 @@ class Component(Protocol):
 
 def build_components(service: Service) -> list[Component]:
     """The components of a daemon, in start order."""
-    from watcher import delivery, heads, receipts
+    from watcher import delivery, endpoint_alerts, heads, receipts
     from watcher.sources import poller
 
     built = [*receipts.components(service), *delivery.components(service)]
-    return [*built, *poller.components(service, built), *heads.components(service)]
+    return [
+        *built,
+        *poller.components(service, built),
+        *heads.components(service),
+        *endpoint_alerts.components(service),
+    ]

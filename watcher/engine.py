@@ -738,6 +738,14 @@ class ChainWatcher:
         payload = {"chain": self.name, "endpoint": endpoint, "reason": reason}
         return self._store_event("rpc_unhealthy", "critical", payload)
 
+    def endpoint_event(
+        self, kind: str, severity: str, endpoint: str, state: str, reason: str
+    ) -> bool:
+        """Store one event about one endpoint's health change (``rpc_unhealthy`` or
+        ``rpc_recovered``, see :mod:`watcher.endpoint_alerts`); False if the store failed."""
+        payload = {"chain": self.name, "endpoint": endpoint, "state": state, "reason": reason}
+        return self._store_event(kind, severity, payload)
+
     def _store_event(self, kind: str, severity: str, payload: dict[str, Any]) -> bool:
         """Store one event (and its alerts) in its own transaction; False if the store failed."""
         try:
