@@ -4,7 +4,11 @@
   lease (median and p95 over ``--runs``), with ``--lease`` seconds of lease;
 - failover after SIGTERM: time from the signal until the standby holds the lease;
 - one instance's throughput on PostgreSQL (fenced writes) against SQLite: settlements
-  confirmed per second and blocks processed per second catching up ``--txs`` blocks.
+  confirmed per second and blocks processed per second catching up ``--txs`` blocks;
+- ``--only scaling``: settlements confirmed per second with 1, 2 and 3 daemons sharing
+  three anvil chains (distinct chain ids) and one PostgreSQL schema, the ratio to one
+  daemon, and which daemon owns which chain's lease (the clock starts once the leases have
+  spread evenly: 3, 2+1, 1+1+1).
 
 Needs the machine's PostgreSQL (``FINALITY_TEST_PG``, default the tests' URL) and anvil.
 """
@@ -12,7 +16,9 @@ Needs the machine's PostgreSQL (``FINALITY_TEST_PG``, default the tests' URL) an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import os
 import statistics
 import tempfile
 import time
@@ -25,7 +31,13 @@ import psycopg
 
 from bench.common import Anvil, chain_config, fresh_store, watcher_for
 from tests.conftest import PG_BASE
-from tests.e2e.handoff_helpers import owner, pg_daemon
+from tests.e2e.handoff_helpers import (
+    lease_owners,
+    live_spread,
+    owner,
+    pg_daemon,
+    pg_multi_daemon,
+)
 from tests.support.daemon import Daemon, wait_for
 from watcher.settlements import Registration, register
 from watcher.store import Store
@@ -121,13 +133,107 @@ def throughput(anvil: Anvil, store: Store, txs: int, fenced: bool) -> tuple[floa
     return txs / elapsed, blocks / elapsed
 
 
+SCALING_CHAINS = (("local", 31337), ("second", 1337), ("third", 31338))
+"""The three chains of the scaling run (names, distinct chain ids)."""
+BENCH_KEY = "0x" + "5e" * 32
+"""Signing key of the scaling daemons (chain id 31338 is not a dev chain: no dev key)."""
+
+
+def scaling(instances: int, per_chain: int) -> tuple[float, dict[str, str]]:
+    """(settlements/s, lease owner per chain) for ``instances`` daemons sharing 3 chains.
+
+    The txs wait in each node's mempool (``--no-mining``) while they are registered
+    (round robin over the daemons); the clock starts when every chain mines 3 blocks at
+    once and stops when the store shows every settlement FINALITY_CONFIRMED."""
+    os.environ.setdefault("FINALITY_SIGNING_KEY", BENCH_KEY)
+    with contextlib.ExitStack() as stack:
+        anvils = [
+            stack.enter_context(Anvil("--no-mining", "--chain-id", str(cid)))
+            for _, cid in SCALING_CHAINS
+        ]
+        chains = [(n, cid, a.url) for (n, cid), a in zip(SCALING_CHAINS, anvils, strict=True)]
+        url = stack.enter_context(pg_schema())
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        daemons = [
+            pg_multi_daemon(tmp, chains, url, f"I{i + 1}", lease_s=5.0, renew_s=0.5)
+            for i in range(instances)
+        ]
+        for d in daemons:
+            stack.callback(d.close)
+        # The first one migrates the fresh schema (two daemons migrating one schema at once
+        # can collide on alembic's table); the others start together once it answers, and
+        # the leases spread out (balance) whoever asked first.
+        daemons[0].spawn()
+        _ready(daemons[0])
+        for d in daemons[1:]:
+            d.spawn()
+        for d in daemons:
+            _ready(d)
+        even = sorted(
+            len(chains) // instances + (1 if i < len(chains) % instances else 0)
+            for i in range(instances)
+        )
+        wait_for(
+            lambda: sorted(live_spread(daemons[0]).values()) == even,
+            30,
+            what=f"the chains spread {even} over the instances",
+        )
+        total = 0
+        for (name, _), anvil in zip(SCALING_CHAINS, anvils, strict=True):
+            for _ in range(per_chain):
+                daemons[total % instances].register(anvil.send(), chain=name)
+                total += 1
+        began = time.perf_counter()
+        for anvil in anvils:
+            anvil.mine(3)
+
+        def confirmed() -> bool:
+            rows = daemons[0].query(
+                "SELECT count(*) FROM settlements WHERE verdict = 'FINALITY_CONFIRMED'"
+            )
+            return int(rows[0][0]) >= total
+
+        wait_for(confirmed, 300, interval=0.02, what="every settlement confirmed")
+        elapsed = time.perf_counter() - began
+        spread = {n: str(o) for n, o in lease_owners(daemons[0]).items()}
+    return total / elapsed, spread
+
+
+def _ready(daemon: Daemon, timeout: float = 60.0) -> None:
+    wait_for(
+        lambda: _healthz(daemon),
+        timeout,
+        interval=0.05,
+        what=f"{daemon.dir.name} answering",
+    )
+
+
+def _healthz(daemon: Daemon) -> bool:
+    try:
+        return daemon.get("/healthz").status_code in (200, 503)
+    except Exception:  # not listening yet
+        return False
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--lease", type=float, default=10.0, help="lease_s of the daemons")
     parser.add_argument("--txs", type=int, default=300)
-    parser.add_argument("--only", choices=["failover", "throughput"])
+    parser.add_argument("--only", choices=["failover", "throughput", "scaling"])
+    parser.add_argument("--per-chain", type=int, default=150, help="settlements per chain")
     args = parser.parse_args()
+    if args.only == "scaling":
+        rates: dict[int, float] = {}
+        for n in (1, 2, 3):
+            rates[n], spread = scaling(n, args.per_chain)
+            owners = ", ".join(f"{chain} -> {who}" for chain, who in sorted(spread.items()))
+            print(
+                f"scaling {n} instance(s): {rates[n]:7.1f} settlements/s "
+                f"({3 * args.per_chain} over 3 chains), x{rates[n] / rates[1]:.2f} vs 1; "
+                f"leases: {owners}"
+            )
+        return
     if args.only in (None, "throughput"):
         for backend in ("sqlite", "postgresql"):
             with Anvil() as anvil:

@@ -460,6 +460,10 @@ class HandoffConfig(_Strict):
     """How long a chain's lease lasts without renewal; a standby takes over after it."""
     renew_s: float = Field(default=3.0, gt=0, allow_inf_nan=False)
     """How often the owner renews its leases (well below ``lease_s``)."""
+    balance: bool = True
+    """Share the chains and sources out over the live instances (fair share, rebalance);
+    false: an instance takes every free lease and gives none away, so everything runs on
+    the first instance and the others stand by (set it the same on every instance)."""
 
 
 def _duplicates(

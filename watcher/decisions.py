@@ -69,8 +69,13 @@ def store_decision(
         terminal=terminal,
     )
     sid = rec.settlement_id
-    if transition.kind is TransitionKind.REVERSED:
-        plan.on_reversed(txn, rec)
+    if transition.finality_violation:
+        # Recorded before anything the reversal sets off: the violation delivered to the
+        # commit_url is keyed by this event's id, and precedes a discard decided with it.
+        payload = {**subject, "previous": rec.decision, "now": decision_as_json(kept)}
+        violation_id = record_event(txn, plan, "finality_violation", "critical", payload, sid)
+        log.critical("%s: FINALITY VIOLATION for settlement %s", where, sid)
+        plan.on_reversed(txn, rec, violation_id, kept.verdict.value)
     moved = transition.kind in (TransitionKind.ADVANCED, TransitionKind.LATE_FINALITY)
     became_terminal = moved and terminal and not previous.verdict.terminal
     if became_terminal:
@@ -91,8 +96,4 @@ def store_decision(
         }
         record_event(txn, plan, "late_finality", "critical", payload, sid)
         log.error("%s: settlement %s final after its timeout", where, sid)
-    elif transition.finality_violation:
-        payload = {**subject, "previous": rec.decision, "now": decision_as_json(kept)}
-        record_event(txn, plan, "finality_violation", "critical", payload, sid)
-        log.critical("%s: FINALITY VIOLATION for settlement %s", where, sid)
     return became_terminal

@@ -10,8 +10,11 @@ due again once the lease ends, and is resent with the same ``Idempotency-Key``.
 For one row, a worker:
 
 1. assembles the body if it has none yet (a commit or discard waits for its signed receipt,
-   at most ``receipt_wait_s``; then it goes without, and says why) and stores it, so every
-   retry sends the same bytes;
+   a ``finality_violation`` for the signed revocation of the receipt it withdraws, at most
+   ``receipt_wait_s``; then it goes without, and says why) and stores it, so every retry
+   sends the same bytes; a commit a finality violation superseded (renamed
+   ``fw:<settlement>:commit~<event>`` by :mod:`watcher.delivery_plan`) is never sent again:
+   if its attempt in flight failed, its next claim cancels it;
 2. POSTs it, signed (:mod:`watcher.delivery_format`);
 3. reports the outcome, which the dispatcher records in batches: delivered on 2xx;
    otherwise due again after an exponential backoff with jitter, capped at
@@ -47,13 +50,25 @@ from watcher.delivery_format import (
     body_bytes,
     event_json,
     headers,
+    reorg_part,
     terminal_body,
+    violation_body,
 )
-from watcher.delivery_plan import OutboxPlan, routes_from_config
+from watcher.delivery_plan import VIOLATION, OutboxPlan, commit_key, routes_from_config
 from watcher.engine import Clock, wall_clock_ms
 from watcher.event_tail import EventTail
-from watcher.store import EventRecord, SettlementNotFound, Store, StoreError
-from watcher.store.outbox_store import DEAD, DELIVERED, PENDING, DeliveryRecord, Outcome
+from watcher.store import EventRecord, SettlementNotFound, SettlementRecord, Store, StoreError
+from watcher.store.outbox_store import (
+    CANCELLED,
+    DEAD,
+    DELIVERED,
+    PENDING,
+    REVOCATION,
+    DeliveryRecord,
+    Outcome,
+    ReceiptRow,
+)
+from watcher.store.receipts_store import ReceiptRecord, receipt_store
 
 if TYPE_CHECKING:
     from watcher.components import Component
@@ -131,11 +146,13 @@ class Sender:
         self.config = config
         self.clock = clock
         self.event_log = EventLog(store, log_channels)
+        self.receipts = receipt_store(store)
         self.lease_ms = int((2 * config.timeout_s + 2) * 1000)
         """A claim's lease: two request timeouts and a margin (a request is one timeout per
         phase, so it can take a little more than one); past it the row is sent again."""
         self.outcomes: Counter[tuple[str, str]] = Counter()
-        """Attempts by (channel, outcome): delivered, retry, dead, superseded, waiting."""
+        """Attempts by (channel, outcome): delivered, retry, dead, superseded, waiting,
+        cancelled."""
         self.wake = threading.Event()
         self._stopping = threading.Event()
         self._queue: queue.Queue[DeliveryRecord | None] = queue.Queue()
@@ -257,6 +274,8 @@ class Sender:
 
     @staticmethod
     def _label(outcome: Outcome) -> str:
+        if outcome.state == CANCELLED:
+            return "cancelled"
         if not outcome.attempted:
             return "waiting"
         return {DELIVERED: "delivered", DEAD: "dead"}.get(outcome.state, "retry")
@@ -290,6 +309,11 @@ class Sender:
     def deliver(self, rec: DeliveryRecord, client: httpx.Client) -> Outcome:
         """One attempt of a claimed row: the outcome to record (by the dispatcher)."""
         now = self.clock()
+        if rec.kind == "commit" and rec.idempotency_key != commit_key(rec.settlement_id or ""):
+            # Superseded by a finality violation while its attempt was in flight, and that
+            # attempt failed: its finality is gone, it must not go out again.
+            log.warning("delivery %d: commit superseded by a finality violation: cancelled", rec.id)
+            return Outcome(rec, CANCELLED, now, due_at=now, attempted=False)
         if rec.body is None:
             try:
                 body = self.assemble(rec, now)
@@ -350,7 +374,8 @@ class Sender:
         return rec.created_at
 
     def assemble(self, rec: DeliveryRecord, now: int) -> dict[str, Any] | None:
-        """The body of a commit or discard, or None while its receipt is worth waiting for.
+        """The body of a commit, discard or violation, or None while its receipt is worth
+        waiting for.
 
         The decision comes from the verdict's event (what was decided then, even if the
         settlement moved on); the receipt is the newest unrevoked one of the matching kind
@@ -362,6 +387,8 @@ class Sender:
             settlement = self.store.settlement(rec.settlement_id)
         except SettlementNotFound:
             raise ValueError(f"delivery {rec.id}: settlement {rec.settlement_id} is gone") from None
+        if rec.kind == VIOLATION:
+            return self._assemble_violation(rec, settlement, now)
         event = self.outbox.event(rec.event_id) if rec.event_id is not None else None
         decision, decided_at = (event[0], event[1]) if event else (settlement.decision, 0)
         kind = RECEIPT_KINDS.get(str(decision.get("verdict")))
@@ -383,6 +410,65 @@ class Sender:
         )
         return terminal_body(rec, settlement, decision, receipt, binding, missing)
 
+    def _assemble_violation(
+        self, rec: DeliveryRecord, settlement: SettlementRecord, now: int
+    ) -> dict[str, Any] | None:
+        """The body of a ``finality_violation`` to a commit_url, or None while the signed
+        revocation of the reversed decision's finality receipt is worth waiting for.
+
+        The revoked receipt is the finality receipt made for the reversed decision (the one
+        the commit carried); the revocation is the ``receipt_revocation`` citing it. The
+        reorg is the one stored in the same transaction as the violation event."""
+        sid = settlement.settlement_id
+        event = self.outbox.event(rec.event_id) if rec.event_id is not None else None
+        if event is None:
+            raise ValueError(f"delivery {rec.id}: its finality_violation event is gone")
+        payload, created_at = event
+        previous_digest = (payload.get("previous") or {}).get("digest")
+        stored = self.receipts.for_settlement(sid)
+        revoked = next(
+            (
+                r
+                for r in reversed(stored)
+                if r.kind == RECEIPT_KINDS["FINALITY_CONFIRMED"]
+                and r.body.get("decision_digest") == previous_digest
+            ),
+            None,
+        )
+        revocation = None
+        if revoked is not None:
+            revocation = next(
+                (r for r in stored if r.kind == REVOCATION and r.revokes == revoked.id), None
+            )
+            if revocation is None and now < created_at + int(self.config.receipt_wait_s * 1000):
+                return None
+        binding = None
+        if settlement.dependent_state is not None:
+            binding = self.outbox.receipt_for(sid, BINDING_RECEIPT_KIND, None, 0)
+        touched = [r for r in self.store.reorgs(settlement.chain) if sid in r.touched]
+        reorg = next(
+            (r for r in touched if r.detected_at == created_at),
+            next((r for r in touched if r.detected_at <= created_at), None),
+        )
+        facts = ((payload.get("previous") or {}).get("evidence") or {}).get("facts") or {}
+        block = {"number": facts.get("block_number"), "hash": facts.get("block_hash")}
+        missing = (
+            "no settlement_finality_receipt was signed for the reversed decision: nothing to revoke"
+            if revoked is None
+            else f"no signed receipt_revocation within {self.config.receipt_wait_s:g} s of the "
+            f"violation; fetch it later from GET /v1/settlements/{sid}/receipts"
+        )
+        return violation_body(
+            rec,
+            settlement,
+            {"id": rec.event_id, "payload": payload, "created_at": created_at},
+            reorg_part(reorg, block if "block_number" in facts else None),
+            _row(revoked),
+            _row(revocation),
+            binding,
+            missing,
+        )
+
     # -- introspection -------------------------------------------------------------------
 
     @property
@@ -390,6 +476,21 @@ class Sender:
         """Rows claimed by this sender whose outcome is not recorded yet."""
         with self._lock:
             return self._in_flight
+
+
+def _row(record: ReceiptRecord | None) -> ReceiptRow | None:
+    """A stored receipt in the shape bodies are made from."""
+    if record is None:
+        return None
+    return ReceiptRow(
+        record.id,
+        record.kind,
+        record.signer,
+        record.digest,
+        record.body,
+        record.created_at,
+        record.revokes,
+    )
 
 
 def components(service: Service) -> list[Component]:

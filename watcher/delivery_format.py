@@ -5,7 +5,7 @@ receiver's side is described in ``docs/delivery.md``)::
 
     Content-Type:          application/json
     Idempotency-Key:       fw:stl_…:commit          same for every attempt, across restarts
-    X-Finality-Event:      commit | discard | provisional | alert kind
+    X-Finality-Event:      commit | discard | finality_violation | provisional | alert kind
     X-Finality-Delivery:   42                       the outbox row id
     X-Finality-Attempt:    1, 2, …
     X-Finality-Timestamp:  1700000000               Unix seconds when this attempt was sent
@@ -218,3 +218,89 @@ def terminal_body(
         "receipt_missing": None if receipt is not None else missing_reason,
     }
     return body
+
+
+def violation_directive(settlement_id: str, block: dict[str, Any] | None, now_verdict: str) -> str:
+    """What a receiver of a ``finality_violation`` should do, in one paragraph."""
+    where = (
+        f"block {block.get('number')} ({block.get('hash')})"
+        if block and block.get("number") is not None
+        else "a decision"
+    )
+    return (
+        f"HOLD OR COMPENSATE: the commit you applied for settlement {settlement_id} "
+        f"(Idempotency-Key fw:{settlement_id}:commit) rests on {where}, which is no longer "
+        f"in the chain (the settlement is now {now_verdict}); its finality receipt is revoked. "
+        "Hold or compensate the dependent state you applied. If the settlement is confirmed "
+        f"again, a new commit follows under the same Idempotency-Key fw:{settlement_id}:commit "
+        "(a no-op if you applied it; its new receipt is the signal to release a hold); if it "
+        f"fails or times out, a discard (fw:{settlement_id}:discard) follows. If you never "
+        "applied that commit (it was in flight when the reorg came), there is nothing to undo."
+    )
+
+
+def reorg_part(reorg: Any, block: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The reorg of a violation (a ``ReorgRecord``) as the body carries it, with the block
+    the commit rested on and what replaced it at that height."""
+    if reorg is None:
+        return None
+    number = (block or {}).get("number")
+    replaced_at = next((b for b in reorg.replaced if b.get("number") == number), None)
+    return {
+        "reorg_id": reorg.id,
+        "depth": reorg.depth,
+        "common_ancestor": {"number": reorg.ancestor_number, "hash": reorg.ancestor_hash},
+        "old_head": {"number": reorg.old_head_number, "hash": reorg.old_head_hash},
+        "new_head": {"number": reorg.new_head_number, "hash": reorg.new_head_hash},
+        "replaced": reorg.replaced,
+        "commit_block": block,
+        "replaced_by": None if replaced_at is None else replaced_at.get("new_hash"),
+        "detected_at": reorg.detected_at,
+    }
+
+
+def violation_body(
+    rec: DeliveryRecord,
+    settlement: SettlementRecord,
+    event: dict[str, Any],
+    reorg: dict[str, Any] | None,
+    revoked: ReceiptRow | None,
+    revocation: ReceiptRow | None,
+    binding: ReceiptRow | None,
+    missing_reason: str | None,
+) -> dict[str, Any]:
+    """The body of a ``finality_violation`` sent to a ``commit_url`` (``docs/delivery.md``):
+    the commit the receiver may have applied lost its ground; what happened, the signed
+    revocation, and what to do."""
+    payload = event["payload"]
+    previous = payload.get("previous") or {}
+    now = payload.get("now") or {}
+    facts = (previous.get("evidence") or {}).get("facts") or {}
+    block = (
+        {"number": facts.get("block_number"), "hash": facts.get("block_hash")}
+        if "block_number" in facts
+        else None
+    )
+    sid = settlement.settlement_id
+    return {
+        "type": "finality_violation",
+        "version": BODY_VERSION,
+        "provisional": False,
+        "delivery_id": rec.id,
+        "idempotency_key": rec.idempotency_key,
+        **settlement_part(settlement),
+        "violation_event_id": event["id"],
+        "detected_at": event["created_at"],
+        "commit_idempotency_key": f"fw:{sid}:commit",
+        "verdict": now.get("verdict"),
+        "directive": violation_directive(sid, block, str(now.get("verdict"))),
+        "reversed_decision": previous,
+        "decision": now,
+        "commit_block": block,
+        "reorg": reorg,
+        "revoked_receipt_digest": None if revoked is None else revoked.digest,
+        "revocation": receipt_json(revocation),
+        "revocation_missing": None if revocation is not None else missing_reason,
+        "dependent_state": settlement.dependent_state,
+        "binding": receipt_json(binding),
+    }

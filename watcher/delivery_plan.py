@@ -13,6 +13,14 @@ What is enqueued, and under which ``Idempotency-Key`` (stable: derived from stor
   by the sender, once the signed receipt exists (the receipts part signs after the verdict
   commits). A confirmation reversed by a reorg before its commit went out cancels it; a
   new confirmation revives the same row (same key).
+- ``finality_violation`` to the ``commit_url`` when a confirmation is reversed after its
+  commit was sent (or while it is being sent): key ``fw:<settlement>:violation:<event id>``
+  (the id of the ``finality_violation`` event). Its body, too, is assembled by the sender,
+  once the signed ``receipt_revocation`` exists. The sent commit row is kept, renamed
+  ``fw:<settlement>:commit~<event id>``, so that a new confirmation enqueues a new commit
+  row under ``fw:<settlement>:commit``, ordered after the violation (the receiver dedupes
+  it if it applied the first). A reversal straight to a failure enqueues the ``discard``
+  (a reversal records no lifecycle event, so :meth:`on_verdict` is not called for it).
 - ``provisional`` updates, only for settlements registered with ``"provisional": true``:
   inclusion and each new depth (``fw:<settlement>:p:<block hash>:<depth>``), and being
   reorged out (``fw:<settlement>:p:reorg:<reorg id>``). Each body says ``provisional: true``.
@@ -38,7 +46,13 @@ from watcher.delivery_format import (
 )
 from watcher.observe import depth_of
 from watcher.store import BlockTxn, SettlementRecord
-from watcher.store.outbox_store import COMMIT_CHANNEL, NewDelivery
+from watcher.store.outbox_store import (
+    COMMIT_CHANNEL,
+    DELIVERED,
+    SENDING,
+    NewDelivery,
+    retire_commit,
+)
 
 log = logging.getLogger("finality.delivery")
 
@@ -48,6 +62,19 @@ TERMINAL_KIND = {
     "TIMEOUT_TREATED_AS_FAILURE": "discard",
 }
 """Which delivery a terminal verdict produces."""
+
+VIOLATION = "finality_violation"
+"""Kind of the commit-channel row telling a receiver that a commit it got was reversed."""
+
+
+def commit_key(settlement_id: str) -> str:
+    """The Idempotency-Key of a settlement's commit (the same for every confirmation)."""
+    return f"fw:{settlement_id}:commit"
+
+
+def violation_key(settlement_id: str, event_id: int) -> str:
+    """The Idempotency-Key of the violation reported by event ``event_id``."""
+    return f"fw:{settlement_id}:violation:{event_id}"
 
 
 @dataclass(frozen=True)
@@ -162,26 +189,67 @@ class OutboxPlan:
                 channel=COMMIT_CHANNEL,
                 kind=kind,
                 url=rec.commit_url,
-                idempotency_key=f"fw:{rec.settlement_id}:{kind}",
+                idempotency_key=f"fw:{rec.settlement_id}:{kind}",  # commit_key for a commit
                 settlement_id=rec.settlement_id,
                 event_id=event_id,
             )
         )
 
-    def on_reversed(self, txn: BlockTxn, rec: SettlementRecord) -> int:
-        """A confirmation was reversed: a commit not yet delivered must not go out."""
-        cancelled = txn.cancel_deliveries(
-            rec.settlement_id,
-            ["commit"],
+    def on_reversed(
+        self, txn: BlockTxn, rec: SettlementRecord, violation_event_id: int, now_verdict: str
+    ) -> str | None:
+        """A confirmation was reversed (a finality violation, event ``violation_event_id``).
+
+        A commit not sent yet must not go out: it is cancelled (a new confirmation revives
+        it). A commit sent or being sent may have been applied: the receiver is told, on its
+        ``commit_url``, by a ``finality_violation`` row, which the outbox holds back until
+        that attempt is resolved (rows of a settlement go in id order). If the reversal
+        lands on a failure at once, the ``discard`` follows it. Returns the state the commit
+        row was in (None without one)."""
+        if rec.commit_url is None:
+            return None
+        sid = rec.settlement_id
+        state = retire_commit(
+            txn.conn,
+            commit_key(sid),
+            f"{commit_key(sid)}~{violation_event_id}",
+            txn.now,
             "cancelled: a reorg reversed the finality this commit reported",
         )
-        if cancelled:
+        if state in (SENDING, DELIVERED):
+            txn.enqueue_delivery(
+                NewDelivery(
+                    channel=COMMIT_CHANNEL,
+                    kind=VIOLATION,
+                    url=rec.commit_url,
+                    idempotency_key=violation_key(sid, violation_event_id),
+                    settlement_id=sid,
+                    event_id=violation_event_id,
+                )
+            )
+            log.warning(
+                "settlement %s: finality reversed after its commit was %s; the receiver is "
+                "told at its commit_url (finality_violation)",
+                sid,
+                "delivered" if state == DELIVERED else "sent",
+            )
+        elif state is not None:
             log.warning(
                 "settlement %s: finality reversed before its commit was delivered; "
                 "commit cancelled (it is revived if the settlement is confirmed again)",
-                rec.settlement_id,
+                sid,
             )
-        return cancelled
+        if TERMINAL_KIND.get(now_verdict) == "discard":
+            txn.enqueue_delivery(
+                NewDelivery(
+                    channel=COMMIT_CHANNEL,
+                    kind="discard",
+                    url=rec.commit_url,
+                    idempotency_key=f"fw:{sid}:discard",
+                    settlement_id=sid,
+                )
+            )
+        return state
 
     def on_progress(self, txn: BlockTxn, head_number: int, head_hash: str, fresh: set[str]) -> None:
         """Provisional updates: inclusion (ids in ``fresh``) and depth, per processed head."""

@@ -21,8 +21,21 @@ record with the four recorded elements:
   runs and what it found (the stored head against the node; a delivery is re-sent with the
   same Idempotency-Key once its row lease ends, which the receiver deduplicates).
 
-Each element carries the ``sha256:`` digest of its canonical body. On SQLite there is only
-one instance: leases are off, it owns everything and writes unfenced, as before.
+Each element carries the ``sha256:`` digest of its canonical body and, once the receipts
+component gave this manager its signer (:attr:`HandoffManager.signer`), a signed receipt
+(``receipt``: :mod:`guard.handoff_receipts`) that ``finality verify`` checks offline. Records
+written before elements were signed have only the digest; they are listed all the same. On
+SQLite there is only one instance: leases are off, it owns everything and writes unfenced, as
+before.
+
+Sharing the names out (``balance``, on by default): every instance keeps a liveness row
+(``lease_store.heartbeat``) renewed at every check, so each knows how many instances are
+alive, standbys included. The *fair share* is ``ceil(names / alive)``. An instance takes a
+free or lapsed lease only while it holds fewer than that; one holding at least two more than
+a ready peer that is below the fair share gives one lease away per check (a *rebalance*: no
+new poll starts, the running one finishes under the chain lock, the lease is released and
+the successor records reason ``rebalance``), then waits a cool-down before giving another,
+and does not take back what it gave within the cool-down. :func:`plan_spread` is that rule.
 """
 
 from __future__ import annotations
@@ -31,7 +44,9 @@ import logging
 import os
 import socket
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, or_, select
@@ -39,13 +54,17 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from chains.errors import ChainError
 from guard.canonical import digest
-from guard.handoff import HandoffState, RecoveryOutcome, evaluate_handoff
+from guard.handoff import HandoffDecision, HandoffState, RecoveryOutcome, evaluate_handoff
+from guard.handoff_receipts import HANDOFF_KINDS, Takeover, handoff_body
+from guard.receipts import OFFCHAIN_CHAIN_ID
+from guard.verify import verify_receipt
 from watcher.store import StoreError
 from watcher.store import lease_store as ls
 from watcher.store import schema as s
 
 if TYPE_CHECKING:
     from watcher.engine import ChainWatcher
+    from watcher.signer import Signer
     from watcher.store import Store
 
 log = logging.getLogger("finality.handoff")
@@ -54,13 +73,68 @@ TICK_MAX_S = 0.5
 """Longest interval between lease checks: a standby notices a released lease this fast."""
 
 
+READY_MS = 1_500
+"""A peer whose last heartbeat is older than this (or 3 checks) is not trusted to take a
+lease given away: it may be dying; its row lapses with its leases."""
+
+
 def default_instance_id() -> str:
     """Host name and pid: unique per process, readable in ``finality handoffs``."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _element(kind: str, body: dict[str, Any]) -> dict[str, Any]:
-    return {"kind": kind, "body": body, "digest": digest(body)}
+def fair_share(names: int, alive: int) -> int:
+    """How many names one of ``alive`` instances should hold: ``ceil(names / alive)``."""
+    return -(-names // max(1, alive))
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Who holds how many of the names, as one instance sees it at a check."""
+
+    alive: frozenset[str]
+    """Instances whose liveness row has not lapsed (this one included)."""
+    ready: frozenset[str]
+    """Alive peers that sent a heartbeat recently: they will take a lease given away."""
+    held: dict[str, int]
+    """Live leases per instance, over the names this instance follows."""
+    fair: int
+    """The fair share: ``ceil(names / alive)``."""
+
+    def taker(self, me: str) -> str | None:
+        """A ready peer below the fair share holding at least two fewer names than ``me``
+        (so that giving it one cannot make it give one back): None if there is none."""
+        mine = self.held.get(me, 0)
+        below = sorted(
+            (self.held.get(p, 0), p)
+            for p in self.ready
+            if p != me and self.held.get(p, 0) < self.fair and self.held.get(p, 0) + 2 <= mine
+        )
+        return below[0][1] if below else None
+
+
+def plan_spread(
+    rows: Sequence[ls.Lease], names: Sequence[str], me: str, held: int, now: int, ready_ms: int
+) -> Spread:
+    """The :class:`Spread` of ``names`` from the lease table's rows; ``held`` is this
+    instance's own count (its in-memory view, ahead of the rows it is renewing)."""
+    followed = set(names)
+    alive = {me}
+    ready = {me}
+    counts: Counter[str] = Counter()
+    for row in rows:
+        if row.expires_at <= now or row.owner is None:
+            continue
+        if row.name.startswith(ls.INSTANCE_PREFIX):
+            alive.add(row.owner)
+            if row.acquired_at >= now - ready_ms:
+                ready.add(row.owner)
+        elif row.name in followed:
+            counts[row.owner] += 1
+    counts[me] = held
+    return Spread(
+        frozenset(alive), frozenset(ready), dict(counts), fair_share(len(names), len(alive))
+    )
 
 
 class HandoffManager:
@@ -76,6 +150,7 @@ class HandoffManager:
         clock: Callable[[], int],
         watchers: dict[str, ChainWatcher],
         locks: dict[str, threading.Lock],
+        balance: bool = True,
     ) -> None:
         self.store = store
         self.names = list(names)
@@ -91,19 +166,50 @@ class HandoffManager:
         self.enabled = store.dialect == "postgresql"
         """Leases only make sense on a shared store; SQLite means one instance owns all."""
         self.held: dict[str, ls.Lease] = {}
+        self._last_token: dict[str, int] = {}
+        """The token this instance last held per name (for the refusal of a late write)."""
         self._mutex = threading.Lock()
         self.released = False
+        self.after_tick: list[Callable[[], None]] = []
+        """Run after every lease check (every ``tick_s`` with leases on, once at start on
+        SQLite), in the scheduler's lease job; each decides itself what this instance owns."""
+        self.signer: Signer | None = None
+        """Signs the four recorded elements of each takeover; set by the receipts component
+        (watcher/receipts.py), which loads the daemon's key. None: digests only."""
+        self.balance = balance
+        """Share the names out with the live peers (``handoff.balance``); False: take every
+        free lease and give none away (everything on the first instance)."""
+        self.cooldown_ms = max(4 * int(self.tick_s * 1000), self.renew_ms)
+        """After giving a lease away, give no other and take that one not back for this long:
+        the peer's take shows in the table within a check or two, so leases never ping-pong."""
+        self.ready_ms = max(READY_MS, 3 * int(self.tick_s * 1000))
+        self._leaving: set[str] = set()
+        """Names being given away: no new poll starts; released once the running one ends."""
+        self._gave_at: dict[str, int] = {}
+        self._last_gave = -(10**15)
+        self.spread: Spread | None = None
+        """The spread seen at the last check (GET /v1/leases)."""
 
     # -- what the pollers ask ------------------------------------------------------------
 
     def owns(self, name: str) -> bool:
         """May this instance process ``name`` now (the store still checks the token)."""
-        return not self.enabled or (name in self.held and not self.released)
+        return not self.enabled or (
+            name in self.held and not self.released and name not in self._leaving
+        )
 
     def fence(self, name: str) -> tuple[str, int] | None:
-        """(owner, token) for the writes of ``name``; None when leases are off or not held."""
+        """(owner, token) every write of ``name`` carries (blocks of a source, receipts, the
+        webhook inbox); None only when leases are off. An instance that does not hold the
+        lease (it lost it between its ``owns`` check and the write) gets the last token it
+        held (0 if none), so the store refuses the write *and records it*, exactly as a
+        block write of a paused owner: never an unfenced write on a shared store."""
+        if not self.enabled:
+            return None
         lease = self.held.get(name)
-        return None if not self.enabled or lease is None else (self.instance_id, lease.token)
+        if lease is not None and not self.released:
+            return (self.instance_id, lease.token)
+        return (self.instance_id, self._last_token.get(name, 0))
 
     def lost(self, name: str, token: int) -> None:
         """A write of ``name`` was refused with ``token``: stop processing it at once."""
@@ -111,22 +217,122 @@ class HandoffManager:
             lease = self.held.get(name)
             if lease is not None and lease.token == token:
                 del self.held[name]
-        watcher = self.watchers.get(name)
-        if watcher is not None:
-            watcher.fence = None
+                self._leaving.discard(name)
+        # The watcher keeps its (now stale) token: a poll already waiting for the chain lock
+        # writes with it and is refused. Clearing it would make that write unfenced.
         log.warning("%s: lease lost (token %d refused); stopped processing it", name, token)
 
     # -- the scheduler job ---------------------------------------------------------------
 
     def tick(self) -> None:
-        """Renew held leases, take free or lapsed ones; never raises for store trouble."""
-        if not self.enabled or self.released:
+        """Say this instance is alive, renew held leases, take free or lapsed ones (up to the
+        fair share when balancing), give one away if far above it, then run
+        :attr:`after_tick` (the owner's periodic work, e.g. applying webhooks a standby
+        received); never raises for store trouble."""
+        if self.released:
             return
+        if self.enabled:
+            self._check_leases()
+        for hook in list(self.after_tick):
+            try:
+                hook()
+            except (StoreError, SQLAlchemyError) as exc:
+                log.warning("after the lease check: %s", exc)
+
+    def _check_leases(self) -> None:
+        now = self.clock()
+        try:
+            ls.heartbeat(self.store.writer, self.instance_id, now, self.lease_ms)
+            rows = ls.all_rows(self.store.writer)
+        except (StoreError, SQLAlchemyError) as exc:
+            log.warning("liveness check failed: %s", exc)
+            rows = None
+        current = {r.name: r for r in rows or ()}
         for name in self.names:
+            if name not in self.held and not self._may_take(name, current, now):
+                continue
             try:
                 self._tick_one(name)
             except (StoreError, SQLAlchemyError) as exc:
                 log.warning("%s: lease check failed: %s", name, exc)
+        if rows is None or not self.balance:
+            return
+        self.spread = plan_spread(
+            rows, self.names, self.instance_id, len(self.held), now, self.ready_ms
+        )
+        try:
+            self._give_away(self.spread, now)
+        except (StoreError, SQLAlchemyError) as exc:
+            log.warning("rebalance failed (the lease stays here): %s", exc)
+
+    def _may_take(self, name: str, current: dict[str, ls.Lease], now: int) -> bool:
+        """Try to take ``name`` (not held) now? Only if it is free or lapsed and, when
+        balancing, this instance is below the fair share and did not just give it away."""
+        row = current.get(name)
+        if row is not None and row.expires_at > now:
+            return False  # a live owner: acquire() would refuse anyway
+        if not self.balance:
+            return True
+        if now - self._gave_at.get(name, -(10**15)) < self.cooldown_ms:
+            return False
+        spread = plan_spread(
+            list(current.values()), self.names, self.instance_id, len(self.held), now, self.ready_ms
+        )
+        if row is not None and not ls.released(row.expires_at) and row.owner not in spread.ready:
+            # Lapsed, and its owner sends no heartbeat either (kill -9, a pause): take it at
+            # once, as without balancing; the spread evens out once its row lapses too.
+            return True
+        return len(self.held) < spread.fair
+
+    def _give_away(self, spread: Spread, now: int) -> None:
+        """Rebalance: mark one lease as leaving when a ready peer is far below this
+        instance, and release a leaving lease once no poll of it runs."""
+        if not self._leaving:
+            taker = spread.taker(self.instance_id)
+            if taker is None or now - self._last_gave < self.cooldown_ms:
+                return
+            settled = [
+                n for n, lease in self.held.items() if now - lease.acquired_at >= self.cooldown_ms
+            ]
+            if not settled:
+                return  # every lease here is new: let the spread settle first
+            name = max(settled, key=lambda n: (self.held[n].acquired_at, n))
+            self._leaving.add(name)  # owns() is False from now: no new poll starts
+            self._last_gave = now
+            log.info(
+                "%s: giving the lease away to balance (here %d, %s %d, fair share %d)",
+                name,
+                spread.held.get(self.instance_id, 0),
+                taker,
+                spread.held.get(taker, 0),
+                spread.fair,
+            )
+        for name in sorted(self._leaving):
+            self._release_leaving(name)
+
+    def _release_leaving(self, name: str) -> None:
+        """Release ``name`` if its running poll has finished (the chain lock is free);
+        otherwise try again at the next check (the lease is renewed meanwhile)."""
+        lock = self.locks.get(name)
+        if lock is not None and not lock.acquire(blocking=False):
+            return
+        try:
+            lease = self.held.get(name)
+            now = self.clock()
+            if lease is not None:
+                ls.release(
+                    self.store.writer, name, self.instance_id, lease.token, now, rebalance=True
+                )
+                log.info("%s: lease released for a rebalance (token %d)", name, lease.token)
+            with self._mutex:
+                self.held.pop(name, None)
+                self._leaving.discard(name)
+            self._gave_at[name] = now
+            # The watcher keeps its old token: a write that slipped in is refused, never
+            # made unfenced.
+        finally:
+            if lock is not None:
+                lock.release()
 
     def _tick_one(self, name: str) -> None:
         held = self.held.get(name)
@@ -151,6 +357,7 @@ class HandoffManager:
                 self.lost(name, held.token)
             return
         self._renewed[name] = now
+        self._last_token[name] = lease.token
         if acquired is None:
             self.held[name] = lease
             return
@@ -189,6 +396,10 @@ class HandoffManager:
             return
         self.released = True
         now = self.clock()
+        try:
+            ls.leave(self.store.writer, self.instance_id)  # peers recount at once
+        except (StoreError, SQLAlchemyError) as exc:
+            log.warning("cannot delete the liveness row (it will lapse): %s", exc)
         for name, lease in list(self.held.items()):
             try:
                 ls.release(self.store.writer, name, self.instance_id, lease.token, now)
@@ -197,6 +408,7 @@ class HandoffManager:
         if self.held:
             log.info("released leases: %s", ", ".join(sorted(self.held)))
         self.held.clear()
+        self._leaving.clear()
 
     # -- the takeover record ---------------------------------------------------------------
 
@@ -235,17 +447,21 @@ class HandoffManager:
             ),
         )
         decision = evaluate_handoff(state)
-        elements = {
-            "transaction_state_checkpoint_receipt": _element(
-                "transaction_state_checkpoint_receipt", checkpoint
-            ),
-            "in_flight_operation_registry_receipt": _element(
-                "in_flight_operation_registry_receipt", {"name": name, "operations": in_flight}
-            ),
-            "handoff_lock_signature": _element("handoff_lock_signature", lock_body),
-            "transaction_recovery_predicate_receipt": _element(
-                "transaction_recovery_predicate_receipt", {"name": name, "checks": recovery}
-            ),
+        bodies: dict[str, dict[str, Any]] = dict(
+            zip(
+                HANDOFF_KINDS,
+                (
+                    checkpoint,
+                    {"name": name, "operations": in_flight},
+                    lock_body,
+                    {"name": name, "checks": recovery},
+                ),
+                strict=True,
+            )
+        )
+        takeover = self._takeover(name, acquired, decision, now)
+        elements: dict[str, Any] = {
+            **{kind: self._element(kind, body, takeover) for kind, body in bodies.items()},
             "decision": {
                 "verdict": decision.verdict.value,
                 "directive": decision.directive,
@@ -267,6 +483,36 @@ class HandoffManager:
         }
         values["id"] = ls.add_handoff(self.store.writer, values)
         return values
+
+    def _takeover(
+        self, name: str, acquired: ls.Acquired, decision: HandoffDecision, now: int
+    ) -> Takeover:
+        """The takeover each signed element repeats."""
+        prev = acquired.previous
+        chain = self.store.chain(name) if name in self.watchers else None
+        return Takeover(
+            name=name,
+            chain_id=chain.chain_id if chain is not None else OFFCHAIN_CHAIN_ID,
+            from_owner=prev.owner if prev else None,
+            from_token=prev.token if prev else None,
+            to_owner=self.instance_id,
+            to_token=acquired.lease.token,
+            reason=acquired.reason,
+            at=now,
+            verdict=decision.verdict.value,
+            decision_digest=decision.digest,
+        )
+
+    def _element(self, kind: str, body: dict[str, Any], takeover: Takeover) -> dict[str, Any]:
+        """One recorded element: its body and digest (as before) and, with a signer, the
+        signed receipt, checked by the offline verifier before it is stored."""
+        element: dict[str, Any] = {"kind": kind, "body": body, "digest": digest(body)}
+        if self.signer is not None:
+            signer = self.signer
+            receipt = signer.sign(handoff_body(kind, takeover, body, signer.address, takeover.at))
+            verify_receipt(receipt, trusted_signers=[signer.address])
+            element["receipt"] = receipt
+        return element
 
     def _checkpoint(self, name: str) -> tuple[dict[str, Any], int, int]:
         """The committed state of ``name``, and (steps total, steps done) for the guard."""

@@ -110,6 +110,7 @@ class Service:
             clock,
             self.watchers,
             self._locks,
+            balance=config.handoff.balance,
         )
         from watcher.components import build_components
 

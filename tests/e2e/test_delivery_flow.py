@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from guard.verify import verify_receipt
 from tests.support.anvil import Anvil
 from tests.support.daemon import Daemon, wait_for
 from tests.support.receiver import Receiver
@@ -347,3 +348,109 @@ def test_unknown_delivery_state_and_id_are_clear_errors(daemon: Daemon, tmp_path
     assert bad.status_code == 422 and "state" in bad.json()["error"]
     assert daemon.get("/v1/deliveries/999999").status_code == 404
     assert daemon.post("/v1/deliveries/999999/replay").status_code == 404
+
+
+# -- a finality violation after the commit was delivered (told at the commit_url) ----------
+
+
+def commit_channel(receiver: Receiver, sid: str) -> list[tuple[str, str]]:
+    """(type, Idempotency-Key) of every request the commit_url answered 200 for ``sid``."""
+    return [
+        (r.json["type"], r.key)
+        for r in receiver.received("/commit")
+        if r.status == 200 and isinstance(r.json, dict) and r.json.get("settlement_id") == sid
+    ]
+
+
+def confirmed_and_committed(
+    daemon: Daemon, anvil: Anvil, receiver: Receiver, sender: int
+) -> tuple[str, str, dict[str, Any]]:
+    """A settlement with N=2, its commit applied by the receiver: (tx, id, commit body)."""
+    anvil.mine(6)  # earlier tests' settlements stay below the reorgs of these tests
+    tx = anvil.send(sender=sender, to=9)
+    view = daemon.register(
+        tx, confirmations=2, dependent_state={"order": tx[:10]}, commit_url=receiver.url("/commit")
+    )
+    anvil.mine(1)
+    return tx, view["settlement_id"], wait_effect(receiver, view["settlement_id"], "commit")
+
+
+def check_violation(violation: dict[str, Any], sid: str, commit: dict[str, Any]) -> None:
+    """What every violation body must say about the commit it withdraws."""
+    assert violation["idempotency_key"].startswith(f"fw:{sid}:violation:")
+    assert violation["commit_idempotency_key"] == f"fw:{sid}:commit"
+    assert violation["reversed_decision"]["digest"] == commit["decision"]["digest"]
+    rested = commit["decision"]["evidence"]["facts"]
+    block = {"number": rested["block_number"], "hash": rested["block_hash"]}
+    assert violation["commit_block"] == block
+    reorg = violation["reorg"]
+    assert reorg["depth"] == 3 and reorg["commit_block"] == block
+    assert reorg["common_ancestor"]["number"] < block["number"]
+    assert reorg["replaced_by"] not in (None, block["hash"])
+    assert violation["dependent_state"] == commit["dependent_state"]
+    assert violation["binding"]["digest"] == commit["binding"]["digest"]
+    assert "HOLD OR COMPENSATE" in violation["directive"]
+    # The signed revocation withdraws exactly the receipt the commit carried, and checks
+    # offline like any receipt.
+    assert violation["revoked_receipt_digest"] == commit["receipt"]["digest"]
+    revocation = violation["revocation"]["receipt"]
+    assert violation["revocation_missing"] is None
+    assert revocation["kind"] == "receipt_revocation"
+    assert revocation["revokes"]["digest"] == commit["receipt"]["digest"]
+    verified = verify_receipt(revocation, trusted_signers=[commit["receipt"]["signer"]])
+    assert verified.kind == "receipt_revocation"
+
+
+def test_a_delivered_commit_whose_tx_is_dropped_gets_a_violation_then_a_discard(
+    daemon: Daemon, module_anvil: Anvil, receiver: Receiver
+) -> None:
+    anvil = module_anvil
+    tx, sid, commit = confirmed_and_committed(daemon, anvil, receiver, sender=3)
+    sent = anvil.rpc("eth_getTransactionByHash", tx)
+    # The reorg replaces the block and 2 more; the tx's nonce goes to another transfer, so
+    # the tx can never come back.
+    other = {"from": sent["from"], "to": anvil.accounts[8], "value": "0x2", "nonce": sent["nonce"]}
+    anvil.rpc("anvil_reorg", 3, [[other, 2]])
+    violation = wait_effect(receiver, sid, "finality_violation")
+    check_violation(violation, sid, commit)
+    anvil.mine(2)  # the replacement reaches depth 2: the settlement failed
+    discard = wait_effect(receiver, sid, "discard")
+
+    assert discard["verdict"] == "SETTLEMENT_FAILED"
+    assert discard["receipt"]["kind"] == "settlement_failure_receipt"
+    assert commit_channel(receiver, sid) == [
+        ("commit", f"fw:{sid}:commit"),
+        ("finality_violation", violation["idempotency_key"]),
+        ("discard", f"fw:{sid}:discard"),
+    ]
+
+
+def test_a_delivered_commit_whose_tx_comes_back_gets_a_violation_then_the_commit_again(
+    daemon: Daemon, module_anvil: Anvil, receiver: Receiver
+) -> None:
+    anvil = module_anvil
+    tx, sid, commit = confirmed_and_committed(daemon, anvil, receiver, sender=4)
+    raw = anvil.raw_tx(tx)
+    anvil.reorg(3, [(raw, 2)])  # the same tx, one block deep in the new branch
+    violation = wait_effect(receiver, sid, "finality_violation")
+    check_violation(violation, sid, commit)
+    anvil.mine(1)  # depth 2 again: confirmed again
+
+    def again() -> list[tuple[str, str]] | None:
+        seen = commit_channel(receiver, sid)
+        return seen if len(seen) >= 3 else None
+
+    seen = wait_for(again, 15, what="the commit sent again")
+    assert seen == [
+        ("commit", f"fw:{sid}:commit"),
+        ("finality_violation", violation["idempotency_key"]),
+        ("commit", f"fw:{sid}:commit"),  # the same key: the receiver deduped it
+    ]
+    assert [b["type"] for b in effects_of(receiver, sid, "/commit")] == [
+        "commit",
+        "finality_violation",
+    ]
+    [resent] = [r.json for r in receiver.received("/commit") if r.key == f"fw:{sid}:commit"][1:]
+    assert resent["decision"]["digest"] != commit["decision"]["digest"]
+    assert resent["receipt"]["receipt"]["decision_digest"] == resent["decision"]["digest"]
+    assert violation["revoked_receipt_digest"] != resent["receipt"]["digest"]

@@ -106,7 +106,7 @@ def test_three_chains_spread_over_the_instances_and_fail_over(
                 row = survivor.query(
                     "SELECT owner, token, expires_at FROM leases WHERE name = ?", victim_chain
                 )[0]
-                return row[1] > token and row[2] > time.time() * 1000
+                return bool(row[1] > token and row[2] > time.time() * 1000)
 
             wait_for(moved_on, LEASE_S + 5, interval=0.02, what=f"{victim_chain} moving on")
             took = time.monotonic() - killed

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from guard.handoff_receipts import HANDOFF_KINDS, LOCK
+from guard.verify import verify_receipt
 from tests.e2e.handoff_helpers import SECRET, commit_counts, owner, pg_daemon, wait_owner
 from tests.support.anvil import Anvil
-from tests.support.daemon import Daemon, wait_for
+from tests.support.daemon import Daemon, run_cli, wait_for
 from tests.support.receiver import Receiver
 
 pytestmark = pytest.mark.anvil
@@ -87,9 +89,50 @@ def test_one_owner_then_kill9_the_standby_finishes_the_work(
             assert "A (token 1) -> B (token 2), expired" in shown.stdout
             as_json = json.loads(b.cli("handoffs", "--json").stdout)
             assert as_json[0]["to_owner"] == "B"
+            check_signed_elements(tmp_path, b, h)
         finally:
             a.close()
             b.close()
+
+
+def check_signed_elements(tmp_path: Path, daemon: Daemon, listed: dict[str, object]) -> None:
+    """The four elements of a real takeover, fetched over HTTP, verify offline with the
+    real verifier against the daemon's published signer, and say which handoff they are."""
+    signer = daemon.get("/v1/signers").json()[0]["address"]
+    detail = daemon.get(f"/v1/handoffs/{listed['id']}").json()
+    assert detail["signed"] is True
+    assert detail["receipts"] == {k: listed["elements"][k]["receipt"] for k in HANDOFF_KINDS}  # type: ignore[index]
+    for kind in HANDOFF_KINDS:
+        receipt = detail["receipts"][kind]
+        verified = verify_receipt(receipt, trusted_signers=[signer])
+        assert verified.kind == kind and verified.signer == signer
+        assert verified.handoff is not None
+        assert (
+            verified.handoff["name"],
+            verified.handoff["from_owner"],
+            verified.handoff["from_token"],
+            verified.handoff["to_owner"],
+            verified.handoff["to_token"],
+            verified.handoff["at"],
+        ) == ("local", "A", 1, "B", 2, detail["at"])
+        assert verified.verdict == detail["verdict"]
+        assert verified.element == detail["elements"][kind]["body"]
+        assert receipt["element_digest"] == detail["elements"][kind]["digest"]
+    lock = daemon.cli("handoffs", "--id", str(detail["id"]), "--receipt", LOCK)
+    assert lock.returncode == 0, lock.stderr
+    path = tmp_path / "lock.json"
+    path.write_text(lock.stdout)
+    checked = run_cli("verify", str(path), "--signer", signer)
+    assert checked.returncode == 0, checked.stderr
+    assert f"valid: {LOCK}" in checked.stdout
+    assert "A (token 1) -> B (token 2), expired" in checked.stdout
+    tampered = json.loads(lock.stdout)
+    tampered["handoff"]["from_token"] = 0
+    path.write_text(json.dumps(tampered))
+    refused = run_cli("verify", str(path), "--signer", signer)
+    assert refused.returncode != 0 and "invalid:" in refused.stderr
+    missing = daemon.get("/v1/handoffs/999999")
+    assert missing.status_code == 404 and "handoff_id: no handoff 999999" in missing.text
 
 
 def test_sigterm_releases_the_lease_and_the_standby_takes_over_under_a_second(

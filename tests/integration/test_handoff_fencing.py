@@ -7,8 +7,12 @@ import time
 
 import pytest
 
+from guard.receipts import BindingTerms, Subject, binding_body
+from watcher.handoff import HandoffManager
+from watcher.signer import Signer
 from watcher.store import StaleFencingToken, Store
 from watcher.store import lease_store as ls
+from watcher.store.receipts_store import receipt_store
 
 
 @pytest.fixture
@@ -89,5 +93,195 @@ def test_a_takeover_waits_for_a_write_in_progress_on_postgresql(pg_url: str) -> 
         assert took and took[0] >= committed
         assert head_of(store) == 1
         assert [x.owner for x in ls.leases(store.writer)] == ["B"]
+    finally:
+        store.close()
+
+
+def _receipt(signer: Signer, sid: str) -> dict[str, object]:
+    subject = Subject(sid, "local", 31337, "0x" + "ab" * 32, signer.address)
+    terms = BindingTerms("sha256:" + "00" * 32, 3, "depth", 60_000, 1_000, 61_000)
+    return signer.sign(binding_body(subject, 2_000, terms))
+
+
+def test_a_receipt_from_an_instance_that_lost_the_lease_is_refused_and_recorded(
+    pg_url: str,
+) -> None:
+    """Receipts are processing writes too: the store refuses one carrying a stale token,
+    stores nothing of it, and records the refusal, exactly as for a block write."""
+    store = Store.open(pg_url)
+    store.ensure_chain("local", 31337, 0)
+    signer = Signer(bytes.fromhex("4c" * 32), "env")
+    receipts = receipt_store(store)
+    now = [1000]
+    a = HandoffManager(store, ["local"], "A", 0.5, 0.1, lambda: now[0], {}, {})
+    b = HandoffManager(store, ["local"], "B", 0.5, 0.1, lambda: now[0], {}, {})
+    try:
+        a.tick()
+        assert a.fence("local") == ("A", 1)
+        kept = receipts.add(_receipt(signer, "stl_1"), now[0], fence=("local", "A", 1))
+        now[0] = 2000  # A paused past its lease; B takes over (token 2)
+        b.tick()
+        assert b.fence("local") == ("B", 2)
+        with pytest.raises(StaleFencingToken) as refused:
+            receipts.add(_receipt(signer, "stl_2"), now[0], fence=("local", "A", 1))
+        assert (refused.value.current_owner, refused.value.current_token) == ("B", 2)
+        # A learns of the loss; any later receipt it tries carries its last token, and is
+        # refused (and recorded) too rather than written unfenced.
+        a.lost("local", 1)
+        fence = a.fence("local")
+        assert fence == ("A", 1)
+        with pytest.raises(StaleFencingToken):
+            receipts.add(_receipt(signer, "stl_3"), now[0], fence=("local", *fence))
+        found = receipts.for_settlements(["stl_1", "stl_2", "stl_3"])
+        stored = [r.settlement_id for records in found.values() for r in records]
+        assert stored == ["stl_1"] and kept.settlement_id == "stl_1"
+        rows = [
+            (r["owner"], r["token"], r["current_owner"], r["current_token"])
+            for r in ls.rejections(store.writer)
+        ]
+        assert rows == [("A", 1, "B", 2), ("A", 1, "B", 2)]
+        # The owner's receipt goes through.
+        receipts.add(_receipt(signer, "stl_4"), now[0], fence=("local", "B", 2))
+        assert receipts.for_settlement("stl_4")
+        [handoff] = [h for h in ls.handoffs(store.writer) if h["to_owner"] == "B"]
+        assert (handoff["from_owner"], handoff["from_token"], handoff["to_token"]) == ("A", 1, 2)
+    finally:
+        store.close()
+
+
+# --- sharing names between instances (lease balancing) --------------------------------------
+
+NAMES = ["local", "second", "third"]
+
+
+class Cluster:
+    """Handoff managers on one PostgreSQL store with one shared, stepped clock: each step
+    moves the clock by a lease check interval and runs the check of every live manager."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.now = [10_000]
+        self.managers: dict[str, HandoffManager] = {}
+        self.tokens: dict[str, list[int]] = {n: [] for n in NAMES}
+
+    def add(
+        self, name: str, balance: bool = True, locks: dict[str, threading.Lock] | None = None
+    ) -> HandoffManager:
+        manager = HandoffManager(
+            self.store, NAMES, name, 2.0, 0.5, lambda: self.now[0], {}, locks or {}, balance
+        )
+        self.managers[name] = manager
+        return manager
+
+    def step(self, times: int = 1, *, skip: tuple[str, ...] = ()) -> None:
+        for _ in range(times):
+            self.now[0] += 500
+            for name, manager in self.managers.items():
+                if name not in skip:
+                    manager.tick()
+                    self.check(skip)
+
+    def check(self, skip: tuple[str, ...] = ()) -> None:
+        """At most one running instance believes it owns a name, and it is the table's
+        owner (a vanished one, in ``skip``, may still believe it: the store fences it); the
+        tokens each name went through only ever grew."""
+        table = {x.name: x for x in ls.leases(self.store.writer)}
+        for n in NAMES:
+            owners = [m for m, mgr in self.managers.items() if mgr.owns(n) and m not in skip]
+            assert len(owners) <= 1, f"{n} owned by {owners}"
+            if owners:
+                assert table[n].owner == owners[0]
+            if n in table and (not self.tokens[n] or self.tokens[n][-1] != table[n].token):
+                assert not self.tokens[n] or table[n].token > self.tokens[n][-1]
+                self.tokens[n].append(table[n].token)
+
+    def spread(self) -> dict[str, int]:
+        return {m: len([n for n in NAMES if mgr.owns(n)]) for m, mgr in self.managers.items()}
+
+
+def test_instances_share_the_names_and_give_leases_away_to_a_newcomer(pg_url: str) -> None:
+    """Alone, an instance takes everything; a second one gets a share by a rebalance (a
+    handoff recorded with reason ``rebalance``), a third too (1/1/1); a stopped one's lease
+    goes at once, a vanished one's once its lease lapses; a stale write of the instance
+    that gave a lease away is refused."""
+    store = Store.open(pg_url)
+    store.ensure_chain("local", 31337, 0)
+    cluster = Cluster(store)
+    try:
+        a = cluster.add("A")
+        cluster.step()
+        assert cluster.spread() == {"A": 3}, "alone, an instance takes every name"
+        cluster.add("B")
+        cluster.step()
+        assert cluster.spread() == {"A": 3, "B": 0}, "no give-away before the cool-down"
+        cluster.step(6)
+        assert cluster.spread() == {"A": 2, "B": 1}
+        [moved] = ls.handoffs(store.writer)[:1]
+        assert (moved["from_owner"], moved["to_owner"], moved["reason"]) == ("A", "B", "rebalance")
+        assert moved["verdict"] in ("HANDOFF_SAFE", "NO_TRANSACTION")
+        assert moved["to_token"] == moved["from_token"] + 1
+        if moved["name"] == "local":
+            with (
+                pytest.raises(StaleFencingToken),
+                store.block_txn("local", cluster.now[0], ("A", 1)),
+            ):
+                pass
+        cluster.step(10)
+        assert cluster.spread() == {"A": 2, "B": 1}, "3 names on 2 instances: stable at 2/1"
+        assert len(ls.handoffs(store.writer)) == 4, "3 first takes and one rebalance, no ping-pong"
+        cluster.add("C")
+        cluster.step(8)
+        assert cluster.spread() == {"A": 1, "B": 1, "C": 1}
+        alive = {x.owner for x in ls.instances(store.writer)}
+        assert alive == {"A", "B", "C"}
+        assert [x.name for x in ls.leases(store.writer)] == sorted(NAMES), "no liveness row"
+        # SIGTERM of C: its liveness row goes with its lease, so a survivor takes it at once.
+        cluster.managers["C"].release_all()
+        del cluster.managers["C"]
+        cluster.step()
+        assert sorted(cluster.spread().values()) == [1, 2]
+        assert ls.handoffs(store.writer)[0]["reason"] == "released"
+        # B vanishes (kill -9): its lease lapses and A takes everything.
+        cluster.step(5, skip=("B",))
+        del cluster.managers["B"]
+        assert cluster.spread() == {"A": 3}
+        assert a.spread is not None and a.spread.fair == 3
+    finally:
+        store.close()
+
+
+def test_a_lease_being_given_away_waits_for_the_running_poll(pg_url: str) -> None:
+    """The chain lock is held by a poll: the lease stays (renewed) until the poll ends, and
+    no new poll starts meanwhile (owns() is False); then it is released for a rebalance."""
+    store = Store.open(pg_url)
+    cluster = Cluster(store)
+    locks = {n: threading.Lock() for n in NAMES}
+    try:
+        a = cluster.add("A", locks=locks)
+        cluster.step()
+        cluster.add("B")
+        for lock in locks.values():
+            lock.acquire()
+        cluster.step(8)
+        assert cluster.spread() == {"A": 2, "B": 0}, "one leaving, none released"
+        assert len(a.held) == 3 and {x.owner for x in ls.leases(store.writer)} == {"A"}
+        for lock in locks.values():
+            lock.release()
+        cluster.step(2)
+        assert cluster.spread() == {"A": 2, "B": 1}
+    finally:
+        store.close()
+
+
+def test_balance_off_pins_everything_on_the_first_instance(pg_url: str) -> None:
+    store = Store.open(pg_url)
+    cluster = Cluster(store)
+    try:
+        cluster.add("A", balance=False)
+        cluster.step()
+        cluster.add("B", balance=False)
+        cluster.step(12)
+        assert cluster.spread() == {"A": 3, "B": 0}
+        assert all(h["reason"] == "first" for h in ls.handoffs(store.writer))
     finally:
         store.close()

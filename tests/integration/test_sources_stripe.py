@@ -123,8 +123,9 @@ def test_polling_success_then_settlement_then_refund(rig: Rig) -> None:
     assert rig.events(sid) == ["settlement_confirmed", "finality_violation"]
     violation = rig.store.events(settlement_id=sid)[-1]
     assert violation.severity == "critical" and violation.payload["ref"] == pi
-    [commit] = rig.store.outbox().list(settlement_id=sid)
+    [commit, discard] = rig.store.outbox().list(settlement_id=sid)
     assert commit.state == "cancelled"  # it had not gone out: it never will
+    assert (discard.kind, discard.state) == ("discard", "pending")  # the failure is told
 
 
 def test_polling_a_declined_card_is_a_failure(rig: Rig) -> None:

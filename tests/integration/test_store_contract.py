@@ -153,3 +153,33 @@ def test_migrated_schema_matches_the_table_definitions(store_url: str) -> None:
         assert diff == [], f"schema drift between migrations and schema.py: {diff}"
     finally:
         store.close()
+
+
+def test_instances_started_together_on_a_fresh_postgresql_all_open_it(pg_url: str) -> None:
+    """Several daemons deployed at once on an empty database: one migrates, the others wait
+    for it and find the schema current (without the lock one of them fails creating
+    alembic's table)."""
+    import threading
+
+    opened: list[Store] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def open_store() -> None:
+        start.wait()
+        try:
+            opened.append(Store.open(pg_url))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_store) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    try:
+        assert errors == []
+        assert [st.revision() for st in opened] == [SCHEMA_REVISION] * 4
+    finally:
+        for st in opened:
+            st.close()

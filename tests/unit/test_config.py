@@ -369,3 +369,98 @@ def test_good_listen_addresses(listen: str) -> None:
 )
 def test_good_store_urls(url: str) -> None:
     assert StoreConfig(url=url).url == url
+
+
+# --- new heads over WebSocket (issue 7) ------------------------------------------------------
+
+
+def test_heads_default_to_polling() -> None:
+    chain = parse_config(CHAIN + "confirmations = 3\n").chains[0]
+    assert chain.heads == "poll"
+    assert chain.resolved_heads_url is None
+
+
+def test_heads_ws_uses_the_first_ws_rpc_url_or_heads_url() -> None:
+    text = CHAIN.replace(
+        '["http://127.0.0.1:8545"]', '["http://127.0.0.1:8545", "ws://127.0.0.1:8546"]'
+    )
+    chain = parse_config(text + 'heads = "ws"\n').chains[0]
+    assert chain.resolved_heads_url == "ws://127.0.0.1:8546"
+    chain = parse_config(text + 'heads = "ws"\nheads_url = "wss://heads.example/k"\n').chains[0]
+    assert chain.resolved_heads_url == "wss://heads.example/k"
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        pytest.param(
+            'heads = "ws"\n',
+            'chains[0].heads: "ws" needs a WebSocket endpoint: set heads_url, or list a ws:// or '
+            "wss:// URL in rpc",
+            id="ws-without-url",
+        ),
+        pytest.param(
+            'heads = "ws"\nheads_url = "http://127.0.0.1:8545"\n',
+            "chains[0].heads_url: must be a URL starting with ws:// or wss://",
+            id="heads-url-http",
+        ),
+        pytest.param(
+            'heads = "push"\n',
+            "chains[0].heads: must be one of 'poll' or 'ws' (got 'push')",
+            id="heads-unknown",
+        ),
+    ],
+)
+def test_heads_mistakes_name_the_key(tmp_path: Path, extra: str, expected: str) -> None:
+    name, error = load_error(tmp_path, CHAIN + extra)
+    assert f"{name}: {expected}" in str(error).splitlines(), str(error)
+
+
+# --- RPC budget and rate limits (issue 7) ---------------------------------------------------
+
+TWO_RPC = (
+    '[[chains]]\nname = "local"\nchain_id = 31337\n'
+    'rpc = ["http://127.0.0.1:8545", "http://127.0.0.1:8546"]\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "key", "words"),
+    [
+        ("rpc_rate_limits = [2.0]", "rpc_rate_limits", "one limit per rpc endpoint (2) (got 1)"),
+        ("rpc_rate_limits = [2.0, 0]", "rpc_rate_limits[1]", "must be > 0.0 (got 0)"),
+        ("rpc_rate_limits = [2.0, -1.5]", "rpc_rate_limits[1]", "must be > 0.0 (got -1.5)"),
+        ("calls_per_minute = 0", "calls_per_minute", "must be >= 1 (got 0)"),
+        ('calls_per_minute = "lots"', "calls_per_minute", "integer"),
+    ],
+)
+def test_budget_and_rate_limit_mistakes_name_the_key(
+    tmp_path: Path, line: str, key: str, words: str
+) -> None:
+    name, error = load_error(tmp_path, TWO_RPC + line + "\n")
+    text = str(error)
+    assert name in text and key in text and words in text, text
+
+
+def test_budget_and_rate_limits_load() -> None:
+    config = parse_config(
+        TWO_RPC + "calls_per_minute = 600\nrpc_rate_limits = [10, 2.5]\n", "<test>"
+    )
+    chain = config.chains[0]
+    assert chain.calls_per_minute == 600
+    assert chain.rpc_rate_limits == [10.0, 2.5]
+
+
+# --- sharing chains between instances (issue 5 follow-up) -----------------------------------
+
+
+def test_handoff_balance_defaults_on_and_can_be_switched_off() -> None:
+    assert parse_config(CHAIN, "<test>").handoff.balance is True
+    pinned = parse_config(CHAIN + "[handoff]\nbalance = false\n", "<test>")
+    assert pinned.handoff.balance is False
+
+
+def test_handoff_balance_mistake_names_the_key(tmp_path: Path) -> None:
+    name, error = load_error(tmp_path, CHAIN + '[handoff]\nbalance = "sometimes"\n')
+    text = str(error)
+    assert name in text and "handoff.balance" in text, text

@@ -195,8 +195,11 @@ def test_a_reversal_after_finality_is_a_finality_violation(reversible_rig: Rig) 
     assert violation.payload["previous"]["verdict"] == "FINALITY_CONFIRMED"
     assert violation.payload["now"]["evidence"]["facts"] == {"refunds": ["re_1"]}
     assert (violation.payload["source"], violation.payload["ref"]) == ("jobs", "pay-1")
-    # The commit not yet delivered must not go out any more.
-    assert rig.commits(sid) == [("commit", "cancelled", f"fw:{sid}:commit")]
+    # The commit not yet delivered must not go out any more; the failure is told (discard).
+    assert rig.commits(sid) == [
+        ("commit", "cancelled", f"fw:{sid}:commit"),
+        ("discard", "pending", f"fw:{sid}:discard"),
+    ]
     assert rig.alerts() == ["settlement_confirmed", "finality_violation"]
 
 

@@ -10,14 +10,21 @@ the takeover, or it sees the new token and is refused. SQLite has a single write
 
 Times come from the caller (the instances' clocks are assumed roughly in step, as the lease
 length is seconds; the fencing token, not the clock, is what protects the data).
+
+The same table also holds one *liveness row* per running instance, named
+``@instance/<instance_id>`` (:func:`heartbeat`): instances count their live peers from it,
+standbys included, to share the names out (watcher/handoff.py). Chain and source names are
+``[a-z0-9_-]`` (watcher/config.py), so a name starting with ``@`` never clashes with one;
+:func:`leases` leaves these rows out and :func:`instances` lists them.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, func, insert, select, update
+from sqlalchemy import Engine, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from watcher.store import schema as s
@@ -25,6 +32,25 @@ from watcher.store.errors import StaleFencingToken
 
 RELEASED = 0
 """``expires_at`` of a lease its owner gave up (SIGTERM): free at once."""
+REBALANCED = 1
+"""``expires_at`` of a lease its owner gave away to a less loaded peer: free at once."""
+INSTANCE_PREFIX = "@instance/"
+"""Names of the liveness rows (no chain or source name may start with ``@``)."""
+PRUNE_AFTER_MS = 3_600_000
+"""Liveness rows of instances gone for this long are deleted by the next heartbeat."""
+
+
+def released(expires_at: int) -> bool:
+    """Was the lease given up by its owner (SIGTERM or rebalance), rather than lapsed?"""
+    return expires_at in (RELEASED, REBALANCED)
+
+
+def instance_row(instance_id: str) -> str:
+    """The liveness row's name of ``instance_id`` (hashed when too long for the column)."""
+    name = INSTANCE_PREFIX + instance_id
+    if len(name) <= 64:
+        return name
+    return INSTANCE_PREFIX + hashlib.sha256(instance_id.encode()).hexdigest()[:40]
 
 
 @dataclass(frozen=True)
@@ -52,7 +78,8 @@ class Acquired:
     previous: Lease | None
     """The row before the takeover (None: first owner ever)."""
     reason: str
-    """``first``, ``released`` (a clean handoff) or ``expired`` (the owner vanished)."""
+    """``first``, ``released`` (a clean handoff on SIGTERM), ``rebalance`` (given away to
+    a less loaded peer) or ``expired`` (the owner vanished)."""
 
 
 def _lease(row: Any) -> Lease:
@@ -108,18 +135,21 @@ def acquire(
             .where(s.leases.c.name == name, s.leases.c.token == current.token)
             .values(owner=owner, token=new.token, acquired_at=now, expires_at=new.expires_at)
         )
-        reason = "released" if current.expires_at == RELEASED else "expired"
+        reason = {RELEASED: "released", REBALANCED: "rebalance"}.get(current.expires_at, "expired")
         return new, Acquired(new, current, reason)
 
 
-def release(engine: Engine, name: str, owner: str, token: int, now: int) -> bool:
-    """Give the lease up at once (SIGTERM): it lapses now; owner and token stay, so the
-    handoff record names the predecessor and the next token is higher."""
+def release(
+    engine: Engine, name: str, owner: str, token: int, now: int, rebalance: bool = False
+) -> bool:
+    """Give the lease up at once (SIGTERM, or ``rebalance``: to a less loaded peer): it
+    lapses now; owner and token stay, so the handoff record names the predecessor (and why)
+    and the next token is higher."""
     with engine.begin() as conn:
         done = conn.execute(
             update(s.leases)
             .where(s.leases.c.name == name, s.leases.c.owner == owner, s.leases.c.token == token)
-            .values(expires_at=RELEASED)
+            .values(expires_at=REBALANCED if rebalance else RELEASED)
         )
         return bool(done.rowcount)
 
@@ -131,7 +161,7 @@ def check_fence(conn: Connection, name: str, owner: str, token: int) -> None:
     row until that transaction ends, so no takeover can commit in between.
     """
     row = _locked_row(conn, name, share=True)
-    if row is None or row.owner != owner or row.token != token or row.expires_at == RELEASED:
+    if row is None or row.owner != owner or row.token != token or released(row.expires_at):
         raise StaleFencingToken(
             name,
             owner,
@@ -157,10 +187,55 @@ def record_rejection(engine: Engine, exc: StaleFencingToken, now: int) -> None:
 
 
 def leases(engine: Engine) -> list[Lease]:
-    """Every lease row, by name."""
+    """Every lease of a chain or source, by name (liveness rows left out)."""
+    return [x for x in all_rows(engine) if not x.name.startswith(INSTANCE_PREFIX)]
+
+
+def instances(engine: Engine) -> list[Lease]:
+    """Every liveness row (``owner`` the instance, ``acquired_at`` its last heartbeat)."""
+    return [x for x in all_rows(engine) if x.name.startswith(INSTANCE_PREFIX)]
+
+
+def all_rows(engine: Engine) -> list[Lease]:
+    """Every row of the table, leases and liveness rows, by name (one read per tick)."""
     with engine.connect() as conn:
         rows = conn.execute(select(s.leases).order_by(s.leases.c.name)).all()
     return [_lease(r) for r in rows]
+
+
+def heartbeat(engine: Engine, instance_id: str, now: int, lease_ms: int) -> None:
+    """Say ``instance_id`` is alive until ``now + lease_ms`` (its liveness row: ``acquired_at``
+    is the last heartbeat, ``token`` stays 0, it is never fenced); delete the rows of
+    instances gone for over :data:`PRUNE_AFTER_MS` (default ids carry the pid)."""
+    name = instance_row(instance_id)
+    with engine.begin() as conn:
+        done = conn.execute(
+            update(s.leases)
+            .where(s.leases.c.name == name)
+            .values(owner=instance_id, acquired_at=now, expires_at=now + lease_ms)
+        )
+        if not done.rowcount:
+            conn.execute(
+                insert(s.leases).values(
+                    name=name,
+                    owner=instance_id,
+                    token=0,
+                    acquired_at=now,
+                    expires_at=now + lease_ms,
+                )
+            )
+        conn.execute(
+            delete(s.leases).where(
+                s.leases.c.name.startswith(INSTANCE_PREFIX, autoescape=True),
+                s.leases.c.expires_at < now - PRUNE_AFTER_MS,
+            )
+        )
+
+
+def leave(engine: Engine, instance_id: str) -> None:
+    """Delete ``instance_id``'s liveness row (SIGTERM): peers stop counting it at once."""
+    with engine.begin() as conn:
+        conn.execute(delete(s.leases).where(s.leases.c.name == instance_row(instance_id)))
 
 
 def rejections(engine: Engine) -> list[dict[str, Any]]:
@@ -186,6 +261,14 @@ def handoffs(engine: Engine, name: str | None = None, limit: int = 100) -> list[
         query = query.where(h.c.name == name)
     with engine.connect() as conn:
         return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def handoff(engine: Engine, handoff_id: int) -> dict[str, Any] | None:
+    """One takeover record by id (None if there is none)."""
+    h = s.handoffs
+    with engine.connect() as conn:
+        row = conn.execute(select(h).where(h.c.id == handoff_id)).first()
+    return None if row is None else dict(row._mapping)
 
 
 def max_delivery_id(conn: Connection) -> int:

@@ -373,6 +373,30 @@ def cancel_undelivered(
     return int(result.rowcount)
 
 
+def retire_commit(conn: Connection, key: str, archive_as: str, now: int, reason: str) -> str | None:
+    """A finality violation took the ground from under the commit row ``key``: the state it
+    was in (None: no such row).
+
+    Not sent yet (``pending``, or ``dead`` awaiting a replay): cancelled, keeping its key, so
+    a new confirmation revives it. Sent or being sent (``sending``, ``delivered``): renamed
+    to ``archive_as`` and otherwise left alone (an attempt in flight still records its
+    outcome, and holds back the settlement's newer rows until it does), which frees ``key``
+    for the commit of a new confirmation: a new row, ordered after the violation."""
+    d = s.deliveries
+    row = conn.execute(select(d.c.id, d.c.state).where(d.c.idempotency_key == key)).first()
+    if row is None:
+        return None
+    state = str(row[1])
+    if state in (PENDING, DEAD):
+        values: dict[str, Any] = {"state": CANCELLED, "last_error": reason}
+    elif state in (SENDING, DELIVERED):
+        values = {"idempotency_key": archive_as}
+    else:
+        return state
+    conn.execute(update(d).where(d.c.id == row[0]).values(updated_at=now, **values))
+    return state
+
+
 # -- the sender's and the API's side -----------------------------------------------------------
 
 
@@ -640,4 +664,5 @@ __all__ = [
     "ReceiptRow",
     "cancel_undelivered",
     "enqueue",
+    "retire_commit",
 ]

@@ -21,7 +21,19 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, and_, create_engine, delete, event, func, insert, or_, select, update
+from sqlalchemy import (
+    Engine,
+    and_,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.pool import NullPool
@@ -92,6 +104,10 @@ def _make_engine(url: str, immediate: bool) -> Engine:
     return engine
 
 
+MIGRATION_LOCK = 0x66696E616C697479
+"""PostgreSQL advisory lock key ("finality") taken while migrating."""
+
+
 class Store:
     """Durable state of the watcher. Thread-safe: each call uses its own connection."""
 
@@ -135,6 +151,14 @@ class Store:
         known = {rev.revision for rev in ScriptDirectory.from_config(cfg).walk_revisions()}
         try:
             with self._writer.begin() as conn:
+                if self.dialect == "postgresql":
+                    # Several instances started together on a fresh database would each create
+                    # alembic's table and the schema; one would fail. The lock (held until
+                    # this transaction ends) lets one migrate while the others wait, then
+                    # find the schema current.
+                    conn.execute(
+                        text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK}
+                    )
                 current = MigrationContext.configure(conn).get_current_heads()
                 unknown = [rev for rev in current if rev not in known]
                 if unknown:
