@@ -335,10 +335,17 @@ class ChainWatcher:
         receipts: dict[str, Any] = {}
         # After a reorg, settlements that were anchored on the replaced blocks are not in
         # the watch index if they were terminal (a confirmed one is not watched): look for
-        # them too, or a tx re-included in the branch's first block would be missed.
+        # them too, by hash and by (sender, nonce), or a tx re-included in the branch's first
+        # block — or another tx of the same sender and nonce there — would be missed.
         reanchor: dict[str, str] = {}
+        reanchor_nonce: dict[tuple[str, int], list[tuple[str, str]]] = {}
         if reorg is not None and block is not None:
-            reanchor = self.store.anchored_above(self.name, reorg.common_ancestor.number)
+            for tx_hash, anchored, sender, nonce in self.store.anchored_above(
+                self.name, reorg.common_ancestor.number
+            ):
+                reanchor[tx_hash] = anchored
+                if sender is not None and nonce is not None and anchored not in self.index.by_id:
+                    reanchor_nonce.setdefault((sender, nonce), []).append((anchored, tx_hash))
         if block is not None:
             for tx in block.txs:
                 sid = self.index.by_hash.get(tx.hash) or reanchor.get(tx.hash)
@@ -346,6 +353,9 @@ class ChainWatcher:
                     matched.append((sid, tx))
                 for other in self.index.by_sender_nonce.get((tx.sender, tx.nonce), ()):
                     if self.index.by_id[other].tx_hash != tx.hash:
+                        replacing.append((other, tx))
+                for other, other_hash in reanchor_nonce.get((tx.sender, tx.nonce), ()):
+                    if other_hash != tx.hash:
                         replacing.append((other, tx))
             if matched:
                 found = self.client.block_receipts(

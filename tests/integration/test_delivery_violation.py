@@ -194,8 +194,9 @@ def test_a_reversal_before_the_commit_went_out_tells_the_receiver_nothing(
     ]
 
 
+@pytest.mark.parametrize("at", [0, 1], ids=["branch-first-block", "branch-second-block"])
 def test_a_reversal_then_a_failure_sends_violation_then_discard(
-    rig: Rig, receiver: Receiver, start_sender: Callable[[], Sender]
+    rig: Rig, receiver: Receiver, start_sender: Callable[[], Sender], at: int
 ) -> None:
     tx, sid = confirm(rig, receiver)
     start_sender()
@@ -203,9 +204,9 @@ def test_a_reversal_then_a_failure_sends_violation_then_discard(
     wait_for(lambda: rows(rig, sid)[0].state == "delivered" or None, 5, what="recorded")
 
     # The tx's nonce goes to another transfer in the new branch: it can never come back.
-    # (In the branch's second block: the engine looks a settlement that was confirmed up by
-    # hash only in the branch's first block, so a replacement there goes unseen.)
-    rig.anvil.rpc("anvil_reorg", 3, [[replacing(rig.anvil, tx), 1]])
+    # In the branch's first block the confirmed settlement is no longer in the watch index
+    # (a terminal one is not watched): it must be found by sender and nonce all the same.
+    rig.anvil.rpc("anvil_reorg", 3, [[replacing(rig.anvil, tx), at]])
     rig.watcher.poll()
     rig.mine_and_poll(1)
     assert rig.settlement(sid).verdict == "SETTLEMENT_FAILED"

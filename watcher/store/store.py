@@ -366,18 +366,21 @@ class Store:
             if (r[1] is not None or r[3] is not None)
         ]
 
-    def anchored_above(self, chain: str, number: int) -> dict[str, str]:
-        """tx hash → settlement id of every settlement of ``chain`` whose inclusion or
-        replacing tx sits above ``number`` (any verdict): the ones a reorg there touches."""
+    def anchored_above(
+        self, chain: str, number: int
+    ) -> list[tuple[str, str, str | None, int | None]]:
+        """``(tx hash, settlement id, sender, nonce)`` of every settlement of ``chain`` whose
+        inclusion or replacing tx sits above ``number`` (any verdict): the ones a reorg there
+        touches (sender and nonce are None when the tx was never seen)."""
         t = s.settlements
         with self._reader.connect() as conn:
             rows = conn.execute(
-                select(t.c.tx_hash, t.c.settlement_id).where(
+                select(t.c.tx_hash, t.c.settlement_id, t.c.sender, t.c.nonce).where(
                     t.c.chain == chain,
                     or_(t.c.block_number > number, t.c.replaced_block_number > number),
                 )
             ).all()
-        return {r[0]: r[1] for r in rows}
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
 
     def any_deadline_due(self, chain: str, now: int, late_watch_ms: int) -> bool:
         """Whether a watched settlement of ``chain`` has a time-only change due."""
