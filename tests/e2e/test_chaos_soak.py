@@ -18,6 +18,8 @@ from typing import Any
 
 import requests
 
+from guard.receipts import FINALITY
+from guard.verify import verify_receipt
 from tests.support.anvil import Anvil
 from tests.support.daemon import CHAIN, Daemon, wait_for
 from tests.support.faulty_proxy import FAULTS, FaultyProxy
@@ -98,6 +100,35 @@ def _send_batch(anvil: Anvil, count: int, session: requests.Session) -> list[str
     ]
     answers = session.post(anvil.url, json=body, timeout=30).json()
     return [a["result"] for a in sorted(answers, key=lambda a: a["id"]) if "result" in a]
+
+
+def check_receipts(
+    daemon: Daemon, ids: dict[str, str], truth: dict[str, tuple[str, str | None]]
+) -> int:
+    """No receipt contradicts the final chain: every unrevoked finality receipt verifies
+    offline with the daemon's published key and proves the tx in the block the node now has
+    (all settlements up to 1,000, else a random 1,000). Returns how many were checked."""
+    signers = [s["address"] for s in daemon.get("/v1/signers").json()]
+    sample = list(ids.items())
+    if len(sample) > 1000:
+        sample = random.Random(3).sample(sample, 1000)
+    deadline = time.monotonic() + 60
+    checked = 0
+    for tx, sid in sample:
+        kind, block_hash = truth[tx]
+        while True:
+            rows = daemon.get(f"/v1/settlements/{sid}/receipts").json()
+            current = [r for r in rows if r["revoked_by"] is None and r["kind"] == FINALITY]
+            if current or kind != "FINALITY_CONFIRMED" or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)  # built in the poll after the verdict: wait for it
+        assert current or kind != "FINALITY_CONFIRMED", f"{tx}: no finality receipt in time"
+        for row in current:
+            verified = verify_receipt(row["receipt"], trusted_signers=signers)
+            assert kind == "FINALITY_CONFIRMED", f"{tx}: a finality receipt for an erased tx"
+            assert verified.facts.block_hash == block_hash, (tx, verified.facts, block_hash)
+            checked += 1
+    return checked
 
 
 def test_soak_every_settlement_ends_with_the_right_verdict(
@@ -182,6 +213,8 @@ def test_soak_every_settlement_ends_with_the_right_verdict(
             assert view["verdict"] != "FINALITY_CONFIRMED", view
         else:
             assert view["block_hash"] == block_hash, view
+    receipts_checked = check_receipts(daemon, ids, truth)
+    assert receipts_checked > 0, "no finality receipt was signed"
     elapsed = time.monotonic() - started
     chains = daemon.get("/v1/chains").json()
     endpoints = chains[0]["rpc"]
@@ -190,6 +223,6 @@ def test_soak_every_settlement_ends_with_the_right_verdict(
     assert "finality_rpc_endpoint_up" in metrics
     print(
         f"soak: {len(ids)} settlements, {chaos.faults} faults, {chaos.reorgs} reorgs, "
-        f"{elapsed:.1f} s"
+        f"{receipts_checked} receipts verified, {elapsed:.1f} s"
     )
     assert chaos.faults >= 3
