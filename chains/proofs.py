@@ -21,17 +21,22 @@ guard/txs.py for how the hash is taken from either form).
 from __future__ import annotations
 
 import itertools
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from chains.errors import ChainError
+from chains.errors import ChainError, RpcErrorResponse
 from chains.rpc import RpcClient
 from guard import rlp
 from guard.hashing import keccak256
 from guard.headers import header_hash, header_json
 from guard.mpt import encode_path
 from guard.receipts import InclusionProof
+from guard.tx_encode import encode_checked
+from guard.txs import TransactionError
 
 
 class BranchMoved(ChainError):
@@ -219,20 +224,133 @@ class BlockTries:
     """The receipts trie (root = receiptsRoot)."""
     transactions: Trie
     """The transactions trie (root = transactionsRoot), over the bytes the block committed."""
+    tx_source: str = "local"
+    """Where the signed txs came from: ``local`` (rebuilt from the block's tx objects),
+    ``raw`` (``eth_getRawTransactionByHash``) or ``by_index`` (by block hash and index)."""
 
 
-def fetch_block_tries(client: RpcClient, block: Mapping[str, Any]) -> BlockTries:
+_OVERLAP = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fw-proofs")
+"""Runs the receipts call beside the block call (the node serves both at once). Long-lived
+threads: web3 keeps one HTTP session per thread, so the connection stays warm."""
+
+
+BLOB_WEIGHT = 80
+"""A blob a tx object carries (anvil returns the sidecar: 256 KB of hex) counts as this many
+ordinary tx objects (about 3 KB each) against :attr:`TxObjectCache.max_txs`."""
+
+
+class TxObjectCache:
+    """The tx objects of recent full blocks, by block hash, bounded by their total count.
+
+    The head tracker fetches every new block with its full transactions; fed through
+    :attr:`RpcClient.block_observers`, this keeps them so that a receipt built a few blocks
+    later needs no second copy from the node. A block hash names its content for good, and
+    every tx rebuilt from here is still checked against its hash and the header's root."""
+
+    def __init__(self, max_txs: int = 4000) -> None:
+        self.max_txs = max_txs
+        """Most tx objects held (oldest blocks go first; a blob weighs
+        :data:`BLOB_WEIGHT`): about 12 MB at most."""
+        self._blocks: OrderedDict[str, tuple[list[Mapping[str, Any]], int]] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def offer(self, block: Mapping[str, Any]) -> None:
+        """Keep ``block``'s tx objects if it carries them (a block with hashes only is left)."""
+        txs = block.get("transactions")
+        block_hash = block.get("hash")
+        if not (isinstance(txs, list) and txs and isinstance(block_hash, str)):
+            return
+        if not isinstance(txs[0], Mapping):
+            return
+        weight = len(txs) + sum(
+            BLOB_WEIGHT * len(tx["blobs"])
+            for tx in txs
+            if isinstance(tx, Mapping) and isinstance(tx.get("blobs"), list)
+        )
+        if weight > self.max_txs:
+            return
+        with self._lock:
+            if block_hash in self._blocks:
+                return
+            self._blocks[block_hash] = (txs, weight)
+            self._held += weight
+            while self._held > self.max_txs:
+                self._held -= self._blocks.popitem(last=False)[1][1]
+
+    def get(self, block_hash: str) -> Mapping[str, Any] | None:
+        """A block object holding only the tx objects of ``block_hash``, if held."""
+        with self._lock:
+            held = self._blocks.get(block_hash)
+        return None if held is None else {"hash": block_hash, "transactions": held[0]}
+
+
+def _full_block(client: RpcClient, block_hash: str) -> Mapping[str, Any] | None:
+    """The block with its full tx objects, or None when the node will not give it (the
+    caller then asks for the raw txs)."""
+    try:
+        full = client.call("eth_getBlockByHash", [block_hash, True])
+    except RpcErrorResponse:
+        return None
+    return full if isinstance(full, Mapping) else None
+
+
+def fetch_receipts_and_block(
+    client: RpcClient, block_hash: str
+) -> tuple[list[Mapping[str, Any]], Mapping[str, Any] | None]:
+    """(``eth_getBlockReceipts``, ``eth_getBlockByHash(hash, true)`` or None) of one block,
+    the two calls in flight at once."""
+    pending = _OVERLAP.submit(client.raw_block_receipts, block_hash)
+    try:
+        full = _full_block(client, block_hash)
+    finally:
+        answers = pending.result()
+    return answers, full
+
+
+def _local_leaves(full: Mapping[str, Any] | None, tx_hashes: list[str]) -> list[bytes | None]:
+    """Each tx's committed bytes rebuilt from ``full``'s tx objects (None where a tx could
+    not be rebuilt and checked against its hash: the caller fetches those raw)."""
+    objects = None if full is None else full.get("transactions")
+    if not isinstance(objects, list) or len(objects) != len(tx_hashes):
+        return [None] * len(tx_hashes)
+    leaves: list[bytes | None] = []
+    for tx, wanted in zip(objects, tx_hashes, strict=True):
+        try:
+            if not isinstance(tx, Mapping) or str(tx.get("hash")).lower() != wanted.lower():
+                raise TransactionError(f"the block's tx object is not {wanted}")
+            leaves.append(encode_checked(tx).committed)
+        except (TransactionError, rlp.RlpError):  # not rebuilt: fetched raw instead
+            leaves.append(None)
+    return leaves
+
+
+def fetch_block_tries(
+    client: RpcClient, block: Mapping[str, Any], cache: TxObjectCache | None = None
+) -> BlockTries:
     """Both tries of ``block`` (a JSON-RPC block object with tx hashes), roots checked.
 
-    Receipts: one ``eth_getBlockReceipts``. Signed txs: ``eth_getRawTransactionByHash``,
-    batched; if those bytes do not rebuild ``transactionsRoot`` (a node that returns another
-    form of a tx than the block committed), ``eth_getRawTransactionByBlockHashAndIndex``,
-    which answers with the committed bytes (slower on anvil)."""
+    ``eth_getBlockReceipts`` runs in the background while the signed txs are rebuilt from
+    their objects (guard/tx_encode.py): those ``cache`` holds (the head tracker fetched
+    them), else ``eth_getBlockByHash(hash, true)``. Each is checked against its hash; the few that cannot be (a type this version does not encode) are fetched with
+    ``eth_getRawTransactionByHash``. If the leaves do not rebuild ``transactionsRoot``, the
+    node's bytes decide: every raw tx by hash, batched, then
+    ``eth_getRawTransactionByBlockHashAndIndex``, which answers with the committed bytes
+    (slower on anvil)."""
     block_hash = str(block["hash"])
     tx_hashes = [str(t if isinstance(t, str) else t["hash"]) for t in block["transactions"]]
     if not tx_hashes:
         raise BranchMoved(f"block {block_hash} holds no transaction")
-    answers = client.raw_block_receipts(block_hash)
+    root = str(block["transactionsRoot"])
+    pending = _OVERLAP.submit(client.raw_block_receipts, block_hash)
+    try:  # the node serves the receipts while the txs are rebuilt here
+        full = None if cache is None else cache.get(block_hash)
+        if full is None:
+            full = _full_block(client, block_hash)
+        leaves = _local_leaves(full, tx_hashes)
+        transactions = _trie_if_root(leaves, root)
+    finally:
+        answers = pending.result()
     if [str(r["transactionHash"]) for r in answers] != tx_hashes:
         raise BranchMoved(f"the receipts of {block_hash} do not match its transactions")
     receipts = Trie([encode_receipt(r) for r in answers])
@@ -240,18 +358,38 @@ def fetch_block_tries(client: RpcClient, block: Mapping[str, Any]) -> BlockTries
         raise ProofUnavailable(
             f"block {block_hash}: the node's receipts do not rebuild receiptsRoot"
         )
-    raws = client.raw_transactions(tx_hashes)
-    transactions = None
-    if all(r is not None for r in raws):
-        transactions = Trie([_data(r) for r in raws])
-    if transactions is None or "0x" + transactions.root.hex() != block["transactionsRoot"]:
+    source = "local"
+    missing = [i for i, leaf in enumerate(leaves) if leaf is None]
+    if missing:  # a few txs not rebuilt (a type this version does not encode): fetch those
+        source = "raw"
+        for i, raw in zip(
+            missing, client.raw_transactions([tx_hashes[i] for i in missing]), strict=True
+        ):
+            leaves[i] = None if raw is None else _data(raw)
+        transactions = _trie_if_root(leaves, root)
+    elif transactions is None:  # every tx rebuilt, but not the root: the node's bytes decide
+        source = "raw"
+        transactions = _trie_if_root(
+            [None if r is None else _data(r) for r in client.raw_transactions(tx_hashes)], root
+        )
+    if transactions is None:
+        source = "by_index"
         by_index = client.raw_block_transactions(block_hash, len(tx_hashes))
-        transactions = Trie([_data(r) for r in by_index])
-        if "0x" + transactions.root.hex() != block["transactionsRoot"]:
+        transactions = _trie_if_root([_data(r) for r in by_index], root)
+        if transactions is None:
             raise ProofUnavailable(
                 f"block {block_hash}: the node's raw txs do not rebuild transactionsRoot"
             )
-    return BlockTries(block_hash, tx_hashes, receipts, transactions)
+    return BlockTries(block_hash, tx_hashes, receipts, transactions, source)
+
+
+def _trie_if_root(leaves: Sequence[bytes | None], root: str) -> Trie | None:
+    """The trie of ``leaves`` if every one is known and they rebuild ``root``, else None."""
+    known = [leaf for leaf in leaves if leaf is not None]
+    if len(known) != len(leaves):
+        return None
+    trie = Trie(known)
+    return trie if "0x" + trie.root.hex() == root else None
 
 
 def inclusion_proof(

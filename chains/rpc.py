@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -120,6 +120,9 @@ class RpcClient:
         self.errors: Counter[str] = Counter()
         """Failed calls, by method."""
         self._lock = threading.Lock()
+        self.block_observers: list[Callable[[Mapping[str, Any]], None]] = []
+        """Called with every block object parsed (the receipt builder keeps the tx objects of
+        recent blocks: the tracker fetched them already)."""
 
     # -- raw -----------------------------------------------------------------------------
 
@@ -286,6 +289,8 @@ class RpcClient:
             raise RpcMalformedResponse(
                 self.endpoint, method, f"block is not an object: {raw!r:.200}"
             )
+        for observe in self.block_observers:
+            observe(raw)
         ep = self.endpoint
         header = BlockHeader(
             number=BlockNumber(_hex_int(raw.get("number"), ep, method, "number")),

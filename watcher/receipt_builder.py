@@ -8,7 +8,9 @@ the evidence the verdict rests on.
 
 * finality / reverted: headers from the inclusion block up to depth min(confirmations, N),
   checked to still link with the decision's head; both tries of the inclusion block rebuilt
-  from ``eth_getBlockReceipts`` and the raw txs, their roots checked against the header;
+  from ``eth_getBlockReceipts`` and the signed txs (rebuilt from the tx objects the head
+  tracker already fetched, else from ``eth_getBlockByHash(hash, true)``, else the node's raw
+  bytes), their roots checked against the header;
 * replaced: the same for the replacing tx's block, plus the watched tx's signed bytes
   recorded while it was pending (``raw_tx``);
 * timeout: the last block at or before the deadline and its child (found by timestamp).
@@ -24,6 +26,7 @@ from urllib.parse import urlsplit
 from chains.proofs import (
     BlockTries,
     BranchMoved,
+    TxObjectCache,
     fetch_block_tries,
     fetch_headers,
     head_at,
@@ -68,6 +71,10 @@ class ReceiptBuilder:
         self._tries: OrderedDict[str, BlockTries] = OrderedDict()
         """Recently built tries by block hash: settlements confirmed by the same block (a
         batch of payouts) share one fetch and one build."""
+        self.tx_objects = TxObjectCache()
+        """The tx objects of the blocks the head tracker fetched through ``client``: the
+        signed txs are rebuilt from them instead of being fetched again."""
+        client.block_observers.append(self.tx_objects.offer)
 
     def subject(self, rec: SettlementRecord) -> Subject:
         """The common fields for ``rec``."""
@@ -119,7 +126,7 @@ class ReceiptBuilder:
 
     def _block_tries(self, block: Mapping[str, Any]) -> BlockTries:
         key = str(block["hash"])
-        tries = self._tries.pop(key, None) or fetch_block_tries(self.client, block)
+        tries = self._tries.pop(key, None) or fetch_block_tries(self.client, block, self.tx_objects)
         self._tries[key] = tries
         while len(self._tries) > TRIES_CACHED:
             self._tries.popitem(last=False)

@@ -9,15 +9,21 @@ one block.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from chains.proofs import Trie, fetch_block_tries
+from chains.rpc import RpcClient, Web3Transport
+from guard.hashing import keccak256
+from guard.tx_encode import encode_checked
 from guard.verify import verify_receipt
 from tests.integration.helpers import Rig, make_watcher
-from tests.integration.receipts_helpers import TxFactory, receipts_for
+from tests.integration.receipts_helpers import Receipts, TxFactory, receipts_for
 from tests.support.anvil import Anvil
+from watcher.receipt_builder import ReceiptBuilder
 
 pytestmark = pytest.mark.anvil
 
@@ -80,6 +86,110 @@ def test_every_tx_type_of_a_fork_gets_a_receipt_that_verifies(
         assert verified.facts.transaction_form == expected_form, kind
     [tx_index] = {len(ids)}
     assert tx_index == len(TYPES_BY_FORK[fork])
+
+
+@pytest.mark.parametrize("fork", list(TYPES_BY_FORK), ids=lambda f: f or "default")
+def test_tx_objects_rebuild_each_signed_tx_and_the_transactions_root(
+    fork: str | None, start_anvil: Callable[..., Anvil]
+) -> None:
+    anvil = start_anvil("--no-mining", *(("--hardfork", fork) if fork else ()))
+    factory = TxFactory(anvil)
+    wrapper = "7594" if fork is None else "4844"
+    sent = [
+        factory.blob(wrapper) if kind == "blob" else getattr(factory, kind)()
+        for kind in TYPES_BY_FORK[fork]
+    ]
+    hashes = [factory.send(raw) for raw in sent]
+    anvil.mine(1)
+    block = anvil.rpc("eth_getBlockByNumber", "0x1", True)
+    encoded = [encode_checked(tx) for tx in block["transactions"]]
+    assert ["0x" + keccak256(e.canonical).hex() for e in encoded] == hashes
+    assert [e.committed for e in encoded] == sent  # blob: the network form, as it was sent
+    assert "0x" + Trie([e.committed for e in encoded]).root.hex() == block["transactionsRoot"]
+
+    client = RpcClient(Web3Transport(anvil.url))
+    tries = fetch_block_tries(client, anvil.block(1))
+    assert tries.tx_source == "local"
+    assert client.calls["eth_getRawTransactionByHash"] == 0
+
+
+def _tracked_block_of(anvil: Anvil, rig: Rig, count: int) -> tuple[Receipts, list[str]]:
+    """A receipts issuer created before the block is tracked (as in the daemon), ``count``
+    txs in block 1 all watched, confirmed at depth 3."""
+    receipts = receipts_for(rig)
+    factories = [TxFactory(anvil, account) for account in range(3)]
+    kinds = ["legacy", "access_list", "dynamic", "blob"]
+    hashes = []
+    for i in range(count):
+        factory = factories[i % 3]
+        kind = kinds[i % 4]
+        hashes.append(factory.send(factory.blob() if kind == "blob" else getattr(factory, kind)()))
+    ids = [rig.register(h).settlement_id for h in hashes]
+    anvil.mine(1)
+    rig.watcher.poll()
+    rig.mine_and_poll(2)
+    assert all(rig.settlement(sid).verdict == "FINALITY_CONFIRMED" for sid in ids)
+    return receipts, ids
+
+
+def _build_counting_calls(rig: Rig, receipts: Receipts) -> Counter[str]:
+    before = Counter(rig.client.calls)
+    receipts.run(rig)
+    return rig.client.calls - before
+
+
+def test_builder_reuses_the_tx_objects_the_tracker_fetched(
+    start_anvil: Callable[..., Anvil], make_rig: RigFactory
+) -> None:
+    anvil = start_anvil("--no-mining")
+    rig = make_rig(anvil)
+    receipts, ids = _tracked_block_of(anvil, rig, 12)
+    calls = _build_counting_calls(rig, receipts)
+    assert calls["eth_getBlockReceipts"] == 1
+    assert calls["eth_getBlockByHash"] == calls["eth_getRawTransactionByHash"] == 0
+    for sid in ids:
+        assert verify_receipt(receipts.latest(sid)).facts.block_number == 1
+
+
+def _builder(receipts: Receipts, rig: Rig) -> ReceiptBuilder:
+    builder = receipts.issuer.builders[rig.config.name]
+    assert isinstance(builder, ReceiptBuilder)
+    return builder
+
+
+def test_a_tx_object_that_does_not_match_its_hash_falls_back_to_the_nodes_bytes(
+    start_anvil: Callable[..., Anvil], make_rig: RigFactory
+) -> None:
+    anvil = start_anvil("--no-mining")
+    rig = make_rig(anvil)
+    receipts, ids = _tracked_block_of(anvil, rig, 8)
+    block_hash = anvil.block(1)["hash"]
+    held = _builder(receipts, rig).tx_objects.get(block_hash)
+    assert held is not None
+    held["transactions"][5]["value"] = "0x2"  # a node that misreports one field
+    calls = _build_counting_calls(rig, receipts)
+    assert calls["eth_getRawTransactionByHash"] == 1  # that tx only
+    assert _builder(receipts, rig)._tries[block_hash].tx_source == "raw"
+    for sid in ids:
+        verify_receipt(receipts.latest(sid))
+
+
+def test_leaves_that_miss_the_root_fall_back_to_the_nodes_bytes(
+    start_anvil: Callable[..., Anvil], make_rig: RigFactory
+) -> None:
+    anvil = start_anvil("--no-mining")
+    rig = make_rig(anvil)
+    receipts, ids = _tracked_block_of(anvil, rig, 4)
+    block_hash = anvil.block(1)["hash"]
+    held = _builder(receipts, rig).tx_objects.get(block_hash)
+    assert held is not None
+    blob = held["transactions"][3]
+    del blob["blobs"]  # hash still right (canonical form), but anvil committed the sidecar
+    calls = _build_counting_calls(rig, receipts)
+    assert calls["eth_getRawTransactionByHash"] == 4
+    assert _builder(receipts, rig)._tries[block_hash].tx_source == "raw"
+    verified = verify_receipt(receipts.latest(ids[3]))
+    assert verified.facts.transaction_form == "network"
 
 
 def test_fifty_txs_in_one_block(start_anvil: Callable[..., Anvil], make_rig: RigFactory) -> None:
