@@ -36,7 +36,7 @@ def latest_signed(service: Service, settlement_id: str) -> dict[str, Any] | None
 
 def wait_signed(service: Service, rec: SettlementRecord) -> dict[str, Any] | None:
     """:func:`latest_signed`, waiting briefly when the verdict is terminal: the receipt is
-    built right after the verdict commits, in the chain's poll job."""
+    built right after the verdict commits, by the receipts thread."""
     deadline = time.monotonic() + RECEIPT_WAIT_S
     while True:
         receipt = latest_signed(service, rec.settlement_id)

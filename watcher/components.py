@@ -35,7 +35,13 @@ def build_components(service: Service) -> list[Component]:
     from watcher import delivery, endpoint_alerts, heads, receipts
     from watcher.sources import poller
 
-    built = [*receipts.components(service), *delivery.components(service)]
+    issuers = receipts.components(service)
+    senders = delivery.components(service)
+    for issuer in issuers:
+        for sender in senders:
+            # A commit waiting for its receipt goes as soon as the receipt is stored.
+            issuer.on_issued = sender.wake.set
+    built: list[Component] = [*issuers, *senders]
     return [
         *built,
         *poller.components(service, built),

@@ -71,7 +71,6 @@ from watcher.store.outbox_store import (
 from watcher.store.receipts_store import ReceiptRecord, receipt_store
 
 if TYPE_CHECKING:
-    from watcher.components import Component
     from watcher.service import Service
 
 log = logging.getLogger("finality.delivery")
@@ -493,7 +492,7 @@ def _row(record: ReceiptRecord | None) -> ReceiptRow | None:
     )
 
 
-def components(service: Service) -> list[Component]:
+def components(service: Service) -> list[Sender]:
     """The sender, and the alert routes handed to every chain's engine."""
     plan = OutboxPlan(routes_from_config(service.config.alerts))
     for watcher in service.watchers.values():

@@ -1,7 +1,9 @@
 """The receipts component: signs a receipt for every terminal verdict, after it committed.
 
-The engine commits verdicts; this component follows, in the poll thread of each chain
-(``after_poll``), so it never races the engine of its chain and never delays a verdict:
+The engine commits verdicts; this component follows, in a thread of its own woken after
+each poll of a chain (``after_poll``), so it never delays a verdict or the chain's next
+block, and wakes the delivery sender when it stored receipts (a commit waiting for its
+receipt goes at once). Per chain its work is serialised (one lock):
 
 1. it scans the chain's new events (``settlement_confirmed``, ``settlement_failed``,
    ``settlement_timed_out``, ``finality_violation``) from a cursor, and notes the
@@ -61,7 +63,6 @@ from watcher.store.receipts_store import (
 )
 
 if TYPE_CHECKING:
-    from watcher.components import Component
     from watcher.service import Service
 
 log = logging.getLogger("finality.receipts")
@@ -88,7 +89,8 @@ class _Due:
 
 
 class ReceiptIssuer:
-    """The component: one instance for the daemon, working per chain in its poll thread."""
+    """The component: one instance for the daemon, working per chain in a thread of its own
+    (woken after each poll of the chain)."""
 
     def __init__(
         self,
@@ -116,31 +118,80 @@ class ReceiptIssuer:
         self.on_lost: Callable[[str, int], None] = lambda _name, _token: None
         """Called when the store refused a receipt for a stale token (the lease is gone)."""
         self._binding_lock = threading.Lock()
+        self.on_issued: Callable[[], None] = lambda: None
+        """Called after receipts were stored (the delivery sender's wake-up: a commit waiting
+        for its receipt goes at once)."""
 
     # -- component -----------------------------------------------------------------------
 
+    _thread: threading.Thread | None = None
+
     def start(self) -> None:
-        """Nothing runs in the background: work happens in ``after_poll``."""
+        """Build receipts in a thread of their own, woken after each poll: fetching headers
+        and proofs and signing take milliseconds per receipt, and a burst of verdicts must
+        not hold up the chain's next block (its poll job waits for ``after_poll``)."""
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._pending: set[str] = set()
+        self._pending_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="receipts", daemon=True)
+        self._thread.start()
 
     def stop(self) -> None:
-        """Nothing to finish: a receipt is stored in one transaction or not at all."""
+        """Finish the receipt being built (one store transaction) and stop."""
+        if self._thread is None:
+            return
+        self._stopping.set()
+        self._wake.set()
+        self._thread.join(timeout=30)
+        self._thread = None
 
     def after_poll(self, chain: str) -> None:
-        """Issue what the chain's new events call for; never raises for a node or store
-        failure (the next poll tries again)."""
+        """Started: wake the receipts thread for ``chain``. Not started (a test driving the
+        engine by hand): issue now, in the caller's thread."""
+        if self._thread is None:
+            self.issue(chain)
+            return
+        with self._pending_lock:
+            self._pending.add(chain)
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait(1.0)
+            self._wake.clear()
+            with self._pending_lock:
+                chains = sorted(self._pending)
+                self._pending.clear()
+            for chain in chains:
+                if self._stopping.is_set():
+                    return
+                if self.issue(chain) >= BUILDS_PER_POLL:
+                    with self._pending_lock:  # more may be ready: go on without a poll
+                        self._pending.add(chain)
+                    self._wake.set()
+
+    def issue(self, chain: str) -> int:
+        """Issue what the chain's new events call for; returns how many settlements were
+        handled. Never raises for a node or store failure (the next poll tries again)."""
         lock = self._locks.get(chain)
         if lock is None:
-            return  # a name without receipts (no builder)
+            return 0  # a name without receipts (no builder)
         try:
             with lock:
                 self.scan(chain)
-                self.work(chain)
+                issued = self.issued
+                handled = self.work(chain)
+            if self.issued != issued:
+                self.on_issued()
+            return handled
         except StaleFencingToken as exc:
             # Another instance holds the lease now: it issues the receipts; nothing was stored.
             log.warning("chain %s: receipt refused: %s", chain, exc)
             self.on_lost(chain, exc.token)
         except (ChainError, StoreError) as exc:
             log.warning("chain %s: receipts postponed: %s", chain, exc)
+        return 0
 
     # -- the work ------------------------------------------------------------------------
 
@@ -168,8 +219,9 @@ class ReceiptIssuer:
             if not entry.revoke and _has_current(done.get(sid, []), None):
                 due.pop(sid)
 
-    def work(self, chain: str) -> None:
-        """Build what is due now, at most :data:`BUILDS_PER_POLL`."""
+    def work(self, chain: str) -> int:
+        """Build what is due now, at most :data:`BUILDS_PER_POLL`; returns how many were
+        tried."""
         now = self.clock()
         due = self._due[chain]
         ready = [sid for sid, entry in due.items() if entry.next_at <= now][:BUILDS_PER_POLL]
@@ -196,6 +248,7 @@ class ReceiptIssuer:
                 continue
             if finished:
                 due.pop(sid, None)
+        return len(ready)
 
     def _settle(self, chain: str, sid: str, entry: _Due) -> bool:
         """Revoke and issue for one settlement; True when nothing is left to do."""
@@ -288,7 +341,7 @@ def _has_current(stored: list[ReceiptRecord], decision_digest: str | None) -> bo
     )
 
 
-def components(service: Service) -> list[Component]:
+def components(service: Service) -> list[ReceiptIssuer]:
     """The receipts component of a daemon; raises SigningKeyError without a usable key."""
     return [issuer_for(service)]
 
