@@ -8,7 +8,9 @@
 - ``--only scaling``: settlements confirmed per second with 1, 2 and 3 daemons sharing
   three anvil chains (distinct chain ids) and one PostgreSQL schema, the ratio to one
   daemon, and which daemon owns which chain's lease (the clock starts once the leases have
-  spread evenly: 3, 2+1, 1+1+1).
+  spread evenly: 3, 2+1, 1+1+1), and how many leases were taken over as lapsed during the
+  run (every daemon stays up, so each one is a busy owner that failed to renew: should be 0).
+  ``--keep-logs DIR`` keeps the daemons' logs (late-renewal warnings show there).
 
 Needs the machine's PostgreSQL (``FINALITY_TEST_PG``, default the tests' URL) and anvil.
 """
@@ -139,8 +141,12 @@ BENCH_KEY = "0x" + "5e" * 32
 """Signing key of the scaling daemons (chain id 31338 is not a dev chain: no dev key)."""
 
 
-def scaling(instances: int, per_chain: int) -> tuple[float, dict[str, str]]:
-    """(settlements/s, lease owner per chain) for ``instances`` daemons sharing 3 chains.
+def scaling(
+    instances: int, per_chain: int, keep_logs: Path | None = None
+) -> tuple[float, dict[str, str], int]:
+    """(settlements/s, lease owner per chain, takeovers of a lapsed lease during the run)
+    for ``instances`` daemons sharing 3 chains (every daemon stays up: a lapse means a busy
+    owner did not renew in time).
 
     The txs wait in each node's mempool (``--no-mining``) while they are registered
     (round robin over the daemons); the clock starts when every chain mines 3 blocks at
@@ -160,6 +166,8 @@ def scaling(instances: int, per_chain: int) -> tuple[float, dict[str, str]]:
         ]
         for d in daemons:
             stack.callback(d.close)
+            if keep_logs is not None:
+                stack.callback(_keep_log, d, keep_logs / f"scaling{instances}-{d.dir.name}.log")
         # The first one migrates the fresh schema (two daemons migrating one schema at once
         # can collide on alembic's table); the others start together once it answers, and
         # the leases spread out (balance) whoever asked first.
@@ -196,7 +204,14 @@ def scaling(instances: int, per_chain: int) -> tuple[float, dict[str, str]]:
         wait_for(confirmed, 300, interval=0.02, what="every settlement confirmed")
         elapsed = time.perf_counter() - began
         spread = {n: str(o) for n, o in lease_owners(daemons[0]).items()}
-    return total / elapsed, spread
+        rows = daemons[0].query("SELECT count(*) FROM handoffs WHERE reason = 'expired'")
+    return total / elapsed, spread, int(rows[0][0])
+
+
+def _keep_log(daemon: Daemon, path: Path) -> None:
+    """Copy a daemon's log out of the temporary directory (``--keep-logs``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(daemon.log())
 
 
 def _ready(daemon: Daemon, timeout: float = 60.0) -> None:
@@ -222,16 +237,19 @@ def main() -> None:
     parser.add_argument("--txs", type=int, default=300)
     parser.add_argument("--only", choices=["failover", "throughput", "scaling"])
     parser.add_argument("--per-chain", type=int, default=150, help="settlements per chain")
+    parser.add_argument(
+        "--keep-logs", type=Path, help="copy the scaling daemons' logs into this directory"
+    )
     args = parser.parse_args()
     if args.only == "scaling":
         rates: dict[int, float] = {}
         for n in (1, 2, 3):
-            rates[n], spread = scaling(n, args.per_chain)
+            rates[n], spread, lapsed = scaling(n, args.per_chain, args.keep_logs)
             owners = ", ".join(f"{chain} -> {who}" for chain, who in sorted(spread.items()))
             print(
                 f"scaling {n} instance(s): {rates[n]:7.1f} settlements/s "
                 f"({3 * args.per_chain} over 3 chains), x{rates[n] / rates[1]:.2f} vs 1; "
-                f"leases: {owners}"
+                f"leases: {owners}; lapsed-lease takeovers: {lapsed}"
             )
         return
     if args.only in (None, "throughput"):

@@ -459,11 +459,30 @@ class HandoffConfig(_Strict):
     lease_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
     """How long a chain's lease lasts without renewal; a standby takes over after it."""
     renew_s: float = Field(default=3.0, gt=0, allow_inf_nan=False)
-    """How often the owner renews its leases (well below ``lease_s``)."""
+    """How often the owner renews its leases: at most ``lease_s / 3``, so that a renewal
+    that comes late, or fails once, still leaves the lease alive."""
     balance: bool = True
     """Share the chains and sources out over the live instances (fair share, rebalance);
     false: an instance takes every free lease and gives none away, so everything runs on
     the first instance and the others stand by (set it the same on every instance)."""
+
+    @model_validator(mode="after")
+    def _check_renewal(self) -> HandoffConfig:
+        # A busy but healthy owner must never lose its lease: it gets two more tries
+        # before the lease lapses (a tiny tolerance for float division like 1 / 3).
+        if self.renew_s > self.lease_s / 3 + 1e-9:
+            raise _KeyedErrors(
+                [
+                    (
+                        ("renew_s",),
+                        f"{self.renew_s:g} s is more than lease_s / 3 "
+                        f"({self.lease_s:g} s / 3 = {self.lease_s / 3:.3g} s): renew at "
+                        "least three times per lease, so a late or failed renewal does "
+                        "not let the lease lapse",
+                    )
+                ]
+            )
+        return self
 
 
 def _duplicates(

@@ -243,9 +243,12 @@ class Service:
     # -- running -------------------------------------------------------------------------
 
     def start_polling(self) -> None:
-        """Take the leases that are free, then start the lease job and one polling job per
-        chain, first run now (on SQLite this instance owns everything)."""
+        """Take the leases that are free, then start the lease keeper (a thread of its own:
+        renewals never wait for the scheduler's pool or a chain lock), the lease job (takes
+        and gives leases away) and one polling job per chain, first run now (on SQLite this
+        instance owns everything)."""
         self.handoff.tick()
+        self.handoff.start_keeper()
         if self.handoff.enabled:
             self.scheduler.add_job(
                 self.handoff.tick,
@@ -282,8 +285,9 @@ class Service:
             component.start()
 
     def stop(self) -> None:
-        """Stop polling (waiting for a running poll to finish its block), release the leases
-        so a standby takes over at once, stop the components and close the store."""
+        """Stop polling (waiting for a running poll to finish its block; the keeper renews
+        the leases meanwhile), stop the keeper and release the leases so a standby takes
+        over at once, stop the components and close the store."""
         self.stopping.set()
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)

@@ -70,8 +70,9 @@ def test_tokens_grow_and_a_stale_write_is_refused_and_recorded(store: Store) -> 
 
 
 def test_a_takeover_waits_for_a_write_in_progress_on_postgresql(pg_url: str) -> None:
-    """The write holds a share lock on the lease row: the takeover commits after it, so a
-    write is either entirely before the takeover or refused: never interleaved."""
+    """The write holds ``FOR KEY SHARE`` on the lease row and the takeover locks it ``FOR
+    UPDATE``: the takeover commits after the write, so a write is either entirely before the
+    takeover or refused: never interleaved."""
     store = Store.open(pg_url)
     store.ensure_chain("local", 31337, 0)
     try:
@@ -94,6 +95,90 @@ def test_a_takeover_waits_for_a_write_in_progress_on_postgresql(pg_url: str) -> 
         assert head_of(store) == 1
         assert [x.owner for x in ls.leases(store.writer)] == ["B"]
     finally:
+        store.close()
+
+
+def test_a_renewal_does_not_wait_for_the_owners_write_on_postgresql(pg_url: str) -> None:
+    """The owner's renewal changes only ``expires_at`` of its own row: it commits while a
+    fenced write of the same chain is still open (the write's ``FOR KEY SHARE`` does not
+    block it), whereas a takeover still waits for that write (test above). A renewal with a
+    superseded token, or of a released lease, changes nothing."""
+    store = Store.open(pg_url)
+    store.ensure_chain("local", 31337, 0)
+    try:
+        ls.acquire(store.writer, "local", "A", 1000, 500, None)
+        renewed: list[bool] = []
+        with store.block_txn("local", 1000, ("A", 1)) as txn:
+            thread = threading.Thread(
+                target=lambda: renewed.append(ls.renew(store.writer, "local", "A", 1, 1400, 500))
+            )
+            thread.start()
+            thread.join(1.5)
+            assert renewed == [True], "the renewal must not queue behind the owner's write"
+            [row] = ls.leases(store.writer)
+            assert row.expires_at == 1900, "renewed (and committed) while the write is open"
+            txn.put_header(1, "0x" + "11" * 32, "0x" + "00" * 32, 1, keep=10)
+        assert head_of(store) == 1, "the write under the renewed lease committed"
+        # Lapsed and taken over: the old owner's renewal renews nothing.
+        b, _ = ls.acquire(store.writer, "local", "B", 3000, 500, None)
+        assert b is not None and b.token == 2
+        assert not ls.renew(store.writer, "local", "A", 1, 3100, 500)
+        # Released (SIGTERM): a late renewal does not bring it back to life.
+        assert ls.release(store.writer, "local", "B", 2, 3200)
+        assert not ls.renew(store.writer, "local", "B", 2, 3250, 500)
+        [row] = ls.leases(store.writer)
+        assert (row.owner, row.token, row.expires_at) == ("B", 2, ls.RELEASED)
+    finally:
+        store.close()
+
+
+def test_a_busy_owner_keeps_its_lease_through_a_write_longer_than_the_lease(
+    pg_url: str,
+) -> None:
+    """An owner whose fenced write of ``local`` stays open for more than two leases (a long
+    catch-up transaction) keeps renewing from its keeper thread: the standby, checking every
+    0.1 s, never finds the lease lapsed, no takeover is recorded, no renewal came late, and
+    the write commits."""
+    store = Store.open(pg_url)
+    store.ensure_chain("local", 31337, 0)
+
+    def clock() -> int:
+        return time.time_ns() // 1_000_000
+
+    a = HandoffManager(store, ["local"], "A", 1.0, 0.25, clock, {}, {}, balance=False)
+    b = HandoffManager(store, ["local"], "B", 1.0, 0.25, clock, {}, {}, balance=False)
+    stop = threading.Event()
+    standby_owned: list[bool] = []
+
+    def standby() -> None:
+        while not stop.is_set():
+            b.tick()
+            standby_owned.append(b.owns("local"))
+            stop.wait(0.1)
+
+    try:
+        a.tick()
+        assert a.fence("local") == ("A", 1)
+        a.start_keeper()
+        checker = threading.Thread(target=standby)
+        checker.start()
+        began = time.monotonic()
+        with store.block_txn("local", clock(), a.fence("local")) as txn:
+            time.sleep(2.5)  # 2.5 leases; below the server's idle-in-transaction timeout
+            txn.put_header(1, "0x" + "11" * 32, "0x" + "00" * 32, 1, keep=10)
+        assert time.monotonic() - began >= 2.5
+        stop.set()
+        checker.join(5)
+        assert len(standby_owned) >= 10 and not any(standby_owned), "the standby took it"
+        assert a.owns("local") and head_of(store) == 1
+        [row] = ls.leases(store.writer)
+        assert (row.owner, row.token) == ("A", 1) and row.expires_at > clock()
+        assert [h["reason"] for h in ls.handoffs(store.writer)] == ["first"]
+        assert a.late_renewals == 0 and not ls.rejections(store.writer)
+    finally:
+        stop.set()
+        a.release_all()
+        b.release_all()
         store.close()
 
 

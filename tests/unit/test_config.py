@@ -464,3 +464,16 @@ def test_handoff_balance_mistake_names_the_key(tmp_path: Path) -> None:
     name, error = load_error(tmp_path, CHAIN + '[handoff]\nbalance = "sometimes"\n')
     text = str(error)
     assert name in text and "handoff.balance" in text, text
+
+
+def test_handoff_renewal_at_most_a_third_of_the_lease() -> None:
+    ok = parse_config(CHAIN + "[handoff]\nlease_s = 1.5\nrenew_s = 0.5\n", "<test>")
+    assert (ok.handoff.lease_s, ok.handoff.renew_s) == (1.5, 0.5)
+    default = parse_config(CHAIN, "<test>").handoff
+    assert default.renew_s <= default.lease_s / 3
+
+
+def test_handoff_renewal_too_rare_names_the_key_and_the_limit(tmp_path: Path) -> None:
+    name, error = load_error(tmp_path, CHAIN + "[handoff]\nlease_s = 2.0\nrenew_s = 1.0\n")
+    text = str(error)
+    assert name in text and "handoff.renew_s" in text and "lease_s / 3" in text, text

@@ -3,10 +3,15 @@
 A lease row per name holds the owner, the time it lasts until, and a *fencing token* that
 only ever grows: each change of owner increments it. Every processing write carries the
 token it was started under; :func:`check_fence` verifies it inside the write's own
-transaction, holding a share lock on the lease row (PostgreSQL) so that a takeover (an
-``UPDATE`` of that row) and a write can never interleave: either the write commits before
-the takeover, or it sees the new token and is refused. SQLite has a single writer
-(``BEGIN IMMEDIATE``), which gives the same order.
+transaction, holding a ``FOR KEY SHARE`` lock on the lease row (PostgreSQL) until it commits.
+A takeover (:func:`acquire` changing owner and token) first locks the row ``FOR UPDATE``,
+which conflicts with ``FOR KEY SHARE``: so a takeover and a write can never interleave:
+either the write commits before the takeover, or it waits for the takeover and sees the new
+token and is refused. A renewal (:func:`renew`) and a release only change ``expires_at`` of
+the owner's own row with a plain ``UPDATE`` (``FOR NO KEY UPDATE``, which does not conflict
+with ``FOR KEY SHARE``): a busy owner's renewal never queues behind its own block
+transactions. SQLite has a single writer (``BEGIN IMMEDIATE``), which gives the same order.
+The argument in full is in docs/handoff.md ("Why a renewal never waits for a write").
 
 Times come from the caller (the instances' clocks are assumed roughly in step, as the lease
 length is seconds; the fencing token, not the clock, is what protects the data).
@@ -87,10 +92,43 @@ def _lease(row: Any) -> Lease:
 
 
 def _locked_row(conn: Connection, name: str, share: bool) -> Any:
+    """The lease row, locked (PostgreSQL) ``FOR KEY SHARE`` by a fenced write (``share``) or
+    ``FOR UPDATE`` by a takeover: the two conflict, a renewal's ``UPDATE`` conflicts with
+    neither of the writes' locks (see the module docstring)."""
     query = select(s.leases).where(s.leases.c.name == name)
     if conn.dialect.name == "postgresql":
-        query = query.with_for_update(read=share)
+        query = query.with_for_update(read=share, key_share=share)
     return conn.execute(query).first()
+
+
+RENEW_LOCK_TIMEOUT = "2s"
+"""A renewal waits at most this long for a row lock (only a peer's takeover in progress
+holds one that conflicts); then it gives up this round and the keeper tries again."""
+
+
+def renew(engine: Engine, name: str, owner: str, token: int, now: int, lease_ms: int) -> bool:
+    """Extend ``owner``'s live lease on ``name`` under ``token`` to ``now + lease_ms``.
+
+    One ``UPDATE ... WHERE owner AND token``: it changes no key column, so PostgreSQL takes
+    ``FOR NO KEY UPDATE``, which does not wait for the ``FOR KEY SHARE`` every fenced block
+    transaction holds on the row (a busy owner renews between, or during, its own writes).
+    A released lease (SIGTERM, rebalance) is not renewed back to life. False: the token was
+    superseded or the lease released, and nothing changed.
+    """
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{RENEW_LOCK_TIMEOUT}'")
+        done = conn.execute(
+            update(s.leases)
+            .where(
+                s.leases.c.name == name,
+                s.leases.c.owner == owner,
+                s.leases.c.token == token,
+                s.leases.c.expires_at > REBALANCED,
+            )
+            .values(expires_at=now + lease_ms)
+        )
+        return bool(done.rowcount)
 
 
 def acquire(
@@ -157,8 +195,9 @@ def release(
 def check_fence(conn: Connection, name: str, owner: str, token: int) -> None:
     """Raise :class:`StaleFencingToken` unless ``owner`` still holds ``token`` on ``name``.
 
-    Runs inside the write's transaction and (PostgreSQL) keeps a share lock on the lease
-    row until that transaction ends, so no takeover can commit in between.
+    Runs inside the write's transaction and (PostgreSQL) keeps a ``FOR KEY SHARE`` lock on
+    the lease row until that transaction ends: a takeover's ``FOR UPDATE`` waits for it, so
+    no takeover can commit in between, while the owner's renewal does not wait.
     """
     row = _locked_row(conn, name, share=True)
     if row is None or row.owner != owner or row.token != token or released(row.expires_at):
