@@ -7,6 +7,7 @@ run:  ## local anvil + the daemon on SQLite, API on 127.0.0.1:8710
 test:  ## install everything, lint, type-check, run the whole test suite
 	./scripts/bootstrap.sh
 	.venv/bin/ruff check guard chains watcher tests bench
+	.venv/bin/ruff format --check guard chains watcher tests bench
 	.venv/bin/mypy
 	.venv/bin/pytest -q -p no:cacheprovider
 

@@ -79,7 +79,7 @@ def _previous_tries(client: Any, block: Any, cache: Any = None) -> BlockTries:
 
 def _naive_build(url: str, hashes: list[str], index: int) -> None:
     """Per-tx calls, and tries built key by key (py-trie), as a first implementation would."""
-    from trie import HexaryTrie
+    from trie.hexary import HexaryTrie
 
     client = connect(url)
     receipts = [client.call("eth_getTransactionReceipt", [h]) for h in hashes]
@@ -97,8 +97,8 @@ def _naive_verify(receipt: dict[str, Any]) -> None:
     import rlp
     from eth_account import Account
     from eth_account.messages import encode_typed_data
-    from eth_utils import keccak
-    from trie import HexaryTrie
+    from eth_utils.crypto import keccak
+    from trie.hexary import HexaryTrie
 
     previous = None
     for header in receipt["proof"]["headers"]:

@@ -56,7 +56,12 @@ def watch_while(
     daemon: Daemon, act: Callable[[], None], *args: str
 ) -> subprocess.CompletedProcess[str]:
     """``finality watch ARGS`` while ``act`` runs in a thread once the watch has started."""
-    thread = threading.Thread(target=lambda: (time.sleep(1.0), act()), daemon=True)
+
+    def act_later() -> None:
+        time.sleep(1.0)
+        act()
+
+    thread = threading.Thread(target=act_later, daemon=True)
     thread.start()
     try:
         return daemon.cli("watch", *args, "--interval", "0.1", timeout=40)

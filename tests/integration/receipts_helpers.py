@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eth_account import Account
-from eth_utils import to_checksum_address
+from eth_utils.address import to_checksum_address
 
 from guard import rlp
 from tests.integration.helpers import Rig

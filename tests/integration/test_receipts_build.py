@@ -287,6 +287,7 @@ def test_reorg_before_signing_waits_then_revokes_nothing(
     kinds = [r.kind for r in receipts.store.for_settlement(sid)]
     assert kinds == ["settlement_finality_receipt"]
     verified = verify_receipt(receipts.latest(sid))
+    assert verified.facts.block_number is not None
     assert verified.facts.block_hash == anvil.block(verified.facts.block_number)["hash"]
 
 
@@ -341,7 +342,7 @@ def test_restart_builds_what_is_missing_and_nothing_twice(
     rig.mine_and_poll(3)
     first = receipts_for(rig)
     first.issuer.scan(rig.config.name)
-    first.issuer.builders[rig.config.name].client = rig.client
+    _builder(first, rig).client = rig.client
     # "crash" after one receipt: only the first settlement got its receipt
     first.issuer._due[rig.config.name] = {ids[0]: first.issuer._due[rig.config.name][ids[0]]}
     first.issuer.work(rig.config.name)

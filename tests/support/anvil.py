@@ -10,7 +10,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import requests
 
@@ -57,7 +57,8 @@ class Anvil:
         """Send one JSON-RPC request; raise on a JSON-RPC error."""
         self._id += 1
         answer = self._session.post(
-            self.url, json={"jsonrpc": "2.0", "id": self._id, "method": method, "params": list(params)},
+            self.url,
+            json={"jsonrpc": "2.0", "id": self._id, "method": method, "params": list(params)},
             timeout=30,
         ).json()
         if "error" in answer:
@@ -72,7 +73,8 @@ class Anvil:
 
     def block(self, tag: int | str = "latest") -> dict[str, Any]:
         """A block by number or tag (hashes only)."""
-        return self.rpc("eth_getBlockByNumber", hex(tag) if isinstance(tag, int) else tag, False)
+        block = self.rpc("eth_getBlockByNumber", hex(tag) if isinstance(tag, int) else tag, False)
+        return cast(dict[str, Any], block)
 
     def mine(self, blocks: int = 1) -> None:
         """Mine ``blocks`` blocks now."""

@@ -185,6 +185,7 @@ def test_verdict_follows_the_documented_rules(case: Case) -> None:
     deadline = s.initiated_at + min(s.timeout_ms, policy.max_wait_ms)
     assert decision.deadline == deadline == deadline_of(s, policy)
     assert decision.elapsed_ms == max(0, now - s.initiated_at)
+    expected: tuple[Verdict, Evidence | None, Evidence | None]
     if observation.failure is not None:
         expected = (Verdict.SETTLEMENT_FAILED, observation.failure, None)
     elif finality_in_time(observation, deadline, now):

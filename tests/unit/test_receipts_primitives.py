@@ -9,7 +9,8 @@ import pytest
 import rlp as pyrlp
 from eth_account import Account
 from eth_account.messages import encode_typed_data
-from eth_utils import keccak, to_checksum_address
+from eth_utils.address import to_checksum_address
+from eth_utils.crypto import keccak
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -241,9 +242,9 @@ def test_high_s_signature_is_refused() -> None:
     fields = rlp.decode(raw[1:])
     assert isinstance(fields, list)
     n = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
-    s = int.from_bytes(fields[-1], "big")  # type: ignore[arg-type]
+    s = int.from_bytes(fields[-1], "big")
     fields[-1] = rlp.encode_uint(n - s)
-    fields[-3] = rlp.encode_uint(1 - int.from_bytes(fields[-3], "big"))  # type: ignore[arg-type]
+    fields[-3] = rlp.encode_uint(1 - int.from_bytes(fields[-3], "big"))
     with pytest.raises(TransactionError, match="not low"):
         decode_signed(b"\x02" + rlp.encode(fields))
 
@@ -273,7 +274,7 @@ def test_eip712_hash_matches_eth_account(
 @settings(max_examples=60, deadline=None)
 @given(values=st.lists(st.binary(min_size=1, max_size=70), min_size=1, max_size=200))
 def test_roots_match_an_independent_trie_implementation(values: list[bytes]) -> None:
-    from trie import HexaryTrie
+    from trie.hexary import HexaryTrie
 
     reference = HexaryTrie({})
     for i, value in enumerate(values):

@@ -165,7 +165,7 @@ def test_shorter_competing_branch_is_a_reorg_too() -> None:
     node.fork(at=15, count=2, tag="c")  # new head 17 < old head 19, different hash
     advance = tracker.poll()
     assert advance.reorg is not None and advance.reorg.common_ancestor.number == 15
-    replaced = {r.number: r.new_hash for r in advance.reorg.replaced}
+    replaced: dict[int, BlockHash | None] = {r.number: r.new_hash for r in advance.reorg.replaced}
     assert replaced[18] is None and replaced[19] is None and replaced[16] is not None
 
 

@@ -20,7 +20,7 @@ TO = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8"
 SENDER = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266"
 ZERO_POINT = "0xc0" + "00" * 47
 
-LEGACY = {
+LEGACY: dict[str, Any] = {
     "type": "0x0", "chainId": "0x7a69", "nonce": "0x0", "gasPrice": "0x2540be400",
     "gas": "0x186a0", "to": TO, "value": "0x1", "input": "0x",
     "r": "0x38b028eb1ea0ccb27c61f639de3aad0bda9103b081cb667ac63e1611403db935",
@@ -28,7 +28,7 @@ LEGACY = {
     "v": "0xf4f5",
     "hash": "0x157916493005343ddac975f5541b8bf6bc5812397fa3a6d0cefe4e66656eed43",
 }  # fmt: skip
-ACCESS_LIST = {
+ACCESS_LIST: dict[str, Any] = {
     "type": "0x1", "chainId": "0x7a69", "nonce": "0x1", "gasPrice": "0x2540be400",
     "gas": "0x186a0", "to": TO, "value": "0x1",
     "accessList": [{"address": TO, "storageKeys": ["0x" + "00" * 32]}], "input": "0x",
@@ -37,7 +37,7 @@ ACCESS_LIST = {
     "yParity": "0x0", "v": "0x0",
     "hash": "0x49a3dd8896a04473e9091c08a88f3683943bab1d4fd0b42b310d567fe3a16bee",
 }  # fmt: skip
-DYNAMIC = {
+DYNAMIC: dict[str, Any] = {
     "type": "0x2", "chainId": "0x7a69", "nonce": "0x2", "gas": "0x186a0",
     "maxFeePerGas": "0x2540be400", "maxPriorityFeePerGas": "0x1", "to": TO, "value": "0x1",
     "accessList": [], "input": "0x",
@@ -46,7 +46,7 @@ DYNAMIC = {
     "yParity": "0x0", "v": "0x0", "gasPrice": "0x3b9aca01",
     "hash": "0x6bfd4dca81eedf9fdcf8495cc5ceef37ef5a0aed0b881432800881c1963f81ef",
 }  # fmt: skip
-BLOB = {
+BLOB: dict[str, Any] = {
     "type": "0x3", "chainId": "0x7a69", "nonce": "0x0", "gas": "0x186a0",
     "maxFeePerGas": "0x2540be400", "maxPriorityFeePerGas": "0x1", "to": TO, "value": "0x1",
     "accessList": [],
@@ -59,7 +59,7 @@ BLOB = {
     "yParity": "0x0", "v": "0x0",
     "hash": "0x1d012314b064263672a599b3bdaf19faf731799dec58e5f2d63547ca0a4f7171",
 }  # fmt: skip
-SET_CODE = {
+SET_CODE: dict[str, Any] = {
     "type": "0x4", "chainId": "0x7a69", "nonce": "0x4", "gas": "0x186a0",
     "maxFeePerGas": "0x2540be400", "maxPriorityFeePerGas": "0x1", "to": TO, "value": "0x1",
     "accessList": [],
@@ -75,8 +75,10 @@ SET_CODE = {
     "yParity": "0x1", "v": "0x1",
     "hash": "0xf035866dff3ea197eefd87c12f15a88d956330b48deb5ca32cf1ebb2c549fd1e",
 }  # fmt: skip
-OBJECTS = {"legacy": LEGACY, "access_list": ACCESS_LIST, "dynamic": DYNAMIC, "blob": BLOB,
-           "set_code": SET_CODE}  # fmt: skip
+OBJECTS: dict[str, dict[str, Any]] = {
+    "legacy": LEGACY, "access_list": ACCESS_LIST, "dynamic": DYNAMIC, "blob": BLOB,
+    "set_code": SET_CODE,
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", list(OBJECTS))
