@@ -27,8 +27,8 @@ import hashlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from celery import Celery  # type: ignore[import-untyped]
-from celery.exceptions import BackendError  # type: ignore[import-untyped]
+from celery import Celery
+from celery.exceptions import BackendError
 from kombu.exceptions import ContentDisallowed, DecodeError
 from redis.exceptions import RedisError
 
