@@ -35,7 +35,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from chains.budget import CallBudget, CallsDeferred
 from chains.errors import ChainError
 from chains.models import Block, BlockHeader
-from chains.quorum import FinalityGate, GateResult, SingleNodeGate
+from chains.quorum import Anchor, FinalityGate, GateResult, SingleNodeGate
 from chains.rpc import RpcClient
 from chains.tracker import HeaderWindow, HeadTracker, Reorg
 from guard.settlement import (
@@ -535,13 +535,22 @@ class ChainWatcher:
     """Our node's ``finalized`` height when the quorum gate did not trust it that far."""
 
     def _decide(
-        self, txn: BlockTxn, rec: SettlementRecord, pos: ChainPosition, now: int, reversed_: bool
+        self,
+        txn: BlockTxn,
+        rec: SettlementRecord,
+        pos: ChainPosition,
+        now: int,
+        reversed_: bool,
+        approval: GateResult | None = None,
     ) -> int:
-        """Evaluate one settlement and store the outcome. Returns 1 if anything changed."""
+        """Evaluate one settlement and store the outcome. Returns 1 if anything changed.
+
+        ``approval`` is the finality gate's answer about it (default: the one asked before
+        the current block's transaction)."""
         hold: str | None = None
         observed_by: tuple[str, ...] = ()
         if not self.gate.trivial:
-            approval = self._approval or GateResult(approved=frozenset())
+            approval = approval or self._approval or GateResult(approved=frozenset())
             if rec.settlement_id not in approval.approved:
                 hold = approval.waiting.get(
                     rec.settlement_id, "not yet checked against the other endpoints"
@@ -611,6 +620,33 @@ class ChainWatcher:
 
     # -- probes --------------------------------------------------------------------------
 
+    def _probe_approval(
+        self,
+        included: list[tuple[SettlementRecord, Any]],
+        receipts: list[Any],
+        deferred: set[str],
+        head: BlockHeader | None,
+    ) -> GateResult | None:
+        """The gate's answer about txs a probe found in blocks already processed (asked
+        before the transaction, as for a block): such a settlement may be deep enough at
+        once, and the gate asked at the last block did not know it. Without this it would
+        wait for the next block, for ever on a chain that went quiet."""
+        if self.gate.trivial or head is None:
+            return None
+        anchors = [
+            Anchor(
+                settlement_id=rec.settlement_id,
+                block_number=receipt.block_number,
+                block_hash=receipt.block_hash,
+                confirm_height=receipt.block_number + rec.required_confirmations - 1,
+            )
+            for (rec, _), receipt in zip(included, receipts, strict=True)
+            if rec.settlement_id not in deferred
+            and receipt is not None
+            and receipt.block_number <= head.number
+        ]
+        return self.gate.approve(anchors, head) if anchors else None
+
     def _probe(self) -> int:
         """Look up watched txs by hash: all new ones, and a budget of still-unseen ones."""
         now = self.clock()
@@ -653,6 +689,7 @@ class ChainWatcher:
             for (rec, info), receipt in zip(included, receipts, strict=True)
             if head is None or (receipt is None and (info.block_number or 0) <= head.number)
         }
+        approval = self._probe_approval(included, receipts, deferred, head)
         found: list[str] = []
         self._confirmed_blocks = []
         with self.store.block_txn(self.name, now, self.fence) as txn:
@@ -686,7 +723,7 @@ class ChainWatcher:
                 # already be deep enough), not only when the next block arrives.
                 pos = ChainPosition(head.number, head.hash, self.finalized_number)
                 for rec in txn.by_ids(found):
-                    self._decide(txn, rec, pos, now, False)
+                    self._decide(txn, rec, pos, now, False, approval)
                 self.plan.on_progress(txn, head.number, head.hash, set(found))
             changed = txn.by_ids([r.settlement_id for r in todo])
         for rec in changed:

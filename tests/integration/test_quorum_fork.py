@@ -182,3 +182,23 @@ def test_finalized_tag_running_ahead_on_one_node_is_not_trusted(
         assert rig.watcher.finalized_number <= main.head() - 2  # never the liar's height
     finally:
         rig.close()
+
+
+def test_a_tx_found_deep_by_a_probe_on_a_quiet_chain_is_confirmed_by_the_quorum(
+    anvil: Anvil, tmp_path: Path
+) -> None:
+    """Registered after its block was processed and already N deep, on a chain that then
+    goes quiet: the probe finds it, the gate is asked about it there and then, and it is
+    confirmed without waiting for a block that may never come."""
+    rig = multi_rig(anvil, f"sqlite:///{tmp_path}/probe.db", quorum=2)
+    try:
+        tx = anvil.send()
+        wait_included(anvil, tx)
+        rig.mine_and_poll(3)  # processed and 4 deep before anyone asks
+        rec = rig.register(tx)
+        rig.watcher.poll()  # no new block: only the probe
+        done = rig.settlement(rec.settlement_id)
+        assert done.verdict == Verdict.FINALITY_CONFIRMED, done.decision
+        assert len(observed_by(rig, rec.settlement_id)) == 2
+    finally:
+        rig.close()
