@@ -7,16 +7,21 @@ service builds (chains.pool), and gate alerts are recorded through watcher.disag
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from chains import pool
 from chains.multi import MultiRpcClient
 from tests.integration.helpers import CHAIN, FakeClock, Rig, chain_config
 from tests.support.anvil import Anvil
+from tests.support.daemon import toml_value
 from tests.support.faulty_proxy import FaultyProxy
+from watcher.config import parse_config
 from watcher.disagreement import event_recorder
 from watcher.engine import ChainWatcher
+from watcher.service import Service
 from watcher.store import Store
 
 
@@ -89,3 +94,28 @@ def observed_by(rig: Rig, settlement_id: str) -> list[str]:
 
     walk(decision)
     return found
+
+
+def service_over(
+    tmp_path: Path,
+    rpc: list[str],
+    monotonic: Callable[[], float] | None = None,
+    **chain: Any,
+) -> Service:
+    """A :class:`Service` (not started) following chain ``local`` through ``rpc``, on a
+    SQLite store in ``tmp_path``; ``chain`` adds keys to its ``[[chains]]`` table."""
+    text = "\n".join(
+        [
+            "[store]",
+            f"url = {toml_value(f'sqlite:///{tmp_path}/s.db')}",
+            "[signing]",
+            f"dev_key_file = {toml_value(f'{tmp_path}/dev.key')}",
+            "[[chains]]",
+            'name = "local"',
+            "chain_id = 31337",
+            f"rpc = {toml_value(rpc)}",
+            *(f"{key} = {toml_value(value)}" for key, value in chain.items()),
+        ]
+    )
+    config = parse_config(text, "<test>")
+    return Service(config) if monotonic is None else Service(config, monotonic=monotonic)

@@ -11,17 +11,16 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any
 
 from chains import pool
 from chains.budget import CallBudget
 from chains.multi import MultiRpcClient
 from guard.settlement import Verdict
 from tests.integration.helpers import FakeClock, chain_config, register_tx, wait_included
+from tests.integration.quorum_helpers import service_over
 from tests.support.anvil import Anvil
 from tests.support.daemon import Daemon, wait_for
 from tests.support.faulty_proxy import FaultyProxy
-from watcher.config import parse_config
 from watcher.engine import ChainWatcher
 from watcher.service import Service
 from watcher.store import Store
@@ -97,39 +96,18 @@ def test_engine_skips_polls_past_the_budget_and_confirms_when_it_allows(
         proxy.close()
 
 
-def _service(tmp_path: Path, rpc: list[str], mono: Monotonic, **chain: Any) -> Service:
-    lines = [f"{k} = {_toml(v)}" for k, v in chain.items()]
-    text = "\n".join(
-        [
-            "[store]",
-            f'url = "sqlite:///{tmp_path}/s.db"',
-            "[signing]",
-            f'dev_key_file = "{tmp_path}/dev.key"',
-            "[[chains]]",
-            'name = "local"',
-            "chain_id = 31337",
-            "rpc = [" + ", ".join(f'"{u}"' for u in rpc) + "]",
-            "confirmations = 2",
-            "poll_interval_s = 0.1",
-            *lines,
-        ]
-    )
-    return Service(parse_config(text, "<test>"), monotonic=mono)
-
-
-def _toml(value: Any) -> str:
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    if isinstance(value, str):
-        return f'"{value}"'
-    return repr(value)
-
-
 def test_service_plans_polls_and_catch_up_within_the_budget(anvil: Anvil, tmp_path: Path) -> None:
     proxies = [FaultyProxy(anvil.url) for _ in range(3)]
     mono = Monotonic()
-    service = _service(
-        tmp_path, [p.url for p in proxies], mono, calls_per_minute=20, quorum=2, rpc_timeout_s=2.0
+    service = service_over(
+        tmp_path,
+        [p.url for p in proxies],
+        mono,
+        confirmations=2,
+        poll_interval_s=0.1,
+        calls_per_minute=20,
+        quorum=2,
+        rpc_timeout_s=2.0,
     )
     try:
         assert service.poll_interval_s("local") == 3.0  # 20 calls/min, not 600 polls/min

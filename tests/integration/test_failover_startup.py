@@ -12,29 +12,10 @@ from pathlib import Path
 import pytest
 
 from chains.errors import ChainIdMismatch, RpcUnavailable
+from tests.integration.quorum_helpers import service_over
 from tests.support.anvil import Anvil, free_port
 from tests.support.daemon import Daemon, wait_for
 from tests.support.faulty_proxy import FaultyProxy
-from watcher.config import parse_config
-from watcher.service import Service
-
-
-def _service(tmp_path: Path, rpc: list[str], quorum: int) -> Service:
-    text = "\n".join(
-        [
-            "[store]",
-            f'url = "sqlite:///{tmp_path}/s.db"',
-            "[signing]",
-            f'dev_key_file = "{tmp_path}/dev.key"',
-            "[[chains]]",
-            'name = "local"',
-            "chain_id = 31337",
-            "rpc = [" + ", ".join(f'"{u}"' for u in rpc) + "]",
-            f"quorum = {quorum}",
-            "rpc_timeout_s = 1.0",
-        ]
-    )
-    return Service(parse_config(text, "<test>"))
 
 
 def test_daemon_starts_on_the_majority_and_marks_the_wrong_chain(
@@ -81,7 +62,7 @@ def test_two_of_three_wrong_with_quorum_two_refuses_naming_each(
     proxies = [FaultyProxy(anvil.url) for _ in range(3)]
     proxies[1].chain_id = 5
     proxies[2].chain_id = 1
-    service = _service(tmp_path, [p.url for p in proxies], quorum=2)
+    service = service_over(tmp_path, [p.url for p in proxies], quorum=2, rpc_timeout_s=1.0)
     try:
         with pytest.raises(ChainIdMismatch) as info:
             service.start_chain("local")
@@ -100,7 +81,9 @@ def test_two_of_three_wrong_with_quorum_two_refuses_naming_each(
 def test_a_dead_endpoint_is_no_reason_to_refuse(anvil: Anvil, tmp_path: Path) -> None:
     proxies = [FaultyProxy(anvil.url) for _ in range(2)]
     dead = f"http://127.0.0.1:{free_port()}"
-    service = _service(tmp_path, [proxies[0].url, dead, proxies[1].url], quorum=2)
+    service = service_over(
+        tmp_path, [proxies[0].url, dead, proxies[1].url], quorum=2, rpc_timeout_s=1.0
+    )
     try:
         service.start_chain("local")  # 2 of 3 right, one unreachable: starts
         assert service.health["local"].started
@@ -109,7 +92,9 @@ def test_a_dead_endpoint_is_no_reason_to_refuse(anvil: Anvil, tmp_path: Path) ->
     # Only one right and one dead, quorum 2: not refused (the dead one may come back), but
     # not started either: the service keeps trying.
     proxies[1].chain_id = 5
-    service = _service(tmp_path, [proxies[0].url, dead, proxies[1].url], quorum=2)
+    service = service_over(
+        tmp_path, [proxies[0].url, dead, proxies[1].url], quorum=2, rpc_timeout_s=1.0
+    )
     try:
         with pytest.raises(RpcUnavailable, match=r"1 of 3 endpoints confirmed chain id 31337"):
             service.start_chain("local")
