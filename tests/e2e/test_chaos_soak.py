@@ -27,6 +27,9 @@ from tests.support.faulty_proxy import FAULTS, FaultyProxy
 SOAK_SETTLEMENTS = int(os.environ.get("FINALITY_SOAK_SETTLEMENTS", "300"))
 """300 keeps the suite fast (about 30 s); ``FINALITY_SOAK_SETTLEMENTS=1000`` for the long run."""
 CONFIRMATIONS = 3
+REORG_P = float(os.environ.get("FINALITY_SOAK_REORG_P", "0.4"))
+"""Chance that a fault round also reorgs the node. Long runs may want fewer: after hundreds
+of ``anvil_reorg`` calls anvil itself stops serving some replaced heights."""
 
 
 class Chaos:
@@ -59,7 +62,7 @@ class Chaos:
                     proxy.clear()
                 self.rng.choice(self.proxies).inject(self.rng.choice(FAULTS))
                 self.faults += 1
-                if self.rng.random() < 0.4:
+                if self.rng.random() < REORG_P:
                     with self.lock:
                         self._reorg(self.rng.randint(1, CONFIRMATIONS - 1))
         except BaseException as exc:
