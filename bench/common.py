@@ -6,6 +6,7 @@ import os
 import secrets
 import tempfile
 import time
+from typing import TYPE_CHECKING
 
 from chains.rpc import connect
 from tests.support.anvil import Anvil
@@ -13,6 +14,9 @@ from watcher.config import ChainConfig, parse_config
 from watcher.engine import ChainWatcher, Clock, wall_clock_ms
 from watcher.settlements import Registration, new_settlement
 from watcher.store import Store
+
+if TYPE_CHECKING:
+    from watcher.service import Service
 
 
 def chain_config(rpc: str, **overrides: object) -> ChainConfig:
@@ -54,3 +58,24 @@ def watcher_for(store: Store, chain: ChainConfig, clock: Clock = wall_clock_ms) 
 
 
 __all__ = ["Anvil", "chain_config", "fresh_store", "register_synthetic", "watcher_for"]
+
+
+def started_service(chain: ChainConfig) -> Service:
+    """A daemon's service (no API) following ``chain`` on a fresh SQLite store, its chain
+    started and its pollers running: what the latency benchmarks measure. Stop it after."""
+    from watcher.config import Config
+    from watcher.service import Service
+
+    store = fresh_store()
+    config = Config(store={"url": store.url}, chains=[chain])  # type: ignore[arg-type]
+    store.close()
+    service = Service(config)
+    service.start_chain(chain.name)
+    service.start_polling()
+    return service
+
+
+def p95(values: list[float]) -> float:
+    """The 95th percentile (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[max(0, round(0.95 * len(ordered)) - 1)]

@@ -21,7 +21,14 @@ import subprocess
 import sys
 import time
 
-from bench.common import Anvil, chain_config, fresh_store, register_synthetic, watcher_for
+from bench.common import (
+    Anvil,
+    chain_config,
+    fresh_store,
+    register_synthetic,
+    started_service,
+    watcher_for,
+)
 from bench.proxy import CountingProxy
 
 MS = 1_000_000
@@ -69,17 +76,10 @@ def calls_per_poll(anvil: Anvil, count: int, rounds: int) -> tuple[float, float]
 
 def finality_latency(anvil: Anvil, samples: int, interval_s: float) -> list[float]:
     """Seconds from mining the block that gives depth N to the stored verdict."""
-    from watcher.config import Config
-    from watcher.service import Service
     from watcher.settlements import Registration, register
 
     chain = chain_config(anvil.url, poll_interval_s=interval_s)
-    store = fresh_store()
-    config = Config(store={"url": store.url}, chains=[chain])  # type: ignore[arg-type]
-    store.close()
-    service = Service(config)
-    service.start_chain("local")
-    service.start_polling()
+    service = started_service(chain)
     latencies = []
     try:
         for i in range(samples):

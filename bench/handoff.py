@@ -24,15 +24,11 @@ import os
 import statistics
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
-import psycopg
-
-from bench.common import Anvil, chain_config, fresh_store, watcher_for
-from tests.conftest import PG_BASE
+from bench.common import Anvil, chain_config, fresh_store, p95, watcher_for
+from tests.conftest import fresh_pg_schema
 from tests.e2e.handoff_helpers import (
     lease_owners,
     live_spread,
@@ -46,27 +42,13 @@ from watcher.store import Store
 from watcher.store import lease_store as ls
 
 
-@contextmanager
-def pg_schema() -> Iterator[str]:
+def pg_schema() -> AbstractContextManager[str]:
     """A PostgreSQL URL on a fresh schema, dropped afterwards."""
-    schema = "fw_bench_" + uuid.uuid4().hex[:10]
-    with psycopg.connect(PG_BASE, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield f"{PG_BASE}?options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(PG_BASE, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    return fresh_pg_schema("fw_bench_")
 
 
 def _taken_over(daemon: Daemon, token: int) -> bool:
     return (owner(daemon) or (None, 0))[1] > token
-
-
-def p95(values: list[float]) -> float:
-    """The 95th percentile (nearest rank)."""
-    ordered = sorted(values)
-    return ordered[max(0, round(0.95 * len(ordered)) - 1)]
 
 
 def failover(anvil: Anvil, runs: int, lease_s: float) -> tuple[list[float], list[float]]:

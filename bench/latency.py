@@ -18,7 +18,7 @@ import argparse
 import statistics
 import time
 
-from bench.common import Anvil, chain_config, fresh_store
+from bench.common import Anvil, chain_config, p95, started_service
 
 MS = 1_000_000
 
@@ -26,21 +26,14 @@ MS = 1_000_000
 def measure(anvil: Anvil, heads: str, samples: int, interval_s: float) -> tuple[list[float], str]:
     """Seconds from mining the depth-N block to the stored verdict, ``samples`` times; and a
     one-line note on the head subscription (ws only)."""
-    from watcher.config import Config
     from watcher.heads import heads_report
-    from watcher.service import Service
     from watcher.settlements import Registration, register
 
     extra: dict[str, object] = {"poll_interval_s": interval_s, "heads": heads}
     if heads == "ws":
         extra["heads_url"] = f"ws://127.0.0.1:{anvil.port}"
     chain = chain_config(anvil.url, **extra)
-    store = fresh_store()
-    config = Config(store={"url": store.url}, chains=[chain])  # type: ignore[arg-type]
-    store.close()
-    service = Service(config)
-    service.start_chain("local")
-    service.start_polling()
+    service = started_service(chain)
     latencies = []
     try:
         if heads == "ws":
@@ -72,12 +65,6 @@ def measure(anvil: Anvil, heads: str, samples: int, interval_s: float) -> tuple[
             f"fallbacks {report['fallbacks']}"
         )
     return latencies, note
-
-
-def p95(values: list[float]) -> float:
-    """The 95th percentile (nearest rank)."""
-    ordered = sorted(values)
-    return ordered[max(0, round(0.95 * len(ordered)) - 1)]
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -65,11 +66,20 @@ def _pg_available() -> bool:
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """A PostgreSQL URL whose search_path is a fresh schema, dropped after the test."""
-    import psycopg
 
     if not _pg_available():
         _missing(f"PostgreSQL at {PG_BASE}")
-    schema = "fw_" + uuid.uuid4().hex[:12]
+    with fresh_pg_schema("fw_") as url:
+        yield url
+
+
+@contextmanager
+def fresh_pg_schema(prefix: str) -> Iterator[str]:
+    """A PostgreSQL URL whose search_path is a new schema named ``prefix`` + random hex,
+    dropped on exit (the tests' ``pg_url`` and the benchmarks use it)."""
+    import psycopg
+
+    schema = prefix + uuid.uuid4().hex[:12]
     with psycopg.connect(PG_BASE, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
     try:
