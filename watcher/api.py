@@ -24,6 +24,7 @@ from watcher.api_sources import register_source_settlement, source_view
 from watcher.config import UnknownChainName
 from watcher.heads import heads_report
 from watcher.metrics import ServiceCollector
+from watcher.recorded_heads import recorded_head, recorded_heads
 from watcher.service import Service
 from watcher.settlements import Registration, register, settlement_view
 from watcher.store import SettlementNotFound
@@ -139,8 +140,7 @@ def create_app(service: Service) -> FastAPI:
             ) from None
 
     def head_of(chain: str) -> int | None:
-        head = service.watchers[chain].head
-        return head.number if head is not None else None
+        return recorded_head(service.store, chain)  # the owner's, not this instance's tracker
 
     @app.post("/v1/settlements", status_code=201)
     def create_settlement(payload: Annotated[dict[str, Any], Body()]) -> JSONResponse:
@@ -280,10 +280,11 @@ def create_app(service: Service) -> FastAPI:
     def list_chains() -> list[dict[str, Any]]:
         """Configured chains with their head, health and RPC use."""
         out = []
+        recorded = service.store.chains()  # the heads the owners recorded, on every instance
         for chain in service.config.chains:
             watcher = service.watchers[chain.name]
             health = service.health[chain.name]
-            head = watcher.head
+            head = recorded.get(chain.name)
             out.append(
                 {
                     "name": chain.name,
@@ -291,9 +292,9 @@ def create_app(service: Service) -> FastAPI:
                     "confirmations": chain.resolved_confirmations,
                     "finality": chain.resolved_finality,
                     "poll_interval_s": chain.resolved_poll_interval_s,
-                    "head_number": head.number if head else None,
-                    "head_hash": head.hash if head else None,
-                    "finalized_number": watcher.finalized_number,
+                    "head_number": head.head_number if head else None,
+                    "head_hash": head.head_hash if head else None,
+                    "finalized_number": head.finalized_number if head else None,
                     "healthy": service.healthy(chain.name),
                     "lagging": watcher.lagging,
                     "last_error": health.last_error,
@@ -348,16 +349,20 @@ def create_app(service: Service) -> FastAPI:
     @app.get("/healthz")
     def healthz() -> JSONResponse:
         """200 when every chain polled successfully of late, else 503 with the reasons."""
+        recorded, store_error = recorded_heads(service.store)
         chains = {
             c.name: {
                 "healthy": service.healthy(c.name),
                 "last_error": service.health[c.name].last_error,
-                "head_number": head_of(c.name),
+                "head_number": recorded[c.name].head_number if c.name in recorded else None,
             }
             for c in service.config.chains
         }
-        ok = all(v["healthy"] for v in chains.values())
-        return JSONResponse({"ok": ok, "chains": chains}, status_code=200 if ok else 503)
+        ok = store_error is None and all(v["healthy"] for v in chains.values())
+        body: dict[str, Any] = {"ok": ok, "chains": chains}
+        if store_error is not None:
+            body["store_error"] = store_error
+        return JSONResponse(body, status_code=200 if ok else 503)
 
     @app.get("/metrics")
     def metrics() -> PlainTextResponse:

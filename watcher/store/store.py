@@ -196,6 +196,14 @@ class Store:
             row = conn.execute(select(s.chains).where(s.chains.c.name == name)).mappings().first()
         return None if row is None else from_row(ChainRecord, row)
 
+    def chains(self) -> dict[str, ChainRecord]:
+        """Stored position of every chain, by name: the head each chain's owner recorded in
+        its last block transaction. Views read this, not an instance's own tracker, so a
+        standby answers with the same head and depth as the owner."""
+        with self._reader.connect() as conn:
+            rows = conn.execute(select(s.chains)).mappings().all()
+        return {row["name"]: from_row(ChainRecord, row) for row in rows}
+
     def headers(self, chain: str) -> list[tuple[int, str, str, int]]:
         """The stored header window: (number, hash, parent hash, timestamp), ascending."""
         h = s.headers
@@ -206,6 +214,20 @@ class Store:
                 .order_by(h.c.number)
             ).all()
         return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+    def compact_headers(
+        self, chain: str, first: int, last: int
+    ) -> list[tuple[int, str, str, bytes | None]]:
+        """Stored headers ``first..last`` of ``chain``: (number, hash, parent hash, compact
+        fields or None), ascending; heights outside the window are simply absent."""
+        h = s.headers
+        with self._reader.connect() as conn:
+            rows = conn.execute(
+                select(h.c.number, h.c.hash, h.c.parent_hash, h.c.compact)
+                .where(h.c.chain == chain, h.c.number >= first, h.c.number <= last)
+                .order_by(h.c.number)
+            ).all()
+        return [(r[0], r[1], r[2], None if r[3] is None else bytes(r[3])) for r in rows]
 
     # -- settlements ---------------------------------------------------------------------
 
@@ -382,6 +404,46 @@ class Store:
             ).all()
         return [(r[0], r[1], r[2], r[3]) for r in rows]
 
+    def recorded_blocks(self, chain: str, below: int, limit: int) -> list[tuple[int, str]]:
+        """Up to ``limit`` distinct ``(number, hash)`` of blocks below ``below`` that a
+        settlement of ``chain`` is anchored in (inclusion or replacing tx), highest first:
+        what the head tracker checks when a reorg replaced its whole header window."""
+        t = s.settlements
+        found: set[tuple[int, str]] = set()
+        with self._reader.connect() as conn:
+            for number, block_hash in (
+                (t.c.block_number, t.c.block_hash),
+                (t.c.replaced_block_number, t.c.replaced_block_hash),
+            ):
+                rows = conn.execute(
+                    select(number, block_hash)
+                    .where(t.c.chain == chain, number < below, block_hash.is_not(None))
+                    .group_by(number, block_hash)
+                    .order_by(number.desc())
+                    .limit(limit)
+                ).all()
+                found.update((int(r[0]), str(r[1])) for r in rows)
+        return sorted(found, reverse=True)[:limit]
+
+    def unanchored_watching(self, chain: str) -> list[SettlementRecord]:
+        """Watched settlements of ``chain`` not included anywhere we know of: what is looked
+        up by hash again after a rebase (their txs may sit below the window, never scanned)."""
+        t = s.settlements
+        with self._reader.connect() as conn:
+            rows = (
+                conn.execute(
+                    select(t).where(
+                        t.c.chain == chain,
+                        t.c.watching.is_(True),
+                        t.c.block_number.is_(None),
+                        t.c.replaced_block_number.is_(None),
+                    )
+                )
+                .mappings()
+                .all()
+            )
+        return [from_row(SettlementRecord, r) for r in rows]
+
     def any_deadline_due(self, chain: str, now: int, late_watch_ms: int) -> bool:
         """Whether a watched settlement of ``chain`` has a time-only change due."""
         t = s.settlements
@@ -477,9 +539,18 @@ class BlockTxn:
     # -- head ----------------------------------------------------------------------------
 
     def put_header(
-        self, number: int, block_hash: str, parent_hash: str, timestamp: int, keep: int
+        self,
+        number: int,
+        block_hash: str,
+        parent_hash: str,
+        timestamp: int,
+        keep: int,
+        compact: bytes | None = None,
     ) -> None:
-        """Store a new head header, prune the window below ``keep`` headers, move the head."""
+        """Store a new head header, prune the window below ``keep`` headers, move the head.
+
+        ``compact``: every field of the header's hash (chains/block_facts.py), kept so that
+        receipts read their header chain from here."""
         h = s.headers
         self.conn.execute(delete(h).where(h.c.chain == self.chain, h.c.number >= number))
         self.conn.execute(
@@ -489,6 +560,7 @@ class BlockTxn:
                 hash=block_hash,
                 parent_hash=parent_hash,
                 timestamp=timestamp,
+                compact=compact,
             )
         )
         self.conn.execute(delete(h).where(h.c.chain == self.chain, h.c.number <= number - keep))
@@ -541,6 +613,16 @@ class BlockTxn:
         """Settlements whose inclusion or replacing tx sits above ``number`` (any verdict)."""
         t = s.settlements
         return self._settlements(or_(t.c.block_number > number, t.c.replaced_block_number > number))
+
+    def anchored_in(self, block_hashes: Sequence[str]) -> list[SettlementRecord]:
+        """Settlements whose inclusion or replacing tx sits in one of ``block_hashes``."""
+        if not block_hashes:
+            return []
+        t = s.settlements
+        hashes = list(block_hashes)
+        return self._settlements(
+            or_(t.c.block_hash.in_(hashes), t.c.replaced_block_hash.in_(hashes))
+        )
 
     def due(self, head: int, finalized: int | None, late_watch_ms: int) -> list[SettlementRecord]:
         """Watched settlements a verdict may change for: depth reached, finalized, deadline

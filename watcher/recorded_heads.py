@@ -1,0 +1,30 @@
+"""The chain heads every view shows: the ones the chains' owners recorded in the store.
+
+Only the owner of a chain (the holder of its lease) follows the chain's head; a standby's
+tracker stays where it was when it last owned the chain (or at nothing). Behind a load
+balancer a request reaches any instance, so a head or a depth taken from the answering
+instance's memory would differ by instance, and a user polling a standby for depth would
+wait for ever. The owner writes the head in the same transaction as each block's effects
+(inclusions, verdicts), so the stored head is also the one those effects were decided at.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from watcher.store import ChainRecord, Store
+
+
+def recorded_head(store: Store, chain: str) -> int | None:
+    """The stored head number of ``chain`` (None before its first block is processed)."""
+    record = store.chain(chain)
+    return record.head_number if record is not None else None
+
+
+def recorded_heads(store: Store) -> tuple[dict[str, ChainRecord], str | None]:
+    """Every chain's stored position, and None; or nothing and why, when the store cannot
+    be read (for ``/healthz``, which must answer even then: not ready, with the reason)."""
+    try:
+        return store.chains(), None
+    except SQLAlchemyError as exc:  # the reason names the error type only: no URL, no secret
+        return {}, f"store unavailable ({type(exc).__name__})"
