@@ -30,6 +30,7 @@ from eth_utils.exceptions import ValidationError
 from guard import rlp
 from guard.errors import GuardError
 from guard.hashing import keccak256
+from guard.tx_fields import FieldError, check_fields
 
 TYPED_FIELD_COUNTS = {1: 11, 2: 12, 3: 14, 4: 13}
 """Number of RLP fields (signature included) of each typed transaction."""
@@ -86,6 +87,10 @@ def _fields(raw: bytes) -> tuple[int, list[rlp.Item], bool]:
     expected = TYPED_FIELD_COUNTS.get(tx_type, 9)
     if len(fields) != expected:
         raise TransactionError(f"type {tx_type} has {expected} fields, got {len(fields)}")
+    try:
+        check_fields(tx_type, fields)  # each field as strictly as consensus clients read it
+    except FieldError as exc:
+        raise TransactionError(f"type {tx_type}: {exc}") from exc
     return tx_type, list(fields), network
 
 
