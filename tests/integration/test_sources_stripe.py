@@ -207,10 +207,22 @@ def test_an_outage_stores_nothing_and_is_retried(rig: Rig) -> None:
 # -- webhooks over real HTTP -------------------------------------------------------------------
 
 
-@pytest.fixture
-def hooked(tmp_path: Path) -> Iterator[tuple[LiveApp, StripeServer]]:
+class Hooked:
     """The API on loopback with a webhook-only Stripe source (no API key: it learns only
-    from events), and a Stripe-shaped server that makes the events."""
+    from events), a Stripe-shaped server that makes the events, and one clock for both
+    (the service's, and the ``created`` of the events): it moves only when a test says so,
+    so the 1 s finality window cannot pass while a slow machine is still delivering the
+    events. Webhook signatures keep the real time (their tolerance is checked by stripe)."""
+
+    def __init__(self, app: LiveApp, stripe: StripeServer, clock: FakeClock) -> None:
+        self.app = app
+        self.stripe = stripe
+        self.clock = clock
+
+
+@pytest.fixture
+def hooked(tmp_path: Path) -> Iterator[Hooked]:
+    """See :class:`Hooked`."""
     config = source_config_file(
         tmp_path,
         [
@@ -223,8 +235,13 @@ def hooked(tmp_path: Path) -> Iterator[tuple[LiveApp, StripeServer]]:
             }
         ],
     )
-    with StripeServer(KEY) as stripe, LiveApp(config) as app:
-        yield app, stripe
+    clock = FakeClock(int(time.time() * 1000))
+
+    def seconds() -> float:  # the ``created`` of the server's objects and events
+        return clock() / 1000
+
+    with StripeServer(KEY, clock=seconds) as stripe, LiveApp(config, clock=clock) as app:
+        yield Hooked(app, stripe, clock)
 
 
 def deliver(app: LiveApp, event: dict[str, Any], secret: str = SECRET, **kw: Any) -> httpx.Response:
@@ -233,9 +250,9 @@ def deliver(app: LiveApp, event: dict[str, Any], secret: str = SECRET, **kw: Any
 
 
 def test_signed_webhooks_drive_a_payment_to_finality_and_its_refund_to_a_violation(
-    hooked: tuple[LiveApp, StripeServer],
+    hooked: Hooked,
 ) -> None:
-    app, stripe = hooked
+    app, stripe = hooked.app, hooked.stripe
     pi = stripe.create_payment_intent()
     sid = app.register(kind="stripe_payment_intent", ref=pi)["settlement_id"]
     stripe.confirm(pi)
@@ -247,7 +264,7 @@ def test_signed_webhooks_drive_a_payment_to_finality_and_its_refund_to_a_violati
     assert (view["verdict"], view["evidence"]["kind"]) == ("AWAITING_FINALITY", "payment_succeeded")
     assert view["evidence"]["facts"]["event_ids"] == [e["id"] for e in stripe.events_of(pi)]
 
-    time.sleep(1.05)  # the finality window (1 s) passes without a refund or dispute
+    hooked.clock.advance(1.05)  # the finality window (1 s) passes without a refund or dispute
     poller = sources_of(app.service)
     assert poller is not None
     poller.poll("stripe")  # webhook-only: no request, the window is judged from the evidence
@@ -264,9 +281,9 @@ def test_signed_webhooks_drive_a_payment_to_finality_and_its_refund_to_a_violati
 
 @pytest.mark.parametrize("case", ["tampered", "stale", "wrong_secret", "missing"])
 def test_a_webhook_that_does_not_verify_gets_400_and_stores_nothing(
-    hooked: tuple[LiveApp, StripeServer], case: str
+    hooked: Hooked, case: str
 ) -> None:
-    app, stripe = hooked
+    app, stripe = hooked.app, hooked.stripe
     pi = stripe.create_payment_intent()
     sid = app.register(kind="stripe_payment_intent", ref=pi)["settlement_id"]
     stripe.confirm(pi, outcome="declined")
@@ -290,9 +307,9 @@ def test_a_webhook_that_does_not_verify_gets_400_and_stores_nothing(
 
 
 def test_webhooks_about_unknown_payments_are_acknowledged(
-    hooked: tuple[LiveApp, StripeServer],
+    hooked: Hooked,
 ) -> None:
-    app, stripe = hooked
+    app, stripe = hooked.app, hooked.stripe
     pi = stripe.create_payment_intent()
     answer = deliver(app, stripe.events_of(pi)[0])
     assert answer.status_code == 200
@@ -310,10 +327,10 @@ def test_webhooks_about_unknown_payments_are_acknowledged(
     assert app.http.post("/v1/webhooks/stripe/other", content=b"{}").status_code == 404
 
 
-def test_registration_is_validated_field_by_field(hooked: tuple[LiveApp, StripeServer]) -> None:
+def test_registration_is_validated_field_by_field(hooked: Hooked) -> None:
     from watcher.api_sources import register_source_settlement
 
-    app, _ = hooked
+    app = hooked.app
     service = app.service
     cases: list[tuple[dict[str, Any], int, str]] = [
         ({"kind": "stripe_payment_intent", "ref": "pi_" + "a" * 64}, 422, "ref"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +49,23 @@ def source_config_file(
 
 
 class LiveApp:
-    """A service and its API on loopback (see the module doc). Use as a context manager."""
+    """A service and its API on loopback (see the module doc). Use as a context manager.
 
-    def __init__(self, config_path: Path, start_components: bool = False) -> None:
+    ``clock`` (Unix ms) is the service's clock: give a test's controllable clock when it
+    looks at a state that lasts only a while (a finality window), so a slow machine cannot
+    let the state pass before the test sees it."""
+
+    def __init__(
+        self,
+        config_path: Path,
+        start_components: bool = False,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
         from watcher import api_sources
         from watcher.api import create_app
 
         self.config = load_config(config_path)
-        self.service = Service(self.config)
+        self.service = Service(self.config) if clock is None else Service(self.config, clock)
         app = create_app(self.service)
         if not any(getattr(r, "path", "") == "/v1/webhooks/stripe" for r in app.routes):
             app.include_router(api_sources.router(self.service))
