@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from tests.support.anvil import Anvil
-from tests.support.daemon import Daemon, toml_value
+from tests.support.daemon import Daemon, toml_value, wait_for
 from tests.support.stripe_server import StripeServer
+from watcher.sources.settlements import source_settlement_id
 
 pytestmark = pytest.mark.anvil
 
@@ -52,16 +52,25 @@ def daemon(
     d.close()
 
 
-def watch_while(
-    daemon: Daemon, act: Callable[[], None], *args: str
-) -> subprocess.CompletedProcess[str]:
-    """``finality watch ARGS`` while ``act`` runs in a thread once the watch has started."""
+def stored_view(daemon: Daemon, pi: str) -> dict[str, object] | None:
+    """The daemon's view of the payment's settlement, once someone registered it."""
+    sid = source_settlement_id("stripe_payment_intent", "stripe", pi)
+    answer = daemon.get(f"/v1/settlements/{sid}")
+    return answer.json() if answer.status_code == 200 else None  # type: ignore[no-any-return]
 
-    def act_later() -> None:
-        time.sleep(1.0)
+
+def watch_while(
+    daemon: Daemon, pi: str, act: Callable[[], None], *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``finality watch ARGS`` while ``act`` runs in a thread once the watch has registered
+    payment ``pi`` (waited for, not guessed with a sleep: a busy machine starts the CLI
+    slowly, and acting before it registers would skip the progress it must show)."""
+
+    def act_once_watched() -> None:
+        wait_for(lambda: stored_view(daemon, pi), 30, what="the watch registering the payment")
         act()
 
-    thread = threading.Thread(target=act_later, daemon=True)
+    thread = threading.Thread(target=act_once_watched, daemon=True)
     thread.start()
     try:
         return daemon.cli("watch", *args, "--interval", "0.1", timeout=40)
@@ -74,12 +83,17 @@ def test_watch_a_payment_until_its_funds_settle_exits_0(
 ) -> None:
     pi = stripe.create_payment_intent()
 
+    def succeeded() -> bool:
+        view = stored_view(daemon, pi)
+        evidence = view.get("evidence") if view else None
+        return isinstance(evidence, dict) and evidence.get("kind") == "payment_succeeded"
+
     def pay() -> None:
         stripe.confirm(pi)
-        time.sleep(0.5)
+        wait_for(succeeded, 30, what="the daemon seeing the payment succeed")  # then settle
         stripe.settle(pi)
 
-    done = watch_while(daemon, pay, "--kind", "stripe_payment_intent", "--ref", pi)
+    done = watch_while(daemon, pi, pay, "--kind", "stripe_payment_intent", "--ref", pi)
     assert done.returncode == 0, done.stderr
     lines = done.stderr.strip().splitlines()
     assert all(line.startswith(f"{pi}: stripe_payment_intent {pi} via stripe") for line in lines)
@@ -91,6 +105,7 @@ def test_watch_a_declined_payment_exits_1(daemon: Daemon, stripe: StripeServer) 
     pi = stripe.create_payment_intent()
     done = watch_while(
         daemon,
+        pi,
         lambda: stripe.confirm(pi, outcome="declined"),
         "--kind",
         "stripe_payment_intent",
