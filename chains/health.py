@@ -13,7 +13,10 @@ circuit breaker. The breaker's states:
 A node may also be ``wrong_chain`` (its ``eth_chainId`` is not the configured one): it is
 never used until it answers with the right chain id again; or ``stalled`` (it answers, but
 its head stopped moving while another endpoint's went on): it is left for a backoff like an
-open circuit, then checked again and used once it has caught up. Health is bookkeeping
+open circuit, then checked again and used once it has caught up; or ``forked`` (it answers,
+but its chain cannot be joined to the one we follow: no block of our header window is on it,
+while another endpoint's chain joins): it is left for a backoff too, and only the head
+tracker, which holds the window, can tell when it is back on our chain. Health is bookkeeping
 only: the failover transport (chains.multi) decides with it.
 """
 
@@ -74,6 +77,9 @@ class EndpointHealth:
     """Consecutive stalls without catching up (drives the stall backoff)."""
     stalled_until: float = 0.0
     """Monotonic time until which a stalled endpoint is not used nor checked again."""
+    forked: str | None = None
+    """Why the endpoint is left as forked (its chain does not join the one followed), else
+    None. Uses the stall backoff: ``stalled`` holds the same reason while it is set."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -85,9 +91,11 @@ class EndpointHealth:
 
     @property
     def state(self) -> str:
-        """``closed``, ``open``, ``half_open``, ``wrong_chain`` or ``stalled``."""
+        """``closed``, ``open``, ``half_open``, ``wrong_chain``, ``forked`` or ``stalled``."""
         if self.wrong_chain is not None:
             return "wrong_chain"
+        if self.forked is not None:
+            return "forked"
         if self.stalled is not None:
             return "stalled"
         return self.circuit
@@ -126,9 +134,24 @@ class EndpointHealth:
             backoff = min(self.max_backoff_s, self.base_backoff_s * 2 ** (self.stall_openings - 1))
             self.stalled_until = self.clock() + backoff
 
+    def fork(self, reason: str) -> None:
+        """Leave the endpoint as forked for a backoff (the stall backoff): its chain cannot be
+        joined to ours. Only :meth:`unfork` (the tracker found our chain there) ends it."""
+        self.stall(reason)
+        with self._lock:
+            self.forked = reason
+
+    def unfork(self) -> None:
+        """The endpoint's chain joins ours again: usable again."""
+        with self._lock:
+            self.forked = None
+        self.unstall()
+
     def unstall(self) -> None:
         """The endpoint caught up: usable again, its stall backoff reset."""
         with self._lock:
+            if self.forked is not None:
+                return  # caught up in height proves nothing about the branch
             self.stalled = None
             self.stall_openings = 0
             self.stalled_until = 0.0
@@ -204,6 +227,7 @@ class EndpointHealth:
             "head_lag": lag,
             "last_error": self.last_error,
             "stalled": self.stalled,
+            "forked": self.forked,
             "rate_limit": self.rate_limit,
         }
 

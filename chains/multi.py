@@ -37,6 +37,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from chains.budget import CallBudget, CallsDeferred, MeteredTransport, RateLimited, RateLimiter
+from chains.capabilities import error_not_offered
 from chains.errors import RpcError, RpcUnavailable
 from chains.health import EndpointHealth, redact
 from chains.rpc import Call, RpcClient, transport_for
@@ -62,15 +63,18 @@ CLIENT_ERROR_CODES = frozenset({-32600, -32601, -32602, -32700, 3})
 """JSON-RPC error codes that describe the request, not the node: failing over is useless."""
 
 
-def server_error(answer: Any) -> str | None:
-    """The reason when ``answer`` (one JSON-RPC answer) is a node-side error, else None."""
+def server_error(answer: Any, method: str = "") -> str | None:
+    """The reason when ``answer`` (one JSON-RPC answer to ``method``) is a node-side error,
+    else None. "Method not offered here" (:mod:`chains.capabilities`, e.g. Hardhat's -32004)
+    is no fault of the node: the client falls back to standard calls, the endpoint stays
+    healthy."""
     if not isinstance(answer, Mapping):
         return f"answer is not an object: {answer!r:.80}"
     error = answer.get("error")
     if error is None:
         return None
     code = error.get("code") if isinstance(error, Mapping) else None
-    if code in CLIENT_ERROR_CODES:
+    if code in CLIENT_ERROR_CODES or error_not_offered(method, answer):
         return None
     message = error.get("message") if isinstance(error, Mapping) else error
     return f"JSON-RPC error {code}: {message}"
@@ -130,7 +134,11 @@ class TrackedTransport:
         return answers
 
     def _record(self, started: float, answers: Sequence[Any], calls: Sequence[Call]) -> None:
-        reasons = [r for r in (server_error(a) for a in answers) if r is not None]
+        reasons = [
+            r
+            for r in (server_error(a, m) for (m, _), a in zip(calls, answers, strict=False))
+            if r is not None
+        ]
         if reasons:
             self.health.failure(reasons[0])
             return
@@ -192,6 +200,8 @@ class FailoverTransport:
         """Times reads moved away from a stalled endpoint."""
         self.stall_probes = 0
         """``eth_blockNumber`` calls sent to look for a stall or a catch-up."""
+        self.answered_by = self.endpoint
+        """The endpoint whose answer was returned last (capabilities are per endpoint)."""
         self._probed_at = float("-inf")
         self._checked: dict[int, float] = {}
         self._lock = threading.Lock()
@@ -336,8 +346,8 @@ class FailoverTransport:
         """Each stalled endpoint whose backoff passed: caught up → usable, else stalled on."""
         for i, member in enumerate(self.members):
             health = member.health
-            if health.stalled is None:
-                continue
+            if health.stalled is None or health.forked is not None:
+                continue  # a forked one is checked by the head tracker (see leave_forked)
             best = self.best_head()
             if i == self.active:
                 # Followed again (the others failed): its own reads show when it caught up.
@@ -392,6 +402,17 @@ class FailoverTransport:
                 self.failovers += 1
                 self.stalls += 1
 
+    def leave_forked(self, forked: int, joined: int, reason: str) -> None:
+        """Follow member ``joined`` instead of ``forked``, whose chain the head tracker could
+        not join to its header window while ``joined``'s chain joins it (a competing chain, or
+        a node left on a stale branch). The forked one is left for a backoff and comes back
+        only when the tracker finds the followed chain on it again (``health.unfork``)."""
+        self.members[forked].health.fork(reason)
+        with self._lock:
+            if self.active != joined:
+                self.active = joined
+                self.failovers += 1
+
     # -- calls -------------------------------------------------------------------------------
 
     def request(self, method: str, params: Sequence[Any]) -> Mapping[str, Any]:
@@ -405,7 +426,8 @@ class FailoverTransport:
             except RpcError as exc:
                 last = exc
                 continue
-            if server_error(answer) is None:
+            self.answered_by = self.members[i].endpoint
+            if server_error(answer, method) is None:
                 self._moved(i)
                 return answer
         if answer is not None:
@@ -425,7 +447,8 @@ class FailoverTransport:
             except RpcError as exc:
                 last = exc
                 continue
-            if all(server_error(a) is None for a in answers):
+            self.answered_by = self.members[i].endpoint
+            if all(server_error(a, m) is None for (m, _), a in zip(calls, answers, strict=False)):
                 self._moved(i)
                 return answers
         if answers is not None:
@@ -450,6 +473,14 @@ class MultiRpcClient(RpcClient):
         self.members = [RpcClient(m) for m in transport.members]
         """One client per endpoint, sharing the endpoint's health."""
 
+    def serving_endpoint(self) -> str:
+        """The followed endpoint (the next call goes there first)."""
+        return self.transport.members[self.transport.active].endpoint
+
+    def answering_endpoint(self) -> str:
+        """The endpoint whose answer the transport returned last."""
+        return self.transport.answered_by
+
     @property
     def health(self) -> list[EndpointHealth]:
         """Health of every endpoint, in configuration order."""
@@ -463,5 +494,6 @@ class MultiRpcClient(RpcClient):
         for i, h in enumerate(self.health):
             snap = h.snapshot(best)
             snap["active"] = i == self.transport.active
+            snap["not_offered"] = sorted(self.capabilities.lacking(h.endpoint))
             out.append(snap)
         return out

@@ -12,6 +12,20 @@ new block arrived. From that single answer it decides:
 * a block that does not link → a reorg: the common ancestor is found by walking back
   (batched) and comparing hashes with the window; the new branch is fetched from there.
 
+A reorg can replace every block of the window (right after a cold start the window holds a
+single block: the tip, which is the block most likely to be replaced). Then the walk goes on
+below the window on demand, over the only facts the watcher recorded there: the blocks its
+settlements were included in (``recorded``). Those that the node no longer has are replaced
+blocks (the caller re-checks what they held); the walk stops at the first recorded block the
+node still has, since everything below it is intact. The chain is then *rebased*: the node's
+block just below the window becomes the ancestor (``Reorg.beyond_window``), and the caller
+looks every watched tx up again, since the new branch below the window is never scanned.
+Nothing is fetched for this at start-up, only when such a reorg happens.
+
+With several endpoints, a followed node whose chain cannot be joined to the window at all
+while another endpoint's chain does (a competing chain) is left as ``forked`` in favour of
+that one, never rebased onto; it is checked again (one call) after each backoff.
+
 :meth:`HeadTracker.poll` only reads; the caller commits each block's effects and then moves
 the window (:meth:`HeaderWindow.rewind_to`, :meth:`HeaderWindow.push`), so the window in
 memory never runs ahead of what the store holds.
@@ -20,11 +34,13 @@ memory never runs ahead of what the store holds.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from chains.errors import ChainInconsistent, ReorgTooDeep
+from chains.errors import ChainError, ChainInconsistent, ReorgTooDeep
+from chains.health import redact
 from chains.models import Block, BlockHeader
+from chains.multi import MultiRpcClient
 from chains.rpc import RpcClient
 from guard.types import BlockHash, BlockNumber
 
@@ -52,7 +68,13 @@ class Reorg:
     old_head: BlockHeader
     """Our head before the switch."""
     replaced: tuple[ReplacedBlock, ...]
-    """Each replaced height, old and new hash."""
+    """Each replaced height, old and new hash (below the window: the recorded blocks of
+    settlements that the node no longer has)."""
+    beyond_window: bool = False
+    """True when no block of the header window survived: ``common_ancestor`` is the node's
+    block just below the window (a rebase), not a block we had seen, and ``depth`` is a
+    lower bound. Watched txs must be looked up again: the new branch below the window is
+    not scanned."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,19 +155,42 @@ class HeaderWindow:
             del self._by_number[n]
 
 
+RecordedBlocks = Callable[[int, int], list[tuple[int, str]]]
+"""``(below, limit)`` → up to ``limit`` ``(number, hash)`` of blocks the watcher recorded
+settlements in, strictly below ``below``, highest first."""
+
+
+def _nothing_recorded(below: int, limit: int) -> list[tuple[int, str]]:
+    return []
+
+
 class HeadTracker:
     """Finds new canonical blocks and reorgs for one chain, reading through ``client``."""
 
     def __init__(
-        self, chain: str, client: RpcClient, window: HeaderWindow, max_blocks_per_poll: int = 500
+        self,
+        chain: str,
+        client: RpcClient,
+        window: HeaderWindow,
+        max_blocks_per_poll: int = 500,
+        recorded: RecordedBlocks = _nothing_recorded,
     ) -> None:
         self.chain = chain
         self.client = client
         self.window = window
         self.max_blocks_per_poll = max_blocks_per_poll
+        self.recorded = recorded
+        """The blocks the watcher recorded below the window (see the module doc)."""
 
     def poll(self) -> Advance:
         """Ask the node once for ``latest`` and work out what changed. Does not move the window."""
+        self._recheck_forked()
+        advance = self._poll()
+        if advance.reorg is not None and advance.reorg.beyond_window and self._join_elsewhere():
+            advance = self._poll()  # read again through the endpoint whose chain joins ours
+        return advance
+
+    def _poll(self) -> Advance:
         latest = self.client.block("latest", full=True)
         if latest is None:
             raise ChainInconsistent(f"{self.chain}: node has no latest block")
@@ -185,7 +230,11 @@ class HeadTracker:
         return blocks
 
     def _reorg(self, head: BlockHeader, latest: Block) -> Advance:
-        ancestor = self._common_ancestor(min(head.number, latest.header.number))
+        start = min(head.number, latest.header.number)
+        ancestor = self._common_ancestor(self.client, start)
+        below: list[ReplacedBlock] = []
+        if ancestor is None:
+            ancestor, below = self._rebase_point(latest.header)
         branch = self._fetch_range(ancestor.number + 1, latest.header.number, latest)
         if branch and branch[0].header.parent_hash != ancestor.hash:
             raise ChainInconsistent(
@@ -194,7 +243,7 @@ class HeadTracker:
             )
         _check_links(self.chain, branch)
         new_hash: dict[int, BlockHash] = {b.header.number: b.header.hash for b in branch}
-        replaced = tuple(
+        replaced = tuple(below) + tuple(
             ReplacedBlock(
                 number=BlockNumber(n),
                 old_hash=held.hash,
@@ -203,24 +252,31 @@ class HeadTracker:
             for n in range(ancestor.number + 1, head.number + 1)
             if (held := self.window.get(n)) is not None
         )
+        lowest = min([ancestor.number + 1, *(b.number for b in below)])
         reorg = Reorg(
-            depth=head.number - ancestor.number,
+            depth=head.number - lowest + 1,
             common_ancestor=ancestor,
             old_head=head,
             replaced=replaced,
+            beyond_window=bool(below) or ancestor.number < self._bottom(),
         )
         return Advance(node_head=latest.header, blocks=tuple(branch), reorg=reorg)
 
-    def _common_ancestor(self, start: int) -> BlockHeader:
-        """Highest held header that the node still has at the same height with the same hash."""
+    def _bottom(self) -> int:
         bottom = self.window.bottom
         assert bottom is not None
+        return bottom
+
+    def _common_ancestor(self, client: RpcClient, start: int) -> BlockHeader | None:
+        """Highest held header that ``client``'s node still has at the same height with the
+        same hash; None when no held header survives."""
+        bottom = self._bottom()
         high = start
-        step = self.client.max_batch
+        step = client.max_batch
         while high >= bottom:
             low = max(bottom, high - step + 1)
             numbers = list(range(low, high + 1))
-            fetched = self.client.blocks(numbers, full=False)
+            fetched = client.blocks(numbers, full=False)
             for number, block in sorted(
                 zip(numbers, fetched, strict=True), key=lambda pair: -pair[0]
             ):
@@ -228,7 +284,98 @@ class HeadTracker:
                 if block is not None and held is not None and block.header.hash == held.hash:
                     return held
             high = low - 1
-        raise ReorgTooDeep(self.chain, bottom)
+        return None
+
+    def _rebase_point(self, latest: BlockHeader) -> tuple[BlockHeader, list[ReplacedBlock]]:
+        """No held header survived: walk on below the window over the recorded blocks (see
+        the module doc). Returns the node's block to rebase on, just below the window (or its
+        head, when its chain is shorter), and the recorded blocks the node no longer has."""
+        bottom = self._bottom()
+        if bottom == 0:
+            raise ReorgTooDeep(self.chain, 0)  # another genesis: another chain, not a reorg
+        below: list[ReplacedBlock] = []
+        under = bottom
+        while True:
+            points = self.recorded(under, self.client.max_batch)
+            if not points:
+                break
+            asked = [(n, h) for n, h in points if n <= latest.number]
+            fetched = self.client.blocks([n for n, _ in asked], full=False) if asked else []
+            found = {n: b for (n, _), b in zip(asked, fetched, strict=True)}
+            for number, old_hash in points:
+                if number > latest.number:
+                    below.append(ReplacedBlock(BlockNumber(number), BlockHash(old_hash), None))
+                    continue
+                block = found[number]
+                if block is None:
+                    raise ChainInconsistent(
+                        f"{self.chain}: a reorg replaced every block of the header window "
+                        f"(bottom {bottom}) and the node has no block {number}, where a "
+                        "settlement was recorded: cannot tell whether the reorg reversed it. "
+                        "Point the chain at a node that serves its history (a full node)"
+                    )
+                if block.header.hash == old_hash:
+                    return self._node_header(min(bottom - 1, latest.number), latest), below
+                below.append(
+                    ReplacedBlock(BlockNumber(number), BlockHash(old_hash), block.header.hash)
+                )
+            under = points[-1][0]
+        return self._node_header(min(bottom - 1, latest.number), latest), below
+
+    def _node_header(self, number: int, latest: BlockHeader) -> BlockHeader:
+        if number == latest.number:
+            return latest
+        [block] = self.client.blocks([number], full=False)
+        if block is None:
+            raise ChainInconsistent(f"{self.chain}: node lost block {number} below its head")
+        return block.header
+
+    # -- several endpoints: leave one whose chain does not join ours ----------------------
+
+    def _join_elsewhere(self) -> bool:
+        """After a poll found no held header on the followed node: follow another endpoint
+        whose chain joins the window, if one does, leaving the followed one as forked."""
+        client = self.client
+        if not isinstance(client, MultiRpcClient) or self.window.head is None:
+            return False
+        followed = client.transport.active
+        for i, member in enumerate(client.members):
+            health = client.transport.members[i].health
+            if i == followed or not health.usable or health.forked is not None:
+                continue
+            try:
+                joined = self._common_ancestor(member, self.window.head.number)
+            except ChainError:
+                continue
+            if joined is not None:
+                client.transport.leave_forked(
+                    followed,
+                    i,
+                    f"its chain does not join ours (no common block at or above "
+                    f"{self._bottom()}) while {redact(member.endpoint)} joins at "
+                    f"{joined.number}",
+                )
+                return True
+        return False
+
+    def _recheck_forked(self) -> None:
+        """A forked endpoint whose backoff passed: back once it has our head (one call)."""
+        client = self.client
+        head = self.window.head
+        if not isinstance(client, MultiRpcClient) or head is None:
+            return
+        for i, member in enumerate(client.members):
+            health = client.transport.members[i].health
+            if health.forked is None or not health.stall_due:
+                continue
+            try:
+                [block] = member.blocks([head.number], full=False)
+            except ChainError:
+                block = None
+            if block is not None and block.header.hash == head.hash:
+                health.unfork()
+            else:
+                health.fork(health.forked)
 
 
 def _check_links(chain: str, blocks: list[Block]) -> None:

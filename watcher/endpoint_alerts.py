@@ -9,7 +9,8 @@ After every successful poll of such a chain, :class:`EndpointAlerts` compares ea
 endpoint's health state with what it last reported and stores, once per change:
 
 - ``rpc_unhealthy`` (warning: the chain still runs) when an endpoint goes ``open``,
-  ``stalled`` or ``wrong_chain``, with its state and the reason (its last error);
+  ``stalled``, ``forked`` (its chain cannot be joined to ours) or ``wrong_chain``, with its
+  state and the reason (its last error);
 - ``rpc_recovered`` (info) when it is ``closed`` again.
 
 ``half_open`` (one probe let through) is a step on the way back, not a change to report. An
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from watcher.components import Component
     from watcher.service import Service
 
-BAD_STATES = frozenset({"open", "stalled", "wrong_chain"})
+BAD_STATES = frozenset({"open", "stalled", "forked", "wrong_chain"})
 """States in which an endpoint is not used."""
 
 
@@ -65,7 +66,12 @@ class EndpointAlerts:
                 continue
             url = redact(str(endpoint["endpoint"]))
             if state in BAD_STATES and state != last:
-                reason = endpoint.get("stalled") or endpoint.get("last_error") or state
+                reason = (
+                    endpoint.get("forked")
+                    or endpoint.get("stalled")
+                    or endpoint.get("last_error")
+                    or state
+                )
                 if watcher.endpoint_event("rpc_unhealthy", "warning", url, state, str(reason)):
                     self._reported[key] = state
             elif state == "closed" and last != "closed":

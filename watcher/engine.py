@@ -32,8 +32,10 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from chains.block_facts import facts_of
 from chains.budget import CallBudget, CallsDeferred
 from chains.errors import ChainError
+from chains.finality_modes import NEEDS_FINALIZED, NEEDS_SAFE
 from chains.models import Block, BlockHeader
 from chains.quorum import Anchor, FinalityGate, GateResult, SingleNodeGate
 from chains.rpc import RpcClient
@@ -163,7 +165,16 @@ class ChainWatcher:
         self.clock = clock
         self.policy = SettlementPolicy(max_wait_ms=int(config.max_wait_s * 1000))
         self.window = HeaderWindow(config.resolved_header_window)
-        self.tracker = HeadTracker(config.name, client, self.window, config.max_blocks_per_poll)
+        self.tracker = HeadTracker(
+            config.name,
+            client,
+            self.window,
+            config.max_blocks_per_poll,
+            recorded=lambda below, limit: store.recorded_blocks(config.name, below, limit),
+        )
+        self.facts = facts_of(client)
+        """What the tracker fetched (compact headers, block receipts, tx locations): each
+        block's header fields are stored with it, so receipts never fetch them again."""
         self.index = _Index()
         self.probe_batch = probe_batch
         self.reprobe_per_minute = reprobe_per_minute
@@ -199,6 +210,9 @@ class ChainWatcher:
         self.finalized_number = record.finalized_number if record else None
         for entry in self.store.watch_entries(self.name):
             self.index.add(entry)
+        if self.config.finality_risk is not None and not self._started_once:
+            log.warning("%s", self.config.finality_risk)  # the config's explicit choice
+        self._started_once = True
         self._started = True
 
     def reset(self) -> None:
@@ -233,8 +247,17 @@ class ChainWatcher:
         self.polls += 1
         for entry in self.store.watch_entries(self.name, self.index.max_seq):
             self.index.add(entry)
+        probe_error: ChainError | None = None
+        deadlines_done = False
         try:
-            stats.probes = self._probe()
+            try:
+                stats.probes = self._probe()
+            except CallsDeferred:
+                raise
+            except ChainError as exc:
+                # Looking new txs up failed (a method the node lacks, an odd answer): blocks
+                # and deadlines go on; the error is raised after them, so health names it.
+                probe_error = exc
             advance = self.tracker.poll()
             self.lagging = advance.lagging
             stats.lagging = advance.lagging
@@ -253,8 +276,13 @@ class ChainWatcher:
                     None, advance.reorg, finalized, advance.node_head
                 )
             stats.reorg = advance.reorg
+            if advance.reorg is not None and advance.reorg.beyond_window:
+                stats.probes += self._recheck_after_rebase()
             if not advance.blocks:
+                deadlines_done = True
                 stats.decisions += self._apply_deadlines()
+            if probe_error is not None:
+                raise probe_error
             self.last_error = None
             self.deferred = None
         except CallsDeferred as exc:
@@ -263,6 +291,8 @@ class ChainWatcher:
         except ChainError as exc:
             self.last_error = str(exc)
             log.warning("chain %s: poll failed, will retry: %s", self.name, exc)
+            if not deadlines_done:
+                self._deadlines_despite(exc)
             raise
         finally:
             if self.budget is not None:
@@ -298,8 +328,15 @@ class ChainWatcher:
 
     def _finalized(self, head_number: int) -> int | None:
         """The ``finalized`` height: fetched (one call) only when the policy uses it and
-        something is watched; otherwise the last known value."""
-        if self.config.resolved_finality == "depth" or not self.index.by_id:
+        something is watched; otherwise the last known value. Under the ``safe`` rule the
+        ``safe`` tag is fetched instead, into :attr:`safe_number` (chains.finality_modes)."""
+        mode = self.config.resolved_finality
+        if mode in NEEDS_SAFE and self.index.by_id:
+            tagged = self.client.header("safe")
+            if tagged is not None:
+                self.safe_number = BlockNumber(tagged.number)
+            return self.finalized_number
+        if mode not in NEEDS_FINALIZED or not self.index.by_id:
             return self.finalized_number
         header = self.client.header("finalized")
         own: int | None = header.number if header is not None else None
@@ -367,10 +404,12 @@ class ChainWatcher:
                     raise ChainInconsistentReceipts(self.name, block.header.number, missing)
         head = block.header if block is not None else (reorg.common_ancestor if reorg else None)
         assert head is not None
-        pos = ChainPosition(head.number, head.hash, finalized, self.untrusted_finalized)
+        pos = ChainPosition(
+            head.number, head.hash, finalized, self.untrusted_finalized, self.safe_number
+        )
         changed: list[SettlementRecord] = []
         decisions = 0
-        self._approval = self._ask_gate(head, finalized)
+        self._approval = self._ask_gate(head, self._covered(finalized))
         with self.store.block_txn(self.name, now, self.fence) as txn:
             touched_ids: set[str] = set()
             reversed_ids: set[str] = set()
@@ -379,7 +418,12 @@ class ChainWatcher:
             if block is not None:
                 h = block.header
                 txn.put_header(
-                    h.number, h.hash, h.parent_hash, h.timestamp, self.config.resolved_header_window
+                    h.number,
+                    h.hash,
+                    h.parent_hash,
+                    h.timestamp,
+                    self.config.resolved_header_window,
+                    self.facts.header(h.hash),
                 )
                 by_id = {
                     r.settlement_id: r for r in txn.by_ids([sid for sid, _ in matched + replacing])
@@ -404,11 +448,13 @@ class ChainWatcher:
                     head.parent_hash,
                     head.timestamp,
                     self.config.resolved_header_window,
+                    self.facts.header(head.hash),
                 )
             if finalized is not None and finalized != self._stored_finalized:
                 txn.set_finalized(finalized)
             late_ms = int(self.config.late_watch_s * 1000)
-            due = {r.settlement_id: r for r in txn.due(head.number, finalized, late_ms)}
+            covered = self._covered(finalized)
+            due = {r.settlement_id: r for r in txn.due(head.number, covered, late_ms)}
             for r in txn.by_ids([i for i in reversed_ids if i not in due]):
                 due[r.settlement_id] = r
             for rec in due.values():
@@ -468,6 +514,12 @@ class ChainWatcher:
         anc = reorg.common_ancestor
         txn.rewind(anc.number)
         touched = txn.anchored_above(anc.number)
+        if reorg.beyond_window:
+            # Recorded blocks below the window that the node no longer has (the tracker's
+            # walk below the window found them replaced): what was anchored there is touched.
+            gone = [b.old_hash for b in reorg.replaced if b.number <= anc.number]
+            seen = {r.settlement_id for r in touched}
+            touched += [r for r in txn.anchored_in(gone) if r.settlement_id not in seen]
         reversed_ids: set[str] = set()
         for rec in touched:
             txn.clear_anchor(rec)
@@ -513,6 +565,10 @@ class ChainWatcher:
             "replaced": replaced,
             "touched": [r.settlement_id for r in touched],
         }
+        if reorg.beyond_window:
+            # No block we followed survived: the ancestor is the node's block below our
+            # window (a rebase) and the depth a lower bound.
+            payload["beyond_window"] = True
         self._event(txn, "reorg", "critical" if violation else "warning", payload)
         self.plan.on_reorged_out(txn, touched, payload)
         log.warning(
@@ -530,9 +586,21 @@ class ChainWatcher:
         return {r.settlement_id for r in touched}, reversed_ids
 
     _reorg_reversal: Reversal | None = None
+    _started_once = False
     _probe_limit: int = 1_000_000
     untrusted_finalized: int | None = None
     """Our node's ``finalized`` height when the quorum gate did not trust it that far."""
+    safe_number: int | None = None
+    """The node's ``safe`` height (fetched only under the ``safe`` rule; not stored: it is
+    fetched again after a restart)."""
+
+    def _covered(self, finalized: int | None) -> int | None:
+        """The highest tag height that can make a settlement final (``finalized``, or the
+        ``safe`` tag under the ``safe`` rule): what the store's due and anchor queries and
+        the gate are asked with."""
+        if self.safe_number is None:
+            return finalized
+        return self.safe_number if finalized is None else max(finalized, self.safe_number)
 
     def _decide(
         self,
@@ -596,6 +664,20 @@ class ChainWatcher:
             self._confirmed_blocks.append(rec.block_number)
         return 1
 
+    def _deadlines_despite(self, failure: ChainError) -> None:
+        """Deadlines after a failed poll: a timeout is a matter of time, no RPC decides it, so
+        a node that fails every poll (a method it lacks, an error it repeats) never holds a
+        settlement past its deadline. Decided at the last processed head."""
+        try:
+            self._apply_deadlines()
+        except (StoreError, SQLAlchemyError) as exc:
+            log.warning(
+                "chain %s: deadlines not applied after a failed poll (%s): %s",
+                self.name,
+                failure,
+                exc,
+            )
+
     def _apply_deadlines(self) -> int:
         """Time-only changes (timeouts, end of late watch) when no block arrived."""
         head = self.window.head
@@ -605,11 +687,13 @@ class ChainWatcher:
         late_ms = int(self.config.late_watch_s * 1000)
         if not self.store.any_deadline_due(self.name, now, late_ms):
             return 0
-        pos = ChainPosition(head.number, head.hash, self.finalized_number)
+        pos = ChainPosition(
+            head.number, head.hash, self.finalized_number, safe_number=self.safe_number
+        )
         decisions = 0
         self._confirmed_blocks = []
         with self.store.block_txn(self.name, now, self.fence) as txn:
-            due = txn.due(head.number, self.finalized_number, late_ms)
+            due = txn.due(head.number, self._covered(self.finalized_number), late_ms)
             for rec in due:
                 decisions += self._decide(txn, rec, pos, now, False)
             changed = txn.by_ids([r.settlement_id for r in due])
@@ -661,17 +745,43 @@ class ChainWatcher:
         budget = int(self._reprobe_tokens)
         again = [r for r in due if r.probe_count > 0][:budget]
         self._reprobe_tokens -= len(again)
-        todo = fresh + again
+        return self._look_up(fresh + again, now)
+
+    def _recheck_after_rebase(self) -> int:
+        """After a reorg that replaced the whole window (a rebase), look every watched tx
+        not included for us up by hash once: the new branch below the window is never
+        scanned, and a tx may have been (re-)included there."""
+        todo = self.store.unanchored_watching(self.name)
+        return self._look_up(todo, self.clock(), by_receipt=True)
+
+    def _look_up(self, todo: list[SettlementRecord], now: int, by_receipt: bool = False) -> int:
+        """Look ``todo`` up by hash (batched): record sender and nonce, and inclusions in
+        blocks already processed (then decide them at once). ``by_receipt``: ask every tx's
+        receipt too, not only of those the node shows in a block (after a reorg a node may
+        still show a re-included tx as pending, as anvil does)."""
         if not todo:
             return 0
-        infos = self.client.transactions([r.tx_hash for r in todo])
-        included = [
-            (r, i) for r, i in zip(todo, infos, strict=True) if i and i.block_number is not None
+        hashes = [r.tx_hash for r in todo]
+        infos = self.client.transactions(hashes)
+        every = self.client.receipts(hashes) if by_receipt else [None] * len(todo)
+        hits = [
+            (r, i, receipt)
+            for r, i, receipt in zip(todo, infos, every, strict=True)
+            if i is not None and (i.block_number is not None or receipt is not None)
         ]
-        receipts = self.client.receipts([r.tx_hash for r, _ in included]) if included else []
+        included = [(r, i) for r, i, _ in hits]
+        if by_receipt:
+            receipts = [receipt for _, _, receipt in hits]
+        else:
+            receipts = self.client.receipts([r.tx_hash for r, _ in included]) if included else []
+        included_ids = {r.settlement_id for r, _ in included}
         # The signed bytes of a pending tx prove its sender and nonce later, after a
         # replacement has made it vanish from every node.
-        pending = [r for r, i in zip(todo, infos, strict=True) if i and i.block_number is None]
+        pending = [
+            r
+            for r, i in zip(todo, infos, strict=True)
+            if i and i.block_number is None and r.settlement_id not in included_ids
+        ]
         raws = dict(
             zip(
                 (r.settlement_id for r in pending),
@@ -721,7 +831,9 @@ class ChainWatcher:
             if found and head is not None:
                 # Included in a block processed before registration: decide now (it may
                 # already be deep enough), not only when the next block arrives.
-                pos = ChainPosition(head.number, head.hash, self.finalized_number)
+                pos = ChainPosition(
+                    head.number, head.hash, self.finalized_number, safe_number=self.safe_number
+                )
                 for rec in txn.by_ids(found):
                     self._decide(txn, rec, pos, now, False, approval)
                 self.plan.on_progress(txn, head.number, head.hash, set(found))

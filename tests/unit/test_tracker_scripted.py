@@ -7,7 +7,7 @@ does not link, a reorg deeper than the window.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -169,11 +169,68 @@ def test_shorter_competing_branch_is_a_reorg_too() -> None:
     assert replaced[18] is None and replaced[19] is None and replaced[16] is not None
 
 
-def test_reorg_deeper_than_the_window_refuses_to_guess() -> None:
+def test_reorg_replacing_the_whole_window_with_nothing_recorded_below_rebases() -> None:
+    node = ScriptedNode(30)
+    tracker = tracker_at(node, window=5)  # holds 25..29
+    node.fork(at=10, count=25, tag="d")
+    advance = tracker.poll()
+    reorg = advance.reorg
+    assert reorg is not None and reorg.beyond_window
+    assert reorg.common_ancestor == header(node.chain[24])  # the node's block below the window
+    assert [b.header.number for b in advance.blocks] == list(range(25, 36))
+    assert advance.blocks[0].header.parent_hash == node.chain[24]["hash"]
+    assert [r.number for r in reorg.replaced] == [25, 26, 27, 28, 29]
+    assert reorg.depth == 5  # all we can tell: every block we had followed
+
+
+def recorded_at(points: list[tuple[int, str]]) -> Callable[[int, int], list[tuple[int, str]]]:
+    """What a store would answer: recorded blocks strictly below ``below``, highest first."""
+
+    def recorded(below: int, limit: int) -> list[tuple[int, str]]:
+        return sorted([p for p in points if p[0] < below], reverse=True)[:limit]
+
+    return recorded
+
+
+def test_a_recorded_block_below_the_window_that_survived_stops_the_walk() -> None:
     node = ScriptedNode(30)
     tracker = tracker_at(node, window=5)
+    tracker.recorded = recorded_at([(8, h("a", 8)), (3, h("a", 3))])
     node.fork(at=10, count=25, tag="d")
-    with pytest.raises(ReorgTooDeep, match="no common ancestor"):
+    node.chain[3] = None  # type: ignore[call-overload]  # asking for it would fail the poll
+    reorg = tracker.poll().reorg
+    assert reorg is not None and reorg.beyond_window
+    assert [r.number for r in reorg.replaced] == [25, 26, 27, 28, 29]  # 8 survived: 3 is intact
+    assert reorg.common_ancestor.number == 24
+
+
+def test_recorded_blocks_below_the_window_that_were_replaced_are_reported() -> None:
+    node = ScriptedNode(30)
+    tracker = tracker_at(node, window=5)
+    tracker.recorded = recorded_at([(20, h("a", 20)), (15, h("a", 15)), (8, h("a", 8))])
+    node.fork(at=10, count=25, tag="d")
+    reorg = tracker.poll().reorg
+    assert reorg is not None and reorg.beyond_window
+    below = {r.number: (r.old_hash, r.new_hash) for r in reorg.replaced if r.number < 25}
+    assert below == {20: (h("a", 20), h("d", 20)), 15: (h("a", 15), h("d", 15))}
+    assert reorg.depth == 29 - 15 + 1  # at least down to the lowest replaced block we knew
+
+
+def test_a_recorded_block_the_node_no_longer_serves_is_named_not_guessed() -> None:
+    node = ScriptedNode(30)
+    tracker = tracker_at(node, window=5)
+    tracker.recorded = recorded_at([(20, h("a", 20))])
+    node.fork(at=10, count=25, tag="d")
+    node.chain[20] = None  # type: ignore[call-overload]  # a pruned node: no block 20
+    with pytest.raises(ChainInconsistent, match="has no block 20.*a node that serves its history"):
+        tracker.poll()
+
+
+def test_a_node_with_another_genesis_is_not_rebased_onto() -> None:
+    node = ScriptedNode(3)
+    tracker = tracker_at(node, window=5)  # holds 0..2
+    node.fork(at=-1, count=4, tag="g")
+    with pytest.raises(ReorgTooDeep, match="no common ancestor at or above block 0"):
         tracker.poll()
 
 
