@@ -24,7 +24,7 @@ import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -366,7 +366,10 @@ def _local_leaves(full: Mapping[str, Any] | None, tx_hashes: list[str]) -> list[
 
 
 def fetch_block_tries(
-    client: RpcClient, block: Mapping[str, Any], cache: TxObjectCache | None = None
+    client: RpcClient,
+    block: Mapping[str, Any],
+    cache: TxObjectCache | None = None,
+    held_receipts: Sequence[Mapping[str, Any]] | None = None,
 ) -> BlockTries:
     """Both tries of ``block`` (a JSON-RPC block object with tx hashes), roots checked.
 
@@ -376,13 +379,18 @@ def fetch_block_tries(
     ``eth_getRawTransactionByHash``. If the leaves do not rebuild ``transactionsRoot``, the
     node's bytes decide: every raw tx by hash, batched, then
     ``eth_getRawTransactionByBlockHashAndIndex``, which answers with the committed bytes
-    (slower on anvil)."""
+    (slower on anvil). ``held_receipts``: the block's ``eth_getBlockReceipts`` answer when
+    the engine already fetched it (checked the same way, never fetched again)."""
     block_hash = str(block["hash"])
     tx_hashes = [str(t if isinstance(t, str) else t["hash"]) for t in block["transactions"]]
     if not tx_hashes:
         raise BranchMoved(f"block {block_hash} holds no transaction")
     root = str(block["transactionsRoot"])
-    pending = _OVERLAP.submit(client.raw_block_receipts, block_hash)
+    if held_receipts is not None:  # the engine fetched them already: no second call
+        pending: Future[Sequence[Mapping[str, Any]]] = Future()
+        pending.set_result(held_receipts)
+    else:
+        pending = _OVERLAP.submit(client.raw_block_receipts, block_hash)
     try:  # the node serves the receipts while the txs are rebuilt here
         full = None if cache is None else cache.get(block_hash)
         if full is None:

@@ -123,6 +123,9 @@ class RpcClient:
         self.block_observers: list[Callable[[Mapping[str, Any]], None]] = []
         """Called with every block object parsed (the receipt builder keeps the tx objects of
         recent blocks: the tracker fetched them already)."""
+        self.receipt_observers: list[Callable[[str, list[Mapping[str, Any]]], None]] = []
+        """Called with (block hash, the complete ``eth_getBlockReceipts`` answer) the engine
+        fetched: the receipt builder proves from the same answer (chains/block_facts.py)."""
 
     # -- raw -----------------------------------------------------------------------------
 
@@ -199,16 +202,21 @@ class RpcClient:
         ``block_hash`` are left out: they belong to another fork.
         """
         wanted = set(tx_hashes)
+        whole = True
         try:
             raws = self.call("eth_getBlockReceipts", [block_hash])
         except RpcErrorResponse as exc:
             if exc.code not in (-32601, -32600, -32602):
                 raise
             raws = self.batch([("eth_getTransactionReceipt", [h]) for h in tx_hashes])
+            whole = False
         if not isinstance(raws, list):
             raise RpcMalformedResponse(
                 self.endpoint, "eth_getBlockReceipts", f"not a list: {raws!r:.200}"
             )
+        if whole:
+            for observe in self.receipt_observers:
+                observe(block_hash, raws)
         receipts = [self.parse_receipt(r, "eth_getBlockReceipts") for r in raws if r is not None]
         return [r for r in receipts if r.tx_hash in wanted and r.block_hash == block_hash]
 

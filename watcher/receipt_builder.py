@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from chains.block_facts import facts_of
 from chains.proofs import (
     BlockTries,
     BranchMoved,
@@ -47,6 +48,7 @@ from guard.receipts import (
     timeout_body,
 )
 from watcher.config import ChainConfig
+from watcher.receipt_headers import HeaderRows, stored_chain
 from watcher.store import SettlementRecord
 
 TRIES_CACHED = 8
@@ -63,10 +65,22 @@ def redact(endpoint: str) -> str:
 class ReceiptBuilder:
     """Builds receipt bodies for one chain, reading through ``client``."""
 
-    def __init__(self, chain: ChainConfig, client: RpcClient, signer: str) -> None:
+    def __init__(
+        self,
+        chain: ChainConfig,
+        client: RpcClient,
+        signer: str,
+        header_rows: HeaderRows | None = None,
+    ) -> None:
         self.chain = chain
         self.client = client
         self.signer = signer
+        self.header_rows = header_rows
+        """The store's header window (watcher/receipt_headers.py): a receipt's headers are
+        read there; None (or a gap) asks the node."""
+        self.facts = facts_of(client)
+        """The block receipts and tx hashes the engine and tracker fetched through
+        ``client``: proven from, not fetched again."""
         self.observed_by = [redact(client.endpoint)]
         self._tries: OrderedDict[str, BlockTries] = OrderedDict()
         """Recently built tries by block hash: settlements confirmed by the same block (a
@@ -116,7 +130,15 @@ class ReceiptBuilder:
         number, block_hash = int(facts["block_number"]), str(facts["block_hash"])
         head = (int(facts["head_number"]), str(facts["head_hash"]))
         count = max(1, min(head[0] - number + 1, required))
-        block, headers = fetch_headers(self.client, number, count, block_hash, head)
+        headers = None
+        if self.header_rows is not None:
+            headers = stored_chain(
+                self.header_rows, self.chain.name, number, count, block_hash, head
+            )
+        if headers is None:
+            block, headers = fetch_headers(self.client, number, count, block_hash, head)
+        else:
+            block = self._block_of(headers[0])
         tries = self._block_tries(block)
         try:
             index = tries.tx_hashes.index(tx_hash)
@@ -124,9 +146,30 @@ class ReceiptBuilder:
             raise BranchMoved(f"tx {tx_hash} is not in block {block_hash}") from None
         return inclusion_proof(tries, headers, index)
 
+    def _block_of(self, header: Mapping[str, str]) -> Mapping[str, Any]:
+        """The block object the tries need (hash, roots, tx hashes) around a stored header:
+        tx hashes from the tracker's full block or the engine's receipts; only when neither
+        is held (after a restart) is the full block fetched, once, for its txs too."""
+        block_hash = header["hash"]
+        built = self._tries.get(block_hash)
+        hashes = built.tx_hashes if built is not None else self.facts.tx_hashes(block_hash)
+        if hashes is None:
+            held = self.facts.receipts(block_hash)
+            if held is not None:
+                hashes = [str(r["transactionHash"]) for r in held]
+        if hashes is None:
+            full = self.client.call("eth_getBlockByHash", [block_hash, True])
+            if not isinstance(full, Mapping) or not isinstance(full.get("transactions"), list):
+                raise BranchMoved(f"the node has no block {block_hash}")
+            self.tx_objects.offer(full)
+            hashes = [str(t["hash"] if isinstance(t, Mapping) else t) for t in full["transactions"]]
+        return {**header, "transactions": hashes}
+
     def _block_tries(self, block: Mapping[str, Any]) -> BlockTries:
         key = str(block["hash"])
-        tries = self._tries.pop(key, None) or fetch_block_tries(self.client, block, self.tx_objects)
+        tries = self._tries.pop(key, None) or fetch_block_tries(
+            self.client, block, self.tx_objects, self.facts.receipts(key)
+        )
         self._tries[key] = tries
         while len(self._tries) > TRIES_CACHED:
             self._tries.popitem(last=False)
