@@ -1,7 +1,7 @@
 """A counting JSON-RPC proxy on loopback, in front of a real node.
 
 It forwards every HTTP POST unchanged and counts JSON-RPC calls by method (a batch of k
-calls counts k) and HTTP requests. Benchmarks read the counters; nothing is faked.
+calls counts k) and HTTP requests, and logs each call's method and params. Benchmarks read the counters; nothing is faked.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ class CountingProxy:
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream
         self.calls: Counter[str] = Counter()
+        self.log: list[tuple[str, list[object]]] = []
+        """Every JSON-RPC call received, (method, params), in order of arrival."""
         self.http_requests = 0
         self._lock = threading.Lock()
         self._session = requests.Session()
@@ -61,6 +63,10 @@ class CountingProxy:
             for item in items:
                 if isinstance(item, dict):
                     self.calls[str(item.get("method"))] += 1
+                    params = item.get("params")
+                    self.log.append(
+                        (str(item.get("method")), list(params) if isinstance(params, list) else [])
+                    )
 
     def total(self) -> int:
         """JSON-RPC calls so far."""

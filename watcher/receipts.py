@@ -353,7 +353,10 @@ def issuer_for(service: Service) -> ReceiptIssuer:
     receipts = receipt_store(service.store)
     receipts.use_signer(signer.address, signer.source, service.clock())
     builders: dict[str, ReceiptBuilder | SourceReceiptBuilder] = {
-        c.name: ReceiptBuilder(c, service.clients[c.name], signer.address) for c in config.chains
+        c.name: ReceiptBuilder(
+            c, service.clients[c.name], signer.address, service.store.compact_headers
+        )
+        for c in config.chains
     }
     for source in config.sources:
         builders[source.name] = SourceReceiptBuilder(

@@ -142,7 +142,7 @@ def receipts_for(rig: Rig) -> Receipts:
     signer = Signer(SIGNING_KEY, "env")
     store = receipt_store(rig.store)
     store.use_signer(signer.address, signer.source, rig.clock())
-    builder = ReceiptBuilder(rig.config, rig.client, signer.address)
+    builder = ReceiptBuilder(rig.config, rig.client, signer.address, rig.store.compact_headers)
     issuer = ReceiptIssuer(
         signer, store, rig.store.settlement, {rig.config.name: builder}, rig.clock
     )

@@ -11,6 +11,7 @@ from sqlalchemy import (
     Column,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -19,7 +20,7 @@ from sqlalchemy import (
     false,
 )
 
-SCHEMA_REVISION = "0005"
+SCHEMA_REVISION = "0006"
 """Alembic revision this code writes and reads."""
 
 metadata = MetaData()
@@ -47,6 +48,10 @@ headers = Table(
     Column("hash", Hash, nullable=False),
     Column("parent_hash", Hash, nullable=False),
     Column("timestamp", BigInteger, nullable=False),
+    # 0006: every field that goes into the header's hash (chains/block_facts.py), so that a
+    # receipt's header chain is read from here, not fetched again; NULL when the node's
+    # fields do not re-hash to its hash (or for rows written before 0006).
+    Column("compact", LargeBinary),
 )
 
 settlements = Table(

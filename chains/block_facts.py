@@ -1,0 +1,188 @@
+"""What the head tracker already fetched, kept so that no receipt asks the node again.
+
+The tracker fetches every new block (``eth_getBlockByNumber(n, true)``) and the engine fetches
+``eth_getBlockReceipts`` of every block that holds a watched tx. A finality receipt needs
+exactly those facts: the headers from inclusion to depth N, and the block's receipts. This
+module keeps them, fed by the client's observers, so that building a receipt costs no call:
+
+* :func:`compact_header` turns a block object into the bytes the store keeps beside its
+  header row (one presence byte for the fork-added fields, then the header's RLP), only when
+  those fields re-hash to the block's hash; :func:`header_from_compact` gives back the
+  header object a receipt carries, exactly as the node spelled it (canonical hex);
+* :class:`BlockFacts` holds, per client, the compact headers of the last blocks parsed, the
+  raw receipts of the last blocks whose receipts were fetched, and which tx hashes the last
+  full blocks held (a registration that knows its sender finds its tx there without a
+  probe).
+
+A block hash names its content for good, so nothing here can go stale; a reorg only makes
+some entries useless, and the bounded maps forget them.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from chains.rpc import RpcClient
+from guard import rlp
+from guard.hashing import keccak256
+from guard.headers import (
+    OPTIONAL_FIELDS,
+    QUANTITY,
+    REQUIRED_FIELDS,
+    HeaderError,
+    header_fields,
+    header_json,
+)
+
+COMPACT_VERSION = 1
+"""First byte of a compact header: the format of what follows."""
+
+HEADERS_HELD = 1024
+"""Compact headers kept in memory (the store keeps the window; this only bridges the moment
+between the tracker's fetch and the block's commit)."""
+
+RECEIPTS_HELD = 32
+"""Blocks whose raw receipts are kept (a burst of settlements in one block shares them)."""
+
+TX_BLOCKS_HELD = 128
+"""Full blocks whose tx hashes are indexed (tx hash → block)."""
+
+
+def compact_header(block: Mapping[str, Any]) -> bytes | None:
+    """``version, presence mask, rlp(fields)`` of a JSON-RPC block, or None when its fields do
+    not hash to its ``hash`` (a chain whose header this version cannot re-hash)."""
+    try:
+        header = header_json(block)
+        fields = header_fields(header)
+    except (HeaderError, KeyError):
+        return None
+    encoded = rlp.encode(list(fields))
+    if "0x" + keccak256(encoded).hex() != header["hash"]:
+        return None
+    mask = sum(1 << i for i, (name, _) in enumerate(OPTIONAL_FIELDS) if name in header)
+    return bytes([COMPACT_VERSION, mask]) + encoded
+
+
+def _hex(kind: str, value: bytes) -> str:
+    if kind == QUANTITY:
+        return hex(int.from_bytes(value, "big"))
+    return "0x" + value.hex()
+
+
+def header_from_compact(blob: bytes) -> dict[str, str]:
+    """The header object (JSON-RPC names, canonical hex, with its ``hash``) of a compact
+    header; ValueError if ``blob`` is not one."""
+    if len(blob) < 3 or blob[0] != COMPACT_VERSION:
+        raise ValueError("not a compact header (version byte)")
+    mask, encoded = blob[1], blob[2:]
+    items = rlp.decode(encoded)
+    names = [*REQUIRED_FIELDS, *(f for i, f in enumerate(OPTIONAL_FIELDS) if mask >> i & 1)]
+    if isinstance(items, bytes) or len(items) != len(names):
+        raise ValueError("compact header: its fields do not match its presence mask")
+    out: dict[str, str] = {}
+    for (name, kind), item in zip(names, items, strict=True):
+        if not isinstance(item, bytes):
+            raise ValueError(f"compact header: {name} is not a string")
+        out[name] = _hex(kind, item)
+    out["hash"] = "0x" + keccak256(encoded).hex()
+    return out
+
+
+class BlockFacts:
+    """Per client: compact headers, raw block receipts and tx locations of recent blocks."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._headers: OrderedDict[str, bytes | None] = OrderedDict()
+        self._receipts: OrderedDict[str, list[Mapping[str, Any]]] = OrderedDict()
+        self._tx_blocks: OrderedDict[str, tuple[int, list[str]]] = OrderedDict()
+        self._tx_at: dict[str, str] = {}
+
+    # -- fed by the client -----------------------------------------------------------------
+
+    def offer_block(self, block: Mapping[str, Any]) -> None:
+        """A block object the client parsed: keep its compact header and its tx hashes."""
+        block_hash = block.get("hash")
+        if not isinstance(block_hash, str):
+            return
+        with self._lock:
+            known = block_hash in self._headers
+        compact = None if known else compact_header(block)
+        txs = block.get("transactions")
+        hashes = (
+            [str(t["hash"] if isinstance(t, Mapping) else t) for t in txs]
+            if isinstance(txs, list)
+            else None
+        )
+        with self._lock:
+            if not known:
+                self._headers[block_hash] = compact
+                while len(self._headers) > HEADERS_HELD:
+                    self._headers.popitem(last=False)
+            if hashes is not None and block_hash not in self._tx_blocks:
+                number = int(str(block.get("number", "0x0")), 16)
+                self._tx_blocks[block_hash] = (number, hashes)
+                for h in hashes:
+                    self._tx_at[h] = block_hash
+                while len(self._tx_blocks) > TX_BLOCKS_HELD:
+                    _, (_n, old) = self._tx_blocks.popitem(last=False)
+                    for h in old:
+                        if self._tx_at.get(h) not in self._tx_blocks:
+                            self._tx_at.pop(h, None)
+
+    def offer_receipts(self, block_hash: str, receipts: list[Mapping[str, Any]]) -> None:
+        """The complete ``eth_getBlockReceipts`` answer of ``block_hash``."""
+        if not all(isinstance(r, Mapping) and r.get("blockHash") == block_hash for r in receipts):
+            return  # another fork's answer (the node switched meanwhile): nothing to keep
+        ordered = sorted(receipts, key=lambda r: int(str(r.get("transactionIndex", "0x0")), 16))
+        with self._lock:
+            self._receipts[block_hash] = ordered
+            self._receipts.move_to_end(block_hash)
+            while len(self._receipts) > RECEIPTS_HELD:
+                self._receipts.popitem(last=False)
+
+    # -- read ----------------------------------------------------------------------------------
+
+    def header(self, block_hash: str) -> bytes | None:
+        """The compact header of ``block_hash``, if the client parsed it (and it re-hashes)."""
+        with self._lock:
+            return self._headers.get(block_hash)
+
+    def receipts(self, block_hash: str) -> list[Mapping[str, Any]] | None:
+        """The raw receipts of ``block_hash`` in tx order, if fetched."""
+        with self._lock:
+            return self._receipts.get(block_hash)
+
+    def tx_hashes(self, block_hash: str) -> list[str] | None:
+        """The tx hashes of ``block_hash`` in order, if the client parsed the block."""
+        with self._lock:
+            held = self._tx_blocks.get(block_hash)
+        return None if held is None else held[1]
+
+    def located(self, tx_hash: str) -> tuple[int, str] | None:
+        """(number, block hash) of a recently parsed block holding ``tx_hash``."""
+        with self._lock:
+            block_hash = self._tx_at.get(tx_hash)
+            held = None if block_hash is None else self._tx_blocks.get(block_hash)
+        return None if held is None or block_hash is None else (held[0], block_hash)
+
+
+_FACTS: weakref.WeakKeyDictionary[RpcClient, BlockFacts] = weakref.WeakKeyDictionary()
+_FACTS_LOCK = threading.Lock()
+
+
+def facts_of(client: RpcClient) -> BlockFacts:
+    """The one :class:`BlockFacts` of ``client`` (made and subscribed on first use): the
+    engine and the receipt builder of a chain share it through their shared client."""
+    with _FACTS_LOCK:
+        facts = _FACTS.get(client)
+        if facts is None:
+            facts = BlockFacts()
+            client.block_observers.append(facts.offer_block)
+            client.receipt_observers.append(facts.offer_receipts)
+            _FACTS[client] = facts
+        return facts
