@@ -4,12 +4,14 @@ task the backend never hears of times out at its deadline."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.integration.helpers import FakeClock
 from tests.support.daemon import wait_for
 from tests.support.jobs import CeleryWorker, RedisSpace, make_celery_app, need_redis
 from watcher.config import SourceConfig
@@ -104,9 +106,16 @@ def test_a_successful_task_is_final_and_a_failing_one_failed(rig: Rig) -> None:
 
 
 def test_a_task_that_stays_pending_times_out(rig: Rig, space: RedisSpace) -> None:
+    # The poller's clock moves when the test says: on a busy machine the 0.5 s timeout
+    # would otherwise pass before the first poll looked at the settlement.
+    clock = rig.poller.clock = FakeClock(int(time.time() * 1000))
     sid = rig.register(space.name("never-sent"), timeout_s=0.5)
     rig.poller.poll("tasks")
     assert rig.store.settlement(sid).verdict == "AWAITING_FINALITY"
+    clock.advance(0.499)
+    rig.poller.poll("tasks")
+    assert rig.store.settlement(sid).verdict == "AWAITING_FINALITY"
+    clock.advance(ms=1)  # the deadline itself: timed out
     rec = rig.settle(sid, "TIMEOUT_TREATED_AS_FAILURE", timeout=5)
     assert rec.decision["evidence"]["kind"] == "task_pending"
 

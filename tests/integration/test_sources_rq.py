@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from rq import Queue
 
+from tests.integration.helpers import FakeClock
 from tests.support.daemon import wait_for
 from tests.support.jobs import RedisSpace, RqWorker, fail, need_redis, sleep_forever, succeed
 from tests.support.receiver import Receiver
@@ -127,12 +128,19 @@ def test_jobs_that_return_raise_or_lose_their_worker(
 
 
 def test_an_unknown_job_waits_until_its_deadline(rig: Rig, space: RedisSpace) -> None:
+    # The poller's clock moves when the test says: on a busy machine the 0.5 s timeout
+    # would otherwise pass before the first poll looked at the settlement.
+    clock = rig.poller.clock = FakeClock(int(time.time() * 1000))
     config = rig.config.model_copy(update={"timeout_s": 0.5})
     rec, _ = rig.store.register(
         new_source_settlement(config, space.name("never"), rig.poller.clock())
     )
     rig.poller.poll("jobs")
     assert rig.store.settlement(rec.settlement_id).verdict == "AWAITING_FINALITY"
+    clock.advance(0.499)
+    rig.poller.poll("jobs")
+    assert rig.store.settlement(rec.settlement_id).verdict == "AWAITING_FINALITY"
+    clock.advance(ms=1)  # the deadline itself: timed out
     timed_out = rig.settle(rec.settlement_id, "TIMEOUT_TREATED_AS_FAILURE", timeout=5)
     assert timed_out.decision["evidence"] is None  # nothing was ever observed
 
