@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chains.errors import ChainError, RpcErrorResponse
+from chains.receipt_encode import encode_receipt as encode_receipt  # re-exported
 from chains.rpc import RpcClient
 from guard import rlp
 from guard.hashing import keccak256
@@ -187,33 +188,8 @@ def trie_proof(values: Sequence[bytes], index: int) -> tuple[bytes, list[bytes]]
     return trie.root, trie.proof(index)
 
 
-# -- receipts as the trie holds them ------------------------------------------------------------
-
-
 def _data(value: Any) -> bytes:
     return bytes.fromhex(str(value)[2:])
-
-
-def encode_receipt(raw: Mapping[str, Any]) -> bytes:
-    """A receipt as its trie leaf: [status, cumulative gas, bloom, logs], typed by its type."""
-    tx_type = int(str(raw.get("type", "0x0")), 16)
-    if raw.get("status") is not None:
-        status = b"\x01" if int(str(raw["status"]), 16) == 1 else b""
-    else:
-        status = _data(raw["root"])  # pre-Byzantium: a state root
-    logs: list[rlp.Item] = [
-        [_data(log["address"]), [_data(t) for t in log["topics"]], _data(log["data"])]
-        for log in raw.get("logs", [])
-    ]
-    payload = rlp.encode(
-        [
-            status,
-            rlp.encode_uint(int(str(raw["cumulativeGasUsed"]), 16)),
-            _data(raw["logsBloom"]),
-            logs,
-        ]
-    )
-    return payload if tx_type == 0 else bytes([tx_type]) + payload
 
 
 # -- fetching ---------------------------------------------------------------------------------

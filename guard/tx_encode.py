@@ -21,6 +21,13 @@ A blob transaction whose object carries its sidecar (anvil returns ``blobs``,
 ``commitments`` and ``proofs`` — EIP-4844 — or ``cellProofs`` — EIP-7594) also gets its
 network form, which is what anvil commits to ``transactionsRoot``; its hash is still that of
 the canonical form.
+
+The unsigned L2 types (OP Stack deposits, Arbitrum's system and retryable txs) are read
+field by field from the layouts in guard/tx_types_l2.py, which name the JSON field of each
+RLP field. Arbitrum's classic-era wrapper (0x78) is its legacy tx list, then ``hash``,
+``effectiveGasPrice`` and ``l1BlockNumber``, then ``from`` when the legacy tx is unsigned
+(v, r and s all zero: a JSON object always names a sender, the bytes only then). Its hash
+is a field, not keccak of the bytes, so only the ``transactionsRoot`` check guards it.
 """
 
 from __future__ import annotations
@@ -31,7 +38,16 @@ from typing import Any
 
 from guard import rlp
 from guard.hashing import keccak256
-from guard.txs import TransactionError
+from guard.tx_types_l2 import (
+    ADDRESS,
+    ARBITRUM_LEGACY,
+    BOOL,
+    LAYOUTS,
+    OPTIONAL_ADDRESS,
+    OPTIONAL_QUANTITY,
+    QUANTITY,
+)
+from guard.txs import TransactionError, transaction_hash
 
 
 class TxObjectMismatch(TransactionError):
@@ -176,10 +192,51 @@ def _sidecar(tx: Mapping[str, Any], fields: list[rlp.Item]) -> bytes | None:
     return b"\x03" + rlp.encode(wrapper)
 
 
+def _l2_field(tx: Mapping[str, Any], name: str, kind: str) -> rlp.Item:
+    """One field of an unsigned L2 type, read as its layout says."""
+    if name == "input":
+        return _input(tx)
+    value = tx.get(name)
+    if kind in (OPTIONAL_ADDRESS, OPTIONAL_QUANTITY) and value is None:
+        return b""  # nil: a creation, nothing minted
+    if kind == BOOL:  # absent is false (a node may leave a false flag out)
+        if value not in (None, True, False):
+            raise TransactionError(f"{name} is not a boolean: {value!r:.80}")
+        return b"\x01" if value else b""
+    if kind in (QUANTITY, OPTIONAL_QUANTITY):
+        return _quantity(_field(tx, name), name)
+    data = _hex(_field(tx, name), name)
+    if kind in (ADDRESS, OPTIONAL_ADDRESS) and len(data) != 20:
+        raise TransactionError(f"{name} is not a 20-byte address: {value!r:.80}")
+    return data
+
+
+def _arbitrum_legacy(tx: Mapping[str, Any]) -> bytes:
+    """A 0x78 tx: the classic legacy tx list, then hash, effective gas price, L1 block, and
+    the sender when the legacy tx carries no signature."""
+    legacy = [read(tx) for read in FIELDS[0]]
+    fields: list[rlp.Item] = [
+        legacy,
+        _hex(_field(tx, "hash"), "hash"),
+        _quantity(_field(tx, "effectiveGasPrice"), "effectiveGasPrice"),
+        _quantity(_field(tx, "l1BlockNumber"), "l1BlockNumber"),
+    ]
+    if legacy[-3:] == [b"", b"", b""]:
+        fields.append(_hex(_field(tx, "from"), "from"))
+    return bytes([ARBITRUM_LEGACY]) + rlp.encode(fields)
+
+
 def encode_tx(tx: Mapping[str, Any]) -> EncodedTx:
-    """The signed bytes of the JSON transaction object ``tx`` (types 0 to 4);
-    :class:`TransactionError` naming the field that is missing or malformed."""
+    """The signed bytes of the JSON transaction object ``tx`` (types 0 to 4, and the L2 types
+    of guard/tx_types_l2.py); :class:`TransactionError` naming the field that is missing or
+    malformed."""
     tx_type = int.from_bytes(_quantity(tx.get("type", "0x0"), "type"), "big")
+    if tx_type == ARBITRUM_LEGACY:
+        return EncodedTx(_arbitrum_legacy(tx), None)
+    layout = LAYOUTS.get(tx_type)
+    if layout is not None:
+        fields = [_l2_field(tx, name, kind) for name, kind in layout.fields]
+        return EncodedTx(bytes([tx_type]) + rlp.encode(fields), None)
     readers = FIELDS.get(tx_type)
     if readers is None:
         raise TransactionError(f"transaction type 0x{tx_type:x} is not one this version encodes")
@@ -191,11 +248,17 @@ def encode_tx(tx: Mapping[str, Any]) -> EncodedTx:
 
 
 def encode_checked(tx: Mapping[str, Any]) -> EncodedTx:
-    """:func:`encode_tx`, then checked: keccak256 of the canonical bytes must be the object's
-    ``hash``, else :class:`TxObjectMismatch` (the caller falls back to the node's bytes)."""
+    """:func:`encode_tx`, then checked: the hash of the canonical bytes (keccak256; a 0x78
+    tx's hash field) must be the object's ``hash``, else :class:`TxObjectMismatch` (the
+    caller falls back to the node's bytes)."""
     stated = _hex(_field(tx, "hash"), "hash")
     encoded = encode_tx(tx)
-    if keccak256(encoded.canonical) != stated:
+    canonical = encoded.canonical
+    if canonical[:1] == bytes([ARBITRUM_LEGACY]):
+        actual = bytes.fromhex(transaction_hash(canonical)[2:])  # its hash field, checked
+    else:
+        actual = keccak256(canonical)
+    if actual != stated:
         raise TxObjectMismatch(
             f"tx 0x{stated.hex()}: its fields rebuild bytes of another hash "
             "(a field this version does not know, or one the node changed)"

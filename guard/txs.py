@@ -17,6 +17,11 @@ The sender is recovered from the signature over the signing hash: keccak256 of t
 and the fields without the signature (typed), or of ``rlp(first six fields)`` (legacy before
 EIP-155, ``v`` = 27/28) or ``rlp(first six + [chainId, 0, 0])`` (EIP-155, ``v`` = 35 + 2
 chainId + parity).
+
+The L2 chains add unsigned types their blocks carry (OP Stack deposits 0x7e, Arbitrum's
+system and retryable txs 0x64-0x6a, its classic-era wrapper 0x78): their layouts are in
+guard/tx_types_l2.py; the sender is a field (ArbOS for 0x6a), the hash keccak256 of the
+bytes (0x78: its ``hashOverride`` field).
 """
 
 from __future__ import annotations
@@ -31,9 +36,18 @@ from guard import rlp
 from guard.errors import GuardError
 from guard.hashing import keccak256
 from guard.tx_fields import FieldError, check_fields
+from guard.tx_types_l2 import (
+    ARBITRUM_LEGACY,
+    LAYOUTS,
+    layout_problem,
+    legacy_wrapper_problem,
+)
 
 TYPED_FIELD_COUNTS = {1: 11, 2: 12, 3: 14, 4: 13}
 """Number of RLP fields (signature included) of each typed transaction."""
+
+UNSIGNED_TYPES = frozenset([*LAYOUTS, ARBITRUM_LEGACY])
+"""The L2 types guard/tx_types_l2.py lays out (no signature to recover)."""
 
 SECP256K1_N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 """Order of the secp256k1 group; a valid signature has 0 < r, s < n and s <= n / 2."""
@@ -52,9 +66,12 @@ class SignedTx:
     tx_type: int
     """0 for legacy, else the EIP-2718 type byte."""
     sender: str
-    """0x lower-case address recovered from the signature."""
-    nonce: int
-    """The sender's nonce it consumes."""
+    """0x lower-case address recovered from the signature (an unsigned L2 type: the address
+    its ``from`` field states)."""
+    nonce: int | None
+    """The sender's nonce it consumes; None for a type that states none (OP deposits,
+    Arbitrum deposits, contract, retryable and internal txs): such a tx cannot replace or be
+    replaced by another."""
     network_form: bool
     """True when the bytes were a blob tx with its sidecar (the network wrapper)."""
 
@@ -65,7 +82,7 @@ def _fields(raw: bytes) -> tuple[int, list[rlp.Item], bool]:
         raise TransactionError("empty transaction")
     if raw[0] >= 0xC0:
         tx_type, body = 0, raw
-    elif raw[0] in TYPED_FIELD_COUNTS:
+    elif raw[0] in TYPED_FIELD_COUNTS or raw[0] in UNSIGNED_TYPES:
         tx_type, body = raw[0], raw[1:]
     else:
         raise TransactionError(f"unknown transaction type 0x{raw[0]:02x}")
@@ -75,6 +92,20 @@ def _fields(raw: bytes) -> tuple[int, list[rlp.Item], bool]:
         raise TransactionError(f"not valid RLP: {exc}") from exc
     if isinstance(fields, bytes):
         raise TransactionError("payload is a string, not a list")
+    if tx_type in UNSIGNED_TYPES:
+        problem = (
+            legacy_wrapper_problem(fields)
+            if tx_type == ARBITRUM_LEGACY
+            else layout_problem(tx_type, fields)
+        )
+        if problem is not None:
+            raise TransactionError(problem)
+        if tx_type == ARBITRUM_LEGACY:  # the classic tx inside is read as any legacy tx
+            try:
+                check_fields(0, _list(fields[0]))
+            except FieldError as exc:
+                raise TransactionError(f"type 0x78: {exc}") from exc
+        return tx_type, list(fields), False
     network = False
     if tx_type == 3 and fields and not isinstance(fields[0], bytes):
         # EIP-4844 wrapper: [tx, blobs, commitments, proofs]; EIP-7594 (Osaka) wrapper:
@@ -112,12 +143,18 @@ def canonical_bytes(raw: bytes) -> bytes:
 
 def transaction_hash(raw: bytes) -> str:
     """0x hash of a signed transaction in any form (see the module doc)."""
+    if raw[:1] == bytes([ARBITRUM_LEGACY]):
+        override = _fields(raw)[1][1]
+        assert isinstance(override, bytes)  # checked by _fields
+        return "0x" + override.hex()
     return "0x" + keccak256(canonical_bytes(raw)).hex()
 
 
 def decode_signed(raw: bytes) -> SignedTx:
     """Hash, type, sender and nonce of a signed transaction; :class:`TransactionError`."""
     tx_type, fields, network = _fields(raw)
+    if tx_type in UNSIGNED_TYPES:
+        return _decode_unsigned(raw, tx_type, fields)
     v = _uint(fields[-3], "v")
     r = _uint(fields[-2], "r")
     s = _uint(fields[-1], "s")
@@ -146,6 +183,45 @@ def decode_signed(raw: bytes) -> SignedTx:
         nonce=nonce,
         network_form=network,
     )
+
+
+def _decode_unsigned(raw: bytes, tx_type: int, fields: list[rlp.Item]) -> SignedTx:
+    """An L2 type's hash, sender (a field, or ArbOS) and nonce (if it states one)."""
+    if tx_type == ARBITRUM_LEGACY:  # the classic tx inside, signed unless a sender is given
+        inner = rlp.encode(fields[0])
+        legacy = decode_signed(inner) if len(fields) == 4 else None
+        sender = legacy.sender if legacy else "0x" + _bytes(fields[4]).hex()
+        return SignedTx(
+            tx_hash=transaction_hash(raw),
+            tx_type=tx_type,
+            sender=sender,
+            nonce=_uint(_list(fields[0])[0], "nonce"),
+            network_form=False,
+        )
+    layout = LAYOUTS[tx_type]
+    if layout.sender is None:
+        sender = str(layout.fixed_sender)
+    else:
+        sender = "0x" + _bytes(fields[layout.sender]).hex()
+    return SignedTx(
+        tx_hash="0x" + keccak256(raw).hex(),
+        tx_type=tx_type,
+        sender=sender,
+        nonce=None if layout.nonce is None else _uint(fields[layout.nonce], "nonce"),
+        network_form=False,
+    )
+
+
+def _bytes(item: rlp.Item) -> bytes:
+    if not isinstance(item, bytes):
+        raise TransactionError("a field is a list, not bytes")
+    return item
+
+
+def _list(item: rlp.Item) -> list[rlp.Item]:
+    if isinstance(item, bytes):
+        raise TransactionError("a field is bytes, not a list")
+    return list(item)
 
 
 def recover_address(message_hash: bytes, parity: int, r: int, s: int) -> str:

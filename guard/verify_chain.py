@@ -8,6 +8,12 @@ Inclusion: the trie key of the tx is ``rlp(tx_index)``; the receipt proof leads 
 inclusion header's ``receiptsRoot`` to the receipt (``status`` 1 success, 0 reverted; a
 typed receipt is its type byte then the RLP list), the transaction proof from
 ``transactionsRoot`` to the signed tx, whose hash must be the tx the receipt is about.
+
+Receipts and txs come in each chain's forms (chains/receipt_encode.py, guard/tx_types_l2.py):
+an OP Stack deposit receipt (0x7e) since Canyon carries two more fields, ``depositNonce``
+and ``depositReceiptVersion``; an Arbitrum classic-era receipt (0x78) is untyped; every
+other receipt is the four fields. The unsigned L2 txs are proven as any tx: their hash is
+taken from their bytes.
 """
 
 from __future__ import annotations
@@ -19,10 +25,10 @@ from typing import Any
 from guard import rlp
 from guard.errors import ReceiptInvalid
 from guard.fields import array, hex_bytes, integer, keys, obj
-from guard.hashing import keccak256
 from guard.headers import HeaderError, field_bytes, header_hash, header_number
 from guard.mpt import ProofError, verify_proof
-from guard.txs import TransactionError, transaction_hash
+from guard.tx_types_l2 import OP_DEPOSIT
+from guard.txs import TransactionError, canonical_bytes, transaction_hash
 
 
 @dataclass(frozen=True)
@@ -130,20 +136,44 @@ def _nodes(proof: Mapping[str, Any], key: str, label: str) -> list[bytes]:
 
 
 def receipt_status(value: bytes) -> int:
-    """The status of an encoded receipt: ``rlp([status, gas, bloom, logs])``, typed or not."""
-    payload = value[1:] if value[0] < 0x80 else value
+    """The status of an encoded receipt: ``rlp([status, gas, bloom, logs])``, typed or not,
+    or an OP Stack deposit receipt since Canyon, ``0x7e || rlp([status, gas, bloom, logs,
+    depositNonce, depositReceiptVersion])``."""
+    if not value:
+        raise ReceiptInvalid("receipt proof: the receipt is empty")
+    typed = value[0] < 0x80
+    payload = value[1:] if typed else value
     try:
         fields = rlp.decode(payload)
     except rlp.RlpError as exc:
         raise ReceiptInvalid(f"receipt proof: the receipt is not valid RLP: {exc}") from exc
-    if isinstance(fields, bytes) or len(fields) != 4 or not isinstance(fields[0], bytes):
+    if isinstance(fields, bytes) or not isinstance(fields[0] if fields else None, bytes):
         raise ReceiptInvalid("receipt proof: the receipt is not [status, gas, bloom, logs]")
+    deposit = typed and value[0] == OP_DEPOSIT
+    if deposit and len(fields) == 6:
+        _deposit_fields(fields[4], fields[5])
+    elif len(fields) != 4:
+        raise ReceiptInvalid(
+            "receipt proof: the receipt is not [status, gas, bloom, logs]"
+            + (" nor a deposit receipt with its nonce and version" if deposit else "")
+        )
     status = fields[0]
     if status not in (b"", b"\x01"):
         raise ReceiptInvalid(
             "receipt proof: the receipt has a state root, not a status (pre-Byzantium)"
         )
     return 1 if status == b"\x01" else 0
+
+
+def _deposit_fields(nonce: rlp.Item, version: rlp.Item) -> None:
+    """A post-Canyon deposit receipt's nonce and version must be integers (version >= 1)."""
+    for item, name in ((nonce, "depositNonce"), (version, "depositReceiptVersion")):
+        if not isinstance(item, bytes) or item[:1] == b"\x00":
+            raise ReceiptInvalid(f"receipt proof: the deposit receipt's {name} is not an integer")
+    if not version:
+        raise ReceiptInvalid(
+            "receipt proof: the deposit receipt's depositReceiptVersion is 0 (versions start at 1)"
+        )
 
 
 def verify_inclusion(proof: Mapping[str, Any]) -> Inclusion:
@@ -176,7 +206,7 @@ def verify_inclusion(proof: Mapping[str, Any]) -> Inclusion:
         tx_hash = transaction_hash(tx_bytes)
     except TransactionError as exc:
         raise ReceiptInvalid(f"transaction proof: the value is not a transaction: {exc}") from exc
-    network = tx_hash != "0x" + keccak256(tx_bytes).hex()
+    network = canonical_bytes(tx_bytes) != tx_bytes  # a blob tx with its sidecar
     head_number, head_hash, _ = headers[-1]
     return Inclusion(
         block_number=number,

@@ -126,6 +126,10 @@ def _verify_replacement(
         replacing = decode_signed(inclusion.tx_bytes)
     except TransactionError as exc:
         raise ReceiptInvalid(f"transaction proof: cannot recover the sender: {exc}") from exc
+    if replacing.nonce is None:  # an L2 system/deposit tx: it consumes no nonce it states
+        raise ReceiptInvalid(
+            f"transaction proof: a type 0x{replacing.tx_type:02x} tx replaces none"
+        )
     raw = field(failure, "watched_raw_tx", "failure")
     if raw is None:
         return [

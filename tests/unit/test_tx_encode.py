@@ -140,7 +140,8 @@ def test_a_changed_authorization_is_refused() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"type": "0x7e"}, "type 0x7e is not one this version encodes"),
+        ({"type": "0x7d"}, "type 0x7d is not one this version encodes"),
+        ({"type": "0x7e"}, "no 'sourceHash'"),  # an OP deposit's fields, not a 1559 tx's
         ({"gas": None}, "no 'gas'"),
         ({"maxFeePerGas": "12"}, "maxFeePerGas is not a 0x quantity"),
         ({"to": "0xzz"}, "to is not 0x hex"),
