@@ -80,6 +80,19 @@ FINALIZED_CLAIM = (
 )
 """The plain statement a receipt with basis ``finalized`` carries."""
 
+SAFE_CLAIM = (
+    "safe_number is the claim of the observing node(s) (their `safe` block tag), "
+    "not proven by this receipt; the headers prove only the depth they cover"
+)
+"""The plain statement a receipt with basis ``safe`` carries."""
+
+CLAIM_OF_BASIS = {
+    "finalized": FINALIZED_CLAIM,
+    "depth_and_finalized": FINALIZED_CLAIM,
+    "safe": SAFE_CLAIM,
+}
+"""The statement each tag-based basis carries (``depth`` carries none: the headers prove it)."""
+
 
 def body_of(receipt: Mapping[str, Any]) -> dict[str, Any]:
     """The signed part of a receipt: everything but the trailer."""
@@ -187,24 +200,32 @@ class FinalityBasis:
     """Why the evidence counts as final."""
 
     basis: str
-    """``depth`` (the headers show depth >= N) or ``finalized`` (the node's tag covered it)."""
+    """One of :data:`guard.finality_rule.BASES`: ``depth`` (the headers show depth >= N),
+    ``finalized`` or ``safe`` (the node's tag covered it), ``depth_and_finalized`` (both)."""
     required_confirmations: int
     """N."""
     finalized_number: int | None
-    """The node's ``finalized`` height (basis ``finalized``), else None."""
+    """The node's ``finalized`` height (bases ``finalized``, ``depth_and_finalized``)."""
     observed_by: Sequence[str]
     """The RPC endpoints (credentials removed) that observed it."""
+    safe_number: int | None = None
+    """The node's ``safe`` height (basis ``safe``), else None."""
 
     def as_json(self, confirmations: int) -> dict[str, Any]:
-        """The ``finality`` object of a body; ``confirmations`` is the headers' depth."""
-        return {
+        """The ``finality`` object of a body; ``confirmations`` is the headers' depth (or,
+        in an attestation, the depth the signer saw). ``safe_number`` appears only with
+        basis ``safe``, so receipts of the other bases keep their exact form."""
+        out: dict[str, Any] = {
             "basis": self.basis,
             "required_confirmations": self.required_confirmations,
             "confirmations": confirmations,
             "finalized_number": self.finalized_number,
-            "claim": FINALIZED_CLAIM if self.basis == "finalized" else None,
+            "claim": CLAIM_OF_BASIS.get(self.basis),
             "observed_by": list(self.observed_by),
         }
+        if self.basis == "safe":
+            out["safe_number"] = self.safe_number
+        return out
 
 
 def _decided(decision: Mapping[str, Any], dependent_state_digest: str | None) -> dict[str, Any]:
@@ -338,7 +359,7 @@ class BindingTerms:
     required_confirmations: int
     """N."""
     finality_mode: str
-    """``depth``, ``finalized`` or ``depth_or_finalized``."""
+    """One of :data:`guard.finality_rule.FINALITY_MODES`."""
     timeout_ms: int
     """The settlement's timeout."""
     initiated_at: int

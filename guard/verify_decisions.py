@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from guard import receipts as fmt
+from guard.attestation import FORM, attestation_claim, attested_inclusion
 from guard.errors import ReceiptInvalid
 from guard.fields import (
     child,
@@ -28,6 +29,7 @@ from guard.fields import (
     strings,
     text,
 )
+from guard.finality_rule import BASES, TAG_OF_BASIS
 from guard.txs import SignedTx, TransactionError, decode_signed
 from guard.verify_chain import ChainFacts, Inclusion, verify_inclusion
 from guard.verify_offchain import verify_offchain
@@ -59,9 +61,16 @@ def verify_decision(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, lis
     if kind == fmt.TIMEOUT:
         return verify_timeout(body, state)
     extra = ("failure",) if kind == fmt.FAILURE else ()
+    attested = "attestation_only" in body
+    if attested:  # a chain whose headers do not re-hash (guard.attestation)
+        extra = (*extra, "attestation_only", "attestation")
     keys(body, (*COMMON, *DECIDED, "finality", "proof", *extra), "")
-    inclusion = verify_inclusion(child(body, "proof", ""))
     claims: list[str] = []
+    if attested:
+        inclusion, why = attested_inclusion(body)
+        claims.append(attestation_claim(why))
+    else:
+        inclusion = verify_inclusion(child(body, "proof", ""))
     if kind == fmt.FINALITY:
         reason = None
         _expect_tx(inclusion, text(body, "tx_hash", ""), "the watched tx")
@@ -85,7 +94,7 @@ def verify_decision(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, lis
     _cross_check(evidence, inclusion, reason or basis)
     status = "success" if inclusion.status else "reverted"
     what = f"replaced by {inclusion.tx_hash}, " if reason == "replaced" else ""
-    summary = (
+    summary = ("ATTESTATION ONLY, no header chain checked: " if attested else "") + (
         f"{what}block {inclusion.block_number} ({inclusion.block_hash}), tx {inclusion.tx_index}, "
         f"{status}, depth {inclusion.depth} (head {inclusion.head_number}), basis {basis}"
     )
@@ -122,6 +131,8 @@ def _verify_replacement(
     _expect_tx(inclusion, replaced_by, "the replacing tx")
     if replaced_by == watched:
         raise ReceiptInvalid("failure.replaced_by: is the watched tx itself")
+    if inclusion.form == FORM:
+        return [f"{replaced_by} replaced the watched tx {watched}: the signer's claim"]
     try:
         replacing = decode_signed(inclusion.tx_bytes)
     except TransactionError as exc:
@@ -151,6 +162,8 @@ def _verify_replacement(
 
 
 def _verify_basis(finality: Mapping[str, Any], inclusion: Inclusion, claims: list[str]) -> str:
+    basis = text(finality, "basis", "finality")
+    tagged = ("safe_number",) if basis == "safe" else ()
     keys(
         finality,
         (
@@ -160,15 +173,17 @@ def _verify_basis(finality: Mapping[str, Any], inclusion: Inclusion, claims: lis
             "finalized_number",
             "claim",
             "observed_by",
+            *tagged,
         ),
         "finality",
     )
-    basis = text(finality, "basis", "finality")
     required = integer(finality, "required_confirmations", "finality", minimum=1)
     confirmations = integer(finality, "confirmations", "finality", minimum=1)
     finalized = optional_integer(finality, "finalized_number", "finality")
     strings(finality, "observed_by", "finality", min_length=1)
-    if basis == "depth" and inclusion.depth < required:
+    if basis not in BASES:
+        raise ReceiptInvalid(f"finality.basis: {basis!r} is not one of {', '.join(BASES)}")
+    if basis in ("depth", "depth_and_finalized") and inclusion.depth < required:
         raise ReceiptInvalid(
             f"finality: the headers show depth {inclusion.depth}, below the required {required}"
         )
@@ -177,20 +192,22 @@ def _verify_basis(finality: Mapping[str, Any], inclusion: Inclusion, claims: lis
             f"finality.confirmations: {confirmations} is not the depth the headers show "
             f"({inclusion.depth})"
         )
-    if basis == "finalized":
-        if finalized is None or finalized < inclusion.block_number:
-            raise ReceiptInvalid(
-                f"finality.finalized_number: {finalized} does not cover block "
-                f"{inclusion.block_number}"
-            )
-        if field(finality, "claim", "finality") != fmt.FINALIZED_CLAIM:
-            raise ReceiptInvalid("finality.claim: must state that finalized is the node's claim")
-        claims.append(
-            f"block {inclusion.block_number} is at or below the node's finalized block "
-            f"{finalized}: the observing node's claim"
+    tag = TAG_OF_BASIS.get(basis)
+    if tag is None:
+        return basis
+    height = (
+        finalized if tag == "finalized" else optional_integer(finality, "safe_number", "finality")
+    )
+    if height is None or height < inclusion.block_number:
+        raise ReceiptInvalid(
+            f"finality.{tag}_number: {height} does not cover block {inclusion.block_number}"
         )
-    elif basis != "depth":
-        raise ReceiptInvalid(f"finality.basis: {basis!r} is not 'depth' or 'finalized'")
+    if field(finality, "claim", "finality") != fmt.CLAIM_OF_BASIS[basis]:
+        raise ReceiptInvalid(f"finality.claim: must state that {tag} is the node's claim")
+    claims.append(
+        f"block {inclusion.block_number} is at or below the node's {tag} block "
+        f"{height}: the observing node's claim"
+    )
     return basis
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from guard import receipts as fmt
 from guard.errors import ReceiptInvalid
 from guard.fields import address, child, digest_text, field, integer, keys, obj, strings, text
+from guard.finality_rule import FINALITY_MODES
 from guard.headers import field_bytes
 from guard.verify_chain import ChainFacts, verify_headers
 
@@ -29,7 +30,6 @@ COMMON = (
 """Fields of every body."""
 DECIDED = ("verdict", "decision_digest", "evidence", "dependent_state_digest")
 """Fields of every decision body."""
-FINALITY_MODES = ("depth", "finalized", "depth_or_finalized")
 
 
 def verify_timeout(body: Mapping[str, Any], state: str | None) -> tuple[ChainFacts, list[str]]:

@@ -59,12 +59,16 @@ from pydantic import (
     model_validator,
 )
 
+from chains.finality_modes import FINALITY_MODES, L2_RISK, NEEDS_FINALIZED, NEEDS_SAFE
 from chains.registry import known_chain
 
-FinalityMode = Literal["depth", "finalized", "depth_or_finalized"]
-"""How a chain's blocks become final: depth >= N, the node's ``finalized`` tag, or either."""
+FinalityMode = Literal["depth", "finalized", "depth_or_finalized", "safe", "depth_and_finalized"]
+"""How a chain's blocks become final: depth >= N, the node's ``finalized`` tag, either of
+the two, the node's ``safe`` tag, or both depth and ``finalized`` (chains.finality_modes)."""
 
 _FINALITY_MODES: tuple[FinalityMode, ...] = get_args(FinalityMode)
+if _FINALITY_MODES != FINALITY_MODES:  # one list of names: chains.finality_modes
+    raise RuntimeError(f"FinalityMode {_FINALITY_MODES} != chains.finality_modes {FINALITY_MODES}")
 _STORE_SCHEMES = ("sqlite://", "postgresql://", "postgresql+psycopg://")
 _RPC_SCHEMES = ("http", "https", "ws", "wss")
 _CHAIN_NAME = re.compile(r"[a-z0-9_-]+")
@@ -247,12 +251,20 @@ class ChainConfig(_Strict):
         finality = self.finality
         if finality is None:
             finality = "depth" if known is None else _as_finality(known.default_finality)
-        elif finality != "depth" and known is not None and not known.supports_finalized:
+        elif finality in NEEDS_FINALIZED and known is not None and not known.supports_finalized:
             problems.append(
                 (
                     ("finality",),
                     f"{finality!r} needs the 'finalized' tag, which "
                     f'{known.name} does not support; use "depth"',
+                )
+            )
+        elif finality in NEEDS_SAFE and known is not None and not known.supports_safe:
+            problems.append(
+                (
+                    ("finality",),
+                    f"{finality!r} needs the 'safe' tag, which {known.name} does not support; "
+                    f'use "{known.default_finality}"',
                 )
             )
         poll = self.poll_interval_s
@@ -293,6 +305,25 @@ class ChainConfig(_Strict):
     def resolved_finality(self) -> FinalityMode:
         """``finality`` after defaults."""
         return _resolved(self.finality, "finality")
+
+    @property
+    def finality_risk(self) -> str | None:
+        """Why the finality rule may confirm too early, when the config wrote one that does
+        not wait for L1 finality on an L2 chain (logged as a WARNING at start), else None.
+
+        Only an explicit ``finality`` key can do that: the registry never defaults an L2 to
+        such a rule, and a chain the registry does not know is not assumed to be an L2."""
+        if "finality" not in self.model_fields_set:
+            return None
+        known = known_chain(self.chain_id)
+        risk = L2_RISK.get(self.resolved_finality)
+        if known is None or not known.is_l2 or risk is None:
+            return None
+        return (
+            f"chain {self.name}: finality = {self.resolved_finality!r} on {known.name} "
+            f"(chain id {self.chain_id}, an L2 of the {known.family} family): {risk}; "
+            f'"{known.default_finality}" waits for L1 finality'
+        )
 
     @property
     def resolved_poll_interval_s(self) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from chains.finality_modes import NEEDS_SAFE
 from chains.rpc import RpcClient
 from guard.settlement import (
     Observation,
@@ -56,15 +57,17 @@ def live_view(
         ("eth_getTransactionReceipt", [tx_hash]),
         ("eth_getBlockByNumber", ["latest", False]),
     ]
+    tag = "safe" if chain.resolved_finality in NEEDS_SAFE else "finalized"
     if chain.resolved_finality != "depth":
-        calls.append(("eth_getBlockByNumber", ["finalized", False]))
+        calls.append(("eth_getBlockByNumber", [tag, False]))
     raw = client.batch(calls)
     tx = None if raw[0] is None else client.parse_tx_info(raw[0])
     receipt = None if raw[1] is None else client.parse_receipt(raw[1], "eth_getTransactionReceipt")
     head = client.parse_block(raw[2], "eth_getBlockByNumber").header
-    finalized = None
+    tagged = None
     if len(raw) > 3 and raw[3] is not None:
-        finalized = client.parse_block(raw[3], "eth_getBlockByNumber").header.number
+        tagged = client.parse_block(raw[3], "eth_getBlockByNumber").header.number
+    finalized, safe = (None, tagged) if tag == "safe" else (tagged, None)
     sid = settlement_id_for(chain.name, tx_hash)
     looked_up = LiveTx(
         chain=chain.name,
@@ -81,7 +84,7 @@ def live_view(
     timeout_ms = int(chain.max_wait_s * 1000)
     known = tx is not None or receipt is not None
     settlement = Settlement(SettlementId(sid), known, UnixMillis(now), timeout_ms)
-    position = ChainPosition(head.number, head.hash, finalized)
+    position = ChainPosition(head.number, head.hash, finalized, safe_number=safe)
     observation = observe(looked_up, position, now) if known else Observation()
     policy = SettlementPolicy(max_wait_ms=timeout_ms)
     decision = evaluate_settlement(settlement, observation, policy, UnixMillis(now))

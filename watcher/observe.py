@@ -1,7 +1,8 @@
 """From a stored settlement and the chain's position to the guard's inputs.
 
 This is where chain facts become evidence: depth = head - inclusion block + 1; finality by
-the chain's policy (``depth`` >= N, the ``finalized`` tag covering the block, or either);
+the chain's rule (:mod:`guard.finality_rule`: depth >= N, the ``finalized`` or ``safe`` tag
+covering the block, either or both of depth and ``finalized``);
 a status-0 receipt or a same-nonce replacement at finality becomes failure evidence.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from guard.finality_rule import finality_basis
 from guard.settlement import (
     Decision,
     Evidence,
@@ -68,6 +70,8 @@ class ChainPosition:
     untrusted_finalized: int | None = None
     """Our node's own ``finalized`` height when the quorum gate did not trust it that far
     (a tag running ahead of the other endpoints'); shown as the reason to wait."""
+    safe_number: int | None = None
+    """The ``safe`` tag's height, when fetched (the ``safe`` rule)."""
 
 
 def depth_of(block_number: int | None, head_number: int | None) -> int:
@@ -78,19 +82,11 @@ def depth_of(block_number: int | None, head_number: int | None) -> int:
 
 
 def _is_final(mode: str, block_number: int, required: int, pos: ChainPosition) -> str | None:
-    """The finality basis that holds for a block, or None."""
-    if (
-        mode in ("depth", "depth_or_finalized")
-        and depth_of(block_number, pos.head_number) >= required
-    ):
-        return "depth"
-    if (
-        mode in ("finalized", "depth_or_finalized")
-        and pos.finalized_number is not None
-        and block_number <= pos.finalized_number
-    ):
-        return "finalized"
-    return None
+    """The finality basis that holds for a block, or None (guard.finality_rule)."""
+    depth = depth_of(block_number, pos.head_number)
+    return finality_basis(
+        mode, block_number, depth, required, pos.finalized_number, pos.safe_number
+    )
 
 
 def observe(
@@ -136,6 +132,8 @@ def _observe(rec: TrackedTx, pos: ChainPosition, now: int) -> Observation:
         "head_hash": pos.head_hash,
         "finalized_number": pos.finalized_number,
     }
+    if pos.safe_number is not None:
+        base["safe_number"] = pos.safe_number
     if rec.replaced_by is not None and rec.replaced_block_number is not None:
         basis = _is_final(
             rec.finality_mode, rec.replaced_block_number, rec.required_confirmations, pos

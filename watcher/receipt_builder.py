@@ -35,6 +35,7 @@ from chains.proofs import (
 )
 from chains.rpc import RpcClient
 from guard.canonical import digest
+from guard.finality_rule import BASES, TAG_OF_BASIS
 from guard.receipts import (
     BindingTerms,
     FinalityBasis,
@@ -48,6 +49,7 @@ from guard.receipts import (
     timeout_body,
 )
 from watcher.config import ChainConfig
+from watcher.receipt_attestation import attestation_receipt, attests_only
 from watcher.receipt_headers import HeaderRows, stored_chain
 from watcher.store import SettlementRecord
 
@@ -108,16 +110,21 @@ class ReceiptBuilder:
             return self._timeout(rec, subject, now, state)
         kind = str(evidence.get("kind"))
         basis_name = str(facts.get("basis", kind))
-        if basis_name not in ("depth", "finalized"):
+        if basis_name not in BASES:
             raise ValueError(f"{rec.settlement_id}: evidence {kind!r} is not chain evidence")
-        tx_hash = str(facts["replaced_by"]) if kind == "replaced" else rec.tx_hash
-        proof = self._inclusion(facts, tx_hash, rec.required_confirmations)
+        tag = TAG_OF_BASIS.get(basis_name)
         basis = FinalityBasis(
             basis=basis_name,
             required_confirmations=rec.required_confirmations,
-            finalized_number=facts.get("finalized_number") if basis_name == "finalized" else None,
+            finalized_number=facts.get("finalized_number") if tag == "finalized" else None,
             observed_by=self.observed_by,
+            safe_number=facts.get("safe_number") if tag == "safe" else None,
         )
+        attest_why = attests_only(self.chain.chain_id)
+        if attest_why is not None:  # headers that do not re-hash: a signed attestation
+            return attestation_receipt(attest_why, subject, now, decision, basis, state)
+        tx_hash = str(facts["replaced_by"]) if kind == "replaced" else rec.tx_hash
+        proof = self._inclusion(facts, tx_hash, rec.required_confirmations)
         if rec.verdict == "FINALITY_CONFIRMED":
             return finality_body(subject, now, decision, proof, basis, state)
         if kind == "reverted":
@@ -189,7 +196,8 @@ class ReceiptBuilder:
             deadline=rec.deadline,
             decided_at=rec.initiated_at + int(decision.get("elapsed_ms", 0)),
         )
-        head, child = head_at(self.client, rec.deadline)
+        no_headers = attests_only(self.chain.chain_id) is not None
+        head, child = (None, None) if no_headers else head_at(self.client, rec.deadline)
         return timeout_body(
             subject, max(now, rec.deadline), decision, terms, head, child, self.observed_by, state
         )

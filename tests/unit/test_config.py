@@ -115,7 +115,7 @@ def test_defaults_are_filled_from_the_registry() -> None:
     )
     eth, arb = config.chains
     assert eth.confirmations == eth.resolved_confirmations == 64
-    assert eth.finality == eth.resolved_finality == "depth_or_finalized"
+    assert eth.finality == eth.resolved_finality == "finalized"
     assert eth.poll_interval_s == eth.resolved_poll_interval_s == 12.0
     assert eth.header_window == eth.resolved_header_window == 128  # max(2 * 64, 64 + 64)
     assert arb.resolved_poll_interval_s == 0.25
@@ -288,8 +288,8 @@ def test_not_utf8(tmp_path: Path) -> None:
         ),
         pytest.param(
             CHAIN + 'finality = "final"\n',
-            "chains[0].finality: must be one of 'depth', 'finalized' or 'depth_or_finalized'"
-            " (got 'final')",
+            "chains[0].finality: must be one of 'depth', 'finalized', 'depth_or_finalized',"
+            " 'safe' or 'depth_and_finalized' (got 'final')",
             id="finality",
         ),
         pytest.param(

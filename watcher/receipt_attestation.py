@@ -1,0 +1,52 @@
+"""Attestation receipts (guard.attestation) for chains whose headers do not re-hash.
+
+The receipt builder asks :func:`attests_only` per chain; for such a chain it signs what the
+decision's evidence says (block, tx position and status, head) instead of fetching a
+header chain and trie proofs that the offline verifier could not check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from chains.registry import known_chain
+from guard.attestation import Attested, attestation_body
+from guard.receipts import FinalityBasis, Subject
+
+
+def attests_only(chain_id: int) -> str | None:
+    """Why receipts of ``chain_id`` carry no header chain, or None when they can."""
+    known = known_chain(chain_id)
+    if known is None or known.headers_rehash:
+        return None
+    return known.headers_note
+
+
+def attestation_receipt(
+    reason: str,
+    subject: Subject,
+    now: int,
+    decision: Mapping[str, Any],
+    basis: FinalityBasis,
+    state: str | None,
+) -> dict[str, Any]:
+    """The attestation body for a terminal chain decision (finality or reverted; a
+    replacement gets none: ValueError, as for any decision the builder cannot attest)."""
+    evidence = decision.get("evidence") or {}
+    kind = str(evidence.get("kind"))
+    facts: Mapping[str, Any] = evidence.get("facts") or {}
+    if kind == "replaced":  # the replacing tx's position is not recorded: nothing to attest
+        raise ValueError(f"{subject.settlement_id}: no attestation for a replacement")
+    attested = Attested(
+        reason=reason,
+        block_number=int(facts["block_number"]),
+        block_hash=str(facts["block_hash"]),
+        tx_hash=subject.tx_hash,
+        tx_index=int(facts["tx_index"]),
+        status=int(facts["status"]),
+        head_number=int(facts["head_number"]),
+        head_hash=str(facts["head_hash"]),
+    )
+    failure = {"reason": "reverted"} if kind == "reverted" else None
+    return attestation_body(subject, now, decision, attested, basis, state, failure)
