@@ -25,6 +25,7 @@ from watcher.config import UnknownChainName
 from watcher.heads import heads_report
 from watcher.metrics import ServiceCollector
 from watcher.recorded_heads import recorded_head, recorded_heads
+from watcher.sender_facts import FieldProblem, sender_facts
 from watcher.service import Service
 from watcher.settlements import Registration, register, settlement_view
 from watcher.store import SettlementNotFound
@@ -70,6 +71,13 @@ class SettlementRequest(BaseModel):
         default=False,
         description="Also POST inclusion and depth updates before finality, each marked "
         "provisional (for state that can be reversed).",
+    )
+    sender: str | None = Field(
+        default=None, description="The tx's sender (with nonce): no lookup by hash."
+    )
+    nonce: int | None = Field(default=None, description="The tx's nonce (with sender).")
+    raw_tx: str | None = Field(
+        default=None, description="The signed tx (0x hex), checked against tx_hash."
     )
 
     @field_validator("tx_hash")
@@ -192,6 +200,10 @@ def create_app(service: Service) -> FastAPI:
                     limit=limit,
                 )
             canonical_or_error(body.dependent_state)
+        try:
+            known = sender_facts(body.tx_hash, body.sender, body.nonce, body.raw_tx)
+        except FieldProblem as exc:
+            raise ApiError(422, str(exc), fields=[exc.field]) from None
         registration = Registration(
             chain=chain,
             tx_hash=body.tx_hash,
@@ -199,6 +211,9 @@ def create_app(service: Service) -> FastAPI:
             timeout_s=timeout_s,
             dependent_state=body.dependent_state,
             commit_url=body.commit_url,
+            sender=known.sender,
+            nonce=known.nonce,
+            raw_tx=known.raw_tx,
         )
         if body.provisional:
             from dataclasses import replace

@@ -56,6 +56,7 @@ from watcher.decisions import record_event, store_decision
 from watcher.delivery_plan import OutboxPlan
 from watcher.metrics import Buckets
 from watcher.observe import ChainPosition, decide
+from watcher.probes import located_info, lookup, receipts_by_block
 from watcher.store import BlockTxn, SettlementRecord, Store, StoreError, WatchEntry
 
 log = logging.getLogger("finality.engine")
@@ -762,7 +763,9 @@ class ChainWatcher:
         if not todo:
             return 0
         hashes = [r.tx_hash for r in todo]
-        infos = self.client.transactions(hashes)
+        rebuilt: dict[str, str | None] = {}
+        # One call per tx at most, one per block for receipts (watcher/probes.py).
+        infos = self.client.transactions(hashes) if by_receipt else self._infos(todo, rebuilt)
         every = self.client.receipts(hashes) if by_receipt else [None] * len(todo)
         hits = [
             (r, i, receipt)
@@ -773,7 +776,12 @@ class ChainWatcher:
         if by_receipt:
             receipts = [receipt for _, _, receipt in hits]
         else:
-            receipts = self.client.receipts([r.tx_hash for r, _ in included]) if included else []
+            by_hash = receipts_by_block(
+                self.client,
+                self.facts,
+                [(r.tx_hash, i.block_hash) for r, i in included if i.block_hash is not None],
+            )
+            receipts = [by_hash.get(r.tx_hash) for r, _ in included]
         included_ids = {r.settlement_id for r, _ in included}
         # The signed bytes of a pending tx prove its sender and nonce later, after a
         # replacement has made it vanish from every node.
@@ -782,13 +790,16 @@ class ChainWatcher:
             for r, i in zip(todo, infos, strict=True)
             if i and i.block_number is None and r.settlement_id not in included_ids
         ]
-        raws = dict(
-            zip(
-                (r.settlement_id for r in pending),
-                self.client.raw_transactions([r.tx_hash for r in pending]) if pending else [],
-                strict=True,
+        if by_receipt:
+            raws = dict(
+                zip(
+                    (r.settlement_id for r in pending),
+                    self.client.raw_transactions([r.tx_hash for r in pending]) if pending else [],
+                    strict=True,
+                )
             )
-        )
+        else:
+            raws = {r.settlement_id: rebuilt.get(r.settlement_id) for r in pending}
         head = self.window.head
         # Included where we cannot judge it yet (no head before the first block is stored, or
         # no receipt yet at a height already processed): leave it untouched so the next poll
@@ -842,6 +853,24 @@ class ChainWatcher:
             self.index.update(rec)
         self._observe_confirmed(now)
         return len(todo)
+
+    def _infos(self, todo: list[SettlementRecord], rebuilt: dict[str, str | None]) -> list[Any]:
+        """What the node says of each of ``todo`` (TxInfo or None), filling ``rebuilt`` with
+        the signed bytes of pending ones. A registration that gave sender and nonce is not
+        asked: it is found in the blocks the tracker holds, or left to block scanning."""
+        asked = [r for r in todo if r.sender is None or r.nonce is None]
+        looked = lookup(self.client, [r.tx_hash for r in asked])
+        answers = dict(zip((r.settlement_id for r in asked), looked, strict=True))
+        infos: list[Any] = []
+        for r in todo:
+            if r.settlement_id in answers:
+                info, signed = answers[r.settlement_id]
+                rebuilt[r.settlement_id] = signed
+            else:
+                assert r.sender is not None and r.nonce is not None
+                info = located_info(self.facts, r.tx_hash, r.sender, r.nonce)
+            infos.append(info)
+        return infos
 
     # -- node health ---------------------------------------------------------------------
 

@@ -42,6 +42,13 @@ class Registration:
     """State to commit on finality."""
     commit_url: str | None = None
     """Where commits go."""
+    sender: str | None = None
+    """The sender (lower-case 0x), when the caller knows it: given with ``nonce`` (or
+    recovered from ``raw_tx``), the tx is not looked up by hash (watcher/probes.py)."""
+    nonce: int | None = None
+    """Its nonce."""
+    raw_tx: str | None = None
+    """The signed bytes (0x hex), checked against ``tx_hash``: a replacement is provable."""
 
 
 def register(store: Store, reg: Registration, now: int) -> tuple[SettlementRecord, bool]:
@@ -70,6 +77,9 @@ def new_settlement(reg: Registration, now: int) -> NewSettlement:
         decision=decision_as_json(decision),
         dependent_state=reg.dependent_state,
         commit_url=reg.commit_url,
+        sender=reg.sender,
+        nonce=reg.nonce,
+        raw_tx=reg.raw_tx,
     )
 
 

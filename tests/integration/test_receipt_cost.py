@@ -17,10 +17,13 @@ import pytest
 
 from bench.proxy import CountingProxy
 from chains.rpc import RpcClient, Web3Transport
+from guard.hashing import keccak256
 from guard.verify import verify_receipt
 from tests.integration.helpers import Rig, make_watcher
-from tests.integration.receipts_helpers import TxFactory, receipts_for
+from tests.integration.receipts_helpers import GWEI, TxFactory, receipts_for
 from tests.support.anvil import Anvil
+from watcher.sender_facts import sender_facts
+from watcher.settlements import Registration, register
 
 pytestmark = pytest.mark.anvil
 
@@ -126,3 +129,75 @@ def test_after_a_restart_receipts_read_headers_from_the_store(
     assert all(_block_key(m, p) in tracked for m, p in during)
     for sid in ids:
         verify_receipt(receipts.latest(sid), trusted_signers=[receipts.signer.address])
+
+
+def _register_known(rig: Rig, raw: bytes) -> str:
+    """Register the tx of ``raw`` with its signed bytes (sender and nonce checked from them)."""
+    known = sender_facts("0x" + keccak256(raw).hex(), raw_tx="0x" + raw.hex())
+    rec, _ = register(
+        rig.store,
+        Registration(
+            rig.config,
+            "0x" + keccak256(raw).hex(),
+            sender=known.sender,
+            nonce=known.nonce,
+            raw_tx=known.raw_tx,
+        ),
+        rig.clock(),
+    )
+    return rec.settlement_id
+
+
+def test_a_registration_with_its_signed_tx_is_never_looked_up(
+    proxied: tuple[Rig, CountingProxy],
+) -> None:
+    """Registered before it is sent and after it is mined, with raw_tx: no lookup by hash,
+    and the replacement of a third stays provable from the registered bytes."""
+    rig, proxy = proxied
+    rig.watcher.poll()
+    factory = TxFactory(rig.anvil)
+    before = factory.dynamic()
+    early = _register_known(rig, before)  # not sent yet
+    rig.watcher.poll()
+    factory.send(before)
+    mined_first = factory.dynamic()
+    factory.send(mined_first)
+    rig.watcher.poll()
+    rig.mine_and_poll(1)
+    late = _register_known(rig, mined_first)  # registered after it was mined
+    victim = factory.dynamic(max_fee=10 * GWEI)
+    _register_known(rig, victim)
+    rig.watcher.poll()
+    factory.send(victim)
+    factory.nonce -= 1  # the same nonce, a higher fee: the node drops the victim
+    factory.send(factory.dynamic(max_fee=20 * GWEI))
+    rig.mine_and_poll(12)
+
+    assert proxy.calls["eth_getTransactionByHash"] == 0
+    assert proxy.calls["eth_getRawTransactionByHash"] == 0
+    assert proxy.calls["eth_getTransactionReceipt"] == 0
+    assert rig.settlement(early).verdict == "FINALITY_CONFIRMED"
+    assert rig.settlement(late).verdict == "FINALITY_CONFIRMED"
+    failed = rig.store.settlement_by_tx(rig.config.name, "0x" + keccak256(victim).hex())
+    assert failed.verdict == "SETTLEMENT_FAILED"
+    receipts = receipts_for(rig)
+    receipts.run(rig)
+    verified = verify_receipt(receipts.latest(failed.settlement_id))
+    assert verified.claims == ()  # sender and nonce proven from both signatures
+
+
+def test_a_probe_costs_one_call_per_tx(proxied: tuple[Rig, CountingProxy]) -> None:
+    """Pending txs registered without their facts: one eth_getTransactionByHash each, their
+    signed bytes rebuilt from the answer (no eth_getRawTransactionByHash)."""
+    rig, proxy = proxied
+    rig.watcher.poll()
+    factories = [TxFactory(rig.anvil, account) for account in range(3)]
+    sent = [factories[i % 3].dynamic() for i in range(9)]
+    ids = [rig.register(factories[0].send(raw)).settlement_id for raw in sent]
+    start = len(proxy.log)
+    rig.watcher.poll()
+    methods = [m for m, _ in proxy.log[start:]]
+    assert methods.count("eth_getTransactionByHash") == 9
+    assert "eth_getRawTransactionByHash" not in methods
+    for sid, raw in zip(ids, sent, strict=True):
+        assert rig.settlement(sid).raw_tx == "0x" + raw.hex()

@@ -65,6 +65,12 @@ class NewSettlement:
     """Where to deliver the commit or discard."""
     provisional: bool = False
     """Also deliver inclusion and depth updates before finality, marked provisional."""
+    sender: str | None = None
+    """The sender, when the caller gave it (with ``nonce``): no probe asks the node."""
+    nonce: int | None = None
+    """Its nonce, given with ``sender``."""
+    raw_tx: str | None = None
+    """The signed bytes, when the caller gave them (checked against the hash)."""
 
 
 @dataclass(frozen=True)

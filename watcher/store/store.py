@@ -302,7 +302,9 @@ class Store:
         return [from_row(WatchEntry, r) for r in rows]
 
     def due_probes(self, chain: str, now: int, limit: int) -> list[SettlementRecord]:
-        """Watched, not included, sender unknown, probe time reached: oldest first."""
+        """Watched, not included, sender unknown (or given at registration and never
+        probed: found in the tracker's blocks without a call), probe time reached: oldest
+        first."""
         t = s.settlements
         with self._reader.connect() as conn:
             rows = (
@@ -312,7 +314,7 @@ class Store:
                         t.c.chain == chain,
                         t.c.watching.is_(True),
                         t.c.block_number.is_(None),
-                        t.c.sender.is_(None),
+                        or_(t.c.sender.is_(None), t.c.probe_count == 0),
                         t.c.next_probe_at <= now,
                     )
                     .order_by(t.c.next_probe_at)
@@ -517,6 +519,9 @@ def _settlement_values(new: NewSettlement) -> dict[str, Any]:
         "created_at": new.initiated_at,
         "updated_at": new.initiated_at,
         "provisional": new.provisional,
+        "sender": new.sender,
+        "nonce": new.nonce,
+        "raw_tx": new.raw_tx,
     }
 
 

@@ -1,0 +1,103 @@
+"""Looking watched txs up by hash at the fewest calls: what the engine's probe asks the node.
+
+A probe learns a new settlement's sender and nonce (replacement is provable only while the
+tx is pending) and finds a tx already included before it was registered. Done naively that
+is three calls per tx: ``eth_getTransactionByHash``, then ``eth_getRawTransactionByHash``
+(pending) or ``eth_getTransactionReceipt`` (included). Here it is one per tx plus one per
+block:
+
+* the signed bytes of a pending tx are rebuilt from the tx object the lookup returned
+  (guard/tx_encode.py, checked against its hash); only a tx that cannot be rebuilt is
+  fetched raw;
+* the receipts of included txs come per block, from the engine's held
+  ``eth_getBlockReceipts`` answer or one such call per block (which the receipt builder then
+  proves from);
+* a registration that gave ``sender`` and ``nonce`` (or ``raw_tx``) is not looked up at
+  all: its tx is found by hash in the blocks the tracker holds, else block scanning finds
+  it when it is mined.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from chains.block_facts import BlockFacts
+from chains.models import TxInfo, TxReceipt
+from chains.rpc import RpcClient
+from guard import rlp
+from guard.tx_encode import encode_checked
+from guard.txs import TransactionError
+from guard.types import Address, BlockHash, BlockNumber, TxHash
+
+
+def lookup(client: RpcClient, tx_hashes: Sequence[str]) -> list[tuple[TxInfo | None, str | None]]:
+    """(``eth_getTransactionByHash`` parsed, signed bytes of a pending tx) per hash, in one
+    batch; the bytes are rebuilt locally, fetched raw only where that fails."""
+    if not tx_hashes:
+        return []
+    raws = client.batch([("eth_getTransactionByHash", [h]) for h in tx_hashes])
+    out: list[tuple[TxInfo | None, str | None]] = []
+    unbuilt: list[int] = []
+    for i, raw in enumerate(raws):
+        if raw is None:
+            out.append((None, None))
+            continue
+        info = client.parse_tx_info(raw)
+        signed = None
+        if info.block_number is None:
+            signed = _rebuilt(raw)
+            if signed is None:
+                unbuilt.append(i)
+        out.append((info, signed))
+    if unbuilt:
+        fetched = client.raw_transactions([tx_hashes[i] for i in unbuilt])
+        for i, signed in zip(unbuilt, fetched, strict=True):
+            out[i] = (out[i][0], signed)
+    return out
+
+
+def _rebuilt(tx: Mapping[str, Any]) -> str | None:
+    """The signed bytes (canonical form) of a tx object, if they rebuild its hash."""
+    try:
+        return "0x" + encode_checked(tx).canonical.hex()
+    except (TransactionError, rlp.RlpError, KeyError, TypeError, ValueError):
+        return None
+
+
+def receipts_by_block(
+    client: RpcClient, facts: BlockFacts, included: Sequence[tuple[str, str]]
+) -> dict[str, TxReceipt]:
+    """Receipts of ``included`` (tx hash, block hash): one ``eth_getBlockReceipts`` per block
+    not already held (then held for the receipt builder too)."""
+    by_block: dict[str, list[str]] = {}
+    for tx_hash, block_hash in included:
+        by_block.setdefault(block_hash, []).append(tx_hash)
+    found: dict[str, TxReceipt] = {}
+    for block_hash, hashes in by_block.items():
+        held = facts.receipts(block_hash)
+        if held is None:
+            receipts = client.block_receipts(block_hash, hashes)
+        else:
+            wanted = set(hashes)
+            receipts = [
+                r
+                for r in (client.parse_receipt(raw, "eth_getBlockReceipts") for raw in held)
+                if r.tx_hash in wanted
+            ]
+        found.update((r.tx_hash, r) for r in receipts if r.block_hash == block_hash)
+    return found
+
+
+def located_info(facts: BlockFacts, tx_hash: str, sender: str, nonce: int) -> TxInfo | None:
+    """A tx given with its sender and nonce, found in a block the tracker holds (no call)."""
+    where = facts.located(tx_hash)
+    if where is None:
+        return None
+    return TxInfo(
+        hash=TxHash(tx_hash),
+        sender=Address(sender),
+        nonce=nonce,
+        block_number=BlockNumber(where[0]),
+        block_hash=BlockHash(where[1]),
+    )
