@@ -30,6 +30,7 @@ from typing import Any
 from chains.errors import ChainError
 from chains.rpc import RpcClient
 from guard.errors import InvalidHash
+from guard.finality_rule import BASES
 from guard.hexes import parse_tx_hash
 from guard.settlement import Evidence, evidence_from_json
 from guard.source import (
@@ -46,7 +47,7 @@ from watcher.live import live_view
 KIND = "evm_tx"
 """The settlement kind this module serves."""
 
-_FINAL = frozenset({"depth", "finalized"})
+_FINAL = frozenset(BASES)  # every basis a finality rule confirms on (guard.finality_rule)
 _FAILED = frozenset({"reverted", "replaced"})
 
 
