@@ -25,8 +25,7 @@ PUBLIC_ENV = {
     "arbitrum.toml": "ARBITRUM_RPC_URL",
     "optimism.toml": "OPTIMISM_RPC_URL",
 }
-ALL_ENV = ("ETH_RPC_URL", "BASE_RPC_URL", "ARBITRUM_RPC_URL", "OPTIMISM_RPC_URL")
-ALL_ENV += ("FW_TEST_HOST", "FW_TEST_KEY")
+ALL_ENV = (*PUBLIC_ENV.values(), "FW_TEST_HOST", "FW_TEST_KEY")
 
 CHAIN = '[[chains]]\nname = "local"\nchain_id = 31337\nrpc = ["http://127.0.0.1:8545"]\n'
 
