@@ -1,5 +1,6 @@
 """Real blocks of public chains (tests/vectors/real-blocks/, provenance in its README):
-Ethereum mainnet, Arbitrum Sepolia (Nitro), OP Sepolia and another OP Stack chain.
+Ethereum mainnet, Arbitrum Sepolia (Nitro), OP Sepolia and another OP Stack chain, and the
+first Prague block of the official execution-apis test chain (a type-4 tx).
 
 For each block: the header re-hashes to its hash; its ``transactionsRoot`` is rebuilt from
 the node's tx objects (guard/tx_encode.py) or raw bytes, every tx decoding to its real hash
@@ -31,7 +32,7 @@ from guard.verify_chain import receipt_status, verify_inclusion
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "real-blocks"
 WITH_OBJECTS = ("arbsep-185232421", "eth-18000000", "op-stack-274")
 """Blocks with their full tx objects and receipts as JSON."""
-WITH_RAW = ("opsep-26207960", "opsep-26207961", "eth-20000000-raw")
+WITH_RAW = ("opsep-26207960", "opsep-26207961", "eth-20000000-raw", "hive-prague-45")
 """Blocks whose txs (and receipts, where there are any) are the node's raw bytes."""
 WITH_RECEIPTS = ("arbsep-185232421", "eth-18000000", "op-stack-274", "eth-20000000-raw")
 
@@ -186,3 +187,25 @@ def test_a_user_deposit_object_hashes_to_its_real_hash() -> None:
     assert rlp.decode(leaf[1:])[3] == rlp.encode_uint(int(tx["mint"], 16))
     encoded = encode_receipt(receipt)
     assert rlp.decode(encoded[1:])[4:] == [b"\x02", b"\x01"]  # depositNonce 2, version 1
+
+
+def test_a_prague_block_with_a_set_code_tx_rebuilds_from_its_tx_object() -> None:
+    """The execution-apis test chain's first Prague block: its header (requestsHash) hashes,
+    and the type-4 tx object rebuilds the bytes the block holds, signer and all."""
+    vector = load("hive-prague-45")
+    tx = vector["transactions"][0]
+    index = int(tx["transactionIndex"], 16)
+    assert encode_checked(tx).canonical == _hex(vector["raw_txs"][index])
+    decoded = decode_signed(_hex(vector["raw_txs"][index]))
+    assert (decoded.tx_type, decoded.sender) == (4, tx["from"])
+    assert [decode_signed(leaf).tx_type for leaf in tx_leaves("hive-prague-45")] == [
+        0,
+        4,
+        0,
+        2,
+        3,
+        0,
+    ]
+    assert vector["block"]["transactions"] == [
+        transaction_hash(leaf) for leaf in tx_leaves("hive-prague-45")
+    ]
