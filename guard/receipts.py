@@ -44,6 +44,7 @@ from typing import Any
 from guard import eip712
 from guard.canonical import canonical_json, digest
 from guard.hashing import keccak256
+from guard.header_chain import encode_header_chain
 from guard.source import objects_digest
 
 FORMAT_VERSION = 1
@@ -184,12 +185,19 @@ class InclusionProof:
     """Trie nodes (0x hex RLP) from ``receiptsRoot`` to the tx's receipt."""
     transaction_proof: Sequence[str]
     """Trie nodes from ``transactionsRoot`` to the signed tx, in the form the chain used."""
+    compact_headers: bool = False
+    """Carry the headers as ``header_chain`` (guard/header_chain.py, about a third of the
+    size) instead of the ``headers`` list; verifiers before it know only ``headers``."""
 
     def as_json(self) -> dict[str, Any]:
         """The ``proof`` object of a body."""
+        if self.compact_headers:
+            chain: dict[str, Any] = {"header_chain": encode_header_chain(self.headers)}
+        else:
+            chain = {"headers": [dict(h) for h in self.headers]}
         return {
             "tx_index": self.tx_index,
-            "headers": [dict(h) for h in self.headers],
+            **chain,
             "receipt_proof": list(self.receipt_proof),
             "transaction_proof": list(self.transaction_proof),
         }

@@ -24,7 +24,8 @@ from typing import Any
 
 from guard import rlp
 from guard.errors import ReceiptInvalid
-from guard.fields import array, hex_bytes, integer, keys, obj
+from guard.fields import array, child, hex_bytes, integer, keys, obj
+from guard.header_chain import decode_header_chain
 from guard.headers import HeaderError, field_bytes, header_hash, header_number
 from guard.mpt import ProofError, verify_proof
 from guard.tx_types_l2 import OP_DEPOSIT
@@ -123,6 +124,16 @@ def verify_headers(values: list[Any], where: str) -> list[tuple[int, str, Mappin
     return out
 
 
+def proof_headers(proof: Mapping[str, Any]) -> list[tuple[int, str, Mapping[str, Any]]]:
+    """The checked header chain of a proof: ``headers`` (JSON objects) or ``header_chain``
+    (the compact, versioned encoding of guard/header_chain.py), exactly one of them."""
+    if "header_chain" in proof:
+        if "headers" in proof:
+            raise ReceiptInvalid("proof: carries both headers and header_chain")
+        return decode_header_chain(child(proof, "header_chain", "proof"), "proof.header_chain")
+    return verify_headers(array(proof, "headers", "proof", min_length=1), "proof.headers")
+
+
 def _root(header: Mapping[str, Any], name: str) -> bytes:
     return field_bytes(name, "hash32", header[name])
 
@@ -178,9 +189,13 @@ def _deposit_fields(nonce: rlp.Item, version: rlp.Item) -> None:
 
 def verify_inclusion(proof: Mapping[str, Any]) -> Inclusion:
     """The headers, then the receipt and transaction proofs against the first header."""
-    keys(proof, ("tx_index", "headers", "receipt_proof", "transaction_proof"), "proof")
+    keys(
+        proof,
+        ("tx_index", "headers", "header_chain", "receipt_proof", "transaction_proof"),
+        "proof",
+    )
     tx_index = integer(proof, "tx_index", "proof")
-    headers = verify_headers(array(proof, "headers", "proof", min_length=1), "proof.headers")
+    headers = proof_headers(proof)
     number, block_hash, header = headers[0]
     key = rlp.encode(rlp.encode_uint(tx_index))
     try:

@@ -222,6 +222,10 @@ class ChainConfig(_Strict):
     quorum: int = Field(default=1, ge=1)
     """k of the ``rpc`` endpoints that must agree (inclusion block hash, head deep enough)
     before a finality or failure is declared; 1 trusts the followed node alone."""
+    receipt_headers: Literal["list", "compact"] = "list"
+    """How receipts carry their header chain: ``list`` (``proof.headers``, JSON objects) or
+    ``compact`` (``proof.header_chain``, RLP in base64, ~0.7 KB a header instead of ~1.6 KB;
+    docs/receipts.md). Verifiers older than the compact format accept only ``list``."""
 
     @field_validator("name")
     @classmethod

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -151,7 +152,10 @@ class ReceiptBuilder:
             index = tries.tx_hashes.index(tx_hash)
         except ValueError:
             raise BranchMoved(f"tx {tx_hash} is not in block {block_hash}") from None
-        return inclusion_proof(tries, headers, index)
+        proof = inclusion_proof(tries, headers, index)
+        if self.chain.receipt_headers == "compact":
+            return replace(proof, compact_headers=True)
+        return proof
 
     def _block_of(self, header: Mapping[str, str]) -> Mapping[str, Any]:
         """The block object the tries need (hash, roots, tx hashes) around a stored header:

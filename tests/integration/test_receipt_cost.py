@@ -10,6 +10,7 @@ verify offline against the chain the node now has.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from guard.verify import verify_receipt
 from tests.integration.helpers import Rig, make_watcher
 from tests.integration.receipts_helpers import GWEI, TxFactory, receipts_for
 from tests.support.anvil import Anvil
+from watcher.receipt_builder import ReceiptBuilder
 from watcher.sender_facts import sender_facts
 from watcher.settlements import Registration, register
 
@@ -201,3 +203,34 @@ def test_a_probe_costs_one_call_per_tx(proxied: tuple[Rig, CountingProxy]) -> No
     assert "eth_getRawTransactionByHash" not in methods
     for sid, raw in zip(ids, sent, strict=True):
         assert rig.settlement(sid).raw_tx == "0x" + raw.hex()
+
+
+def test_compact_header_chains_verify_at_half_the_size(
+    proxied: tuple[Rig, CountingProxy],
+) -> None:
+    """``receipt_headers = "compact"``: the same receipt with ``proof.header_chain``; it
+    verifies offline and its 12 headers take about half the bytes of ``proof.headers``."""
+    rig, _proxy = proxied
+    receipts = receipts_for(rig)
+    rig.watcher.poll()
+    [sid, *_] = _two_blocks_of_watched_txs(rig, per_block=1)
+    compact_config = rig.config.model_copy(update={"receipt_headers": "compact"})
+    rec = rig.settlement(sid)
+    bodies = {
+        kind: ReceiptBuilder(
+            config, rig.client, receipts.signer.address, rig.store.compact_headers
+        ).decision_body(rec, rig.clock())
+        for kind, config in (("list", rig.config), ("compact", compact_config))
+    }
+    assert "headers" in bodies["list"]["proof"] and "header_chain" not in bodies["list"]["proof"]
+    assert bodies["compact"]["proof"]["header_chain"]["format"] == "rlp-linked/1"
+    listed, compact = (
+        verify_receipt(receipts.signer.sign(bodies[k]), trusted_signers=[receipts.signer.address])
+        for k in ("list", "compact")
+    )
+    assert compact.facts == listed.facts  # the same block, depth, anchor, status
+    sizes = {
+        k: len(json.dumps(b["proof"]["headers" if k == "list" else "header_chain"]))
+        for k, b in bodies.items()
+    }
+    assert sizes["compact"] < 0.55 * sizes["list"], sizes
