@@ -12,7 +12,9 @@ change.
   tracker follows one node's view, not a mix), and moves to the next usable one, in order of
   weight, when a call fails: no answer, an HTTP error, a body that is not JSON, or a
   server-side JSON-RPC error inside HTTP 200. Client-side errors (unknown method, bad
-  params) are the same on every node and are returned as they are.
+  params) are the same on every node and are returned as they are; so is "method not
+  offered here" in any node's words (:mod:`chains.capabilities`): the endpoint stays healthy
+  and the client answers from standard calls instead (:attr:`answered_by` names who said it).
 
 An endpoint's chain id is checked before its first use and again every ``chain_check_s``;
 one that answers for another chain is ``wrong_chain`` and unused until it is right again.
