@@ -10,7 +10,8 @@ tries rebuilt from the node's answers and checked against the header), the daemo
 signs it, and :func:`guard.verify.verify_receipt` checks it with nothing but the receipt.
 
 The blocks: an OP Stack block, whose first (here only) tx is the L1-info deposit with its
-post-Canyon receipt, and an Arbitrum Sepolia block, whose first tx is ArbOS's internal tx.
+post-Canyon receipt; an Arbitrum Sepolia block, whose first tx is ArbOS's internal tx (and
+whose tx 5 reverted: its failure receipt is checked too); a mainnet block for comparison.
 Before the L2 types were known no receipt could be issued for either block: the receipts
 root did not rebuild (OP) or the verifier refused the 0x6a tx (Arbitrum).
 """
@@ -107,7 +108,7 @@ def serve() -> Iterator[Any]:
                 pass
 
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}"
 
@@ -117,8 +118,11 @@ def serve() -> Iterator[Any]:
         server.server_close()
 
 
-def finality_record(chain: str, block: dict[str, Any], index: int) -> SettlementRecord:
-    """A settlement of the block's ``index``-th tx, decided final at depth 1 by the guard."""
+def decided_record(
+    chain: str, block: dict[str, Any], index: int, reverted: bool = False
+) -> SettlementRecord:
+    """A settlement of the block's ``index``-th tx, decided by the guard at depth 1: final,
+    or failed when its receipt says it reverted."""
     tx = block["transactions"][index]
     number = int(block["number"], 16)
     facts = {
@@ -131,24 +135,28 @@ def finality_record(chain: str, block: dict[str, Any], index: int) -> Settlement
         "head_hash": block["hash"],
         "head_number": number,
         "required_confirmations": 1,
-        "status": 1,
+        "status": 0 if reverted else 1,
         "tx_hash": tx["hash"],
         "tx_index": index,
     }
+    at = UnixMillis(NOW - 1000)
+    observed = (
+        Observation(failure=Evidence.of("reverted", at, basis="depth", **facts))
+        if reverted
+        else Observation(finality=Evidence.of("depth", at, **facts))
+    )
     settlement = Settlement(SettlementId("stl_real_block"), True, UnixMillis(NOW - 5000), 60_000)
     decision = evaluate_settlement(
-        settlement,
-        Observation(finality=Evidence.of("depth", UnixMillis(NOW - 1000), **facts)),
-        SettlementPolicy(max_wait_ms=86_400_000),
-        UnixMillis(NOW - 1000),
+        settlement, observed, SettlementPolicy(max_wait_ms=86_400_000), at
     )
-    assert decision.verdict.value == "FINALITY_CONFIRMED"
+    verdict = decision.verdict.value
+    assert verdict == ("SETTLEMENT_FAILED" if reverted else "FINALITY_CONFIRMED")
     return SettlementRecord(
         seq=1, settlement_id="stl_real_block", chain=chain, tx_hash=tx["hash"],
         required_confirmations=1, finality_mode="depth", timeout_ms=60_000,
-        initiated_at=NOW - 5000, deadline=NOW + 55_000, verdict="FINALITY_CONFIRMED",
+        initiated_at=NOW - 5000, deadline=NOW + 55_000, verdict=verdict,
         watching=False, sender=tx["from"], nonce=None, block_number=number,
-        block_hash=block["hash"], tx_index=index, receipt_status=1, replaced_by=None,
+        block_hash=block["hash"], tx_index=index, receipt_status=facts["status"], replaced_by=None,
         replaced_block_number=None, replaced_block_hash=None, confirm_height=number,
         reorg_count=0, digest=decision.digest, decision=decision_as_json(decision),
         dependent_state={"order": "real-block"}, commit_url=None, next_probe_at=None,
@@ -158,11 +166,16 @@ def finality_record(chain: str, block: dict[str, Any], index: int) -> Settlement
 
 
 @pytest.mark.parametrize(
-    ("name", "chain_id", "tx_type"),
-    [("op-stack-274", 10, 0x7E), ("arbsep-185232421", 421614, 0x6A)],
+    ("name", "chain_id", "index", "tx_type"),
+    [
+        ("op-stack-274", 10, 0, 0x7E),  # the L1-info deposit, post-Canyon receipt
+        ("arbsep-185232421", 421614, 0, 0x6A),  # ArbOS's internal tx
+        ("arbsep-185232421", 421614, 6, 0x2),  # a user's tx in the same L2 block
+        ("eth-18000000", 1, 93, 0x2),  # mainnet, for comparison: the last of 94
+    ],
 )
-def test_a_finality_receipt_for_the_first_tx_of_a_real_l2_block_verifies_offline(
-    name: str, chain_id: int, tx_type: int, serve: Any
+def test_a_finality_receipt_for_a_tx_of_a_real_block_verifies_offline(
+    name: str, chain_id: int, index: int, tx_type: int, serve: Any
 ) -> None:
     vector = json.loads((VECTORS / f"{name}.json").read_text())
     node = FixtureNode(vector)
@@ -171,15 +184,33 @@ def test_a_finality_receipt_for_the_first_tx_of_a_real_l2_block_verifies_offline
     config = ChainConfig(name="l2", chain_id=chain_id, rpc=[url], confirmations=1)
     signer = Signer(SIGNING_KEY, "env")
     builder = ReceiptBuilder(config, RpcClient(Web3Transport(url)), signer.address)
-    record = finality_record("l2", block, 0)
+    record = decided_record("l2", block, index)
 
     receipt = signer.sign(builder.decision_body(record, NOW))
 
     verified = verify_receipt(receipt, trusted_signers=[signer.address])
     assert verified.kind == "settlement_finality_receipt"
-    assert verified.tx_hash == block["transactions"][0]["hash"]
+    assert verified.tx_hash == block["transactions"][index]["hash"]
     facts = verified.facts
-    assert (facts.block_hash, facts.tx_index, facts.status) == (block["hash"], 0, 1)
+    assert (facts.block_hash, facts.tx_index, facts.status) == (block["hash"], index, 1)
     assert (facts.block_number, facts.confirmations) == (int(block["number"], 16), 1)
-    assert int(block["transactions"][0]["type"], 16) == tx_type
+    assert int(block["transactions"][index]["type"], 16) == tx_type
     assert "eth_getBlockReceipts" in node.calls  # built from what the node served
+
+
+def test_a_failure_receipt_for_a_reverted_tx_of_a_real_arbitrum_block_verifies_offline(
+    serve: Any,
+) -> None:
+    """The Arbitrum Sepolia block's tx 5 reverted (status 0): the failure receipt proves it."""
+    vector = json.loads((VECTORS / "arbsep-185232421.json").read_text())
+    url = serve(FixtureNode(vector))
+    config = ChainConfig(name="l2", chain_id=421614, rpc=[url], confirmations=1)
+    signer = Signer(SIGNING_KEY, "env")
+    builder = ReceiptBuilder(config, RpcClient(Web3Transport(url)), signer.address)
+    record = decided_record("l2", vector["block"], 5, reverted=True)
+
+    verified = verify_receipt(
+        signer.sign(builder.decision_body(record, NOW)), trusted_signers=[signer.address]
+    )
+    assert (verified.kind, verified.verdict) == ("settlement_failure_receipt", "SETTLEMENT_FAILED")
+    assert (verified.facts.tx_index, verified.facts.status) == (5, 0)
