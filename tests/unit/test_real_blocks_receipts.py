@@ -12,8 +12,11 @@ signs it, and :func:`guard.verify.verify_receipt` checks it with nothing but the
 The blocks: an OP Stack block, whose first (here only) tx is the L1-info deposit with its
 post-Canyon receipt; an Arbitrum Sepolia block, whose first tx is ArbOS's internal tx (and
 whose tx 5 reverted: its failure receipt is checked too); a mainnet block for comparison.
-Before the L2 types were known no receipt could be issued for either block: the receipts
-root did not rebuild (OP) or the verifier refused the 0x6a tx (Arbitrum).
+Before the L2 types were known no receipt could be issued for the OP block (its receipts
+root did not rebuild) nor for the Arbitrum internal tx (the verifier refused 0x6a), and a
+user tx of an Arbitrum block needed the node's raw bytes of every tx (its 0x6a object could
+not be rebuilt): this node, like some L2 providers, serves no ``eth_getRaw*`` method, and
+the test asserts none is called.
 """
 
 from __future__ import annotations
@@ -196,6 +199,7 @@ def test_a_finality_receipt_for_a_tx_of_a_real_block_verifies_offline(
     assert (facts.block_number, facts.confirmations) == (int(block["number"], 16), 1)
     assert int(block["transactions"][index]["type"], 16) == tx_type
     assert "eth_getBlockReceipts" in node.calls  # built from what the node served
+    assert not [c for c in node.calls if "Raw" in c]  # every tx rebuilt from its object
 
 
 def test_a_failure_receipt_for_a_reverted_tx_of_a_real_arbitrum_block_verifies_offline(
