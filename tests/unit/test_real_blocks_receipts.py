@@ -15,7 +15,7 @@ whose tx 5 reverted: its failure receipt is checked too); a mainnet block for co
 Before the L2 types were known no receipt could be issued for the OP block (its receipts
 root did not rebuild) nor for the Arbitrum internal tx (the verifier refused 0x6a), and a
 user tx of an Arbitrum block needed the node's raw bytes of every tx (its 0x6a object could
-not be rebuilt): this node, like some L2 providers, serves no ``eth_getRaw*`` method, and
+not be rebuilt): this node serves no ``eth_getRaw*`` method, and
 the test asserts none is called.
 """
 
