@@ -21,6 +21,7 @@ the test asserts none is called.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Iterator
@@ -31,6 +32,7 @@ from typing import Any
 import pytest
 
 from chains.rpc import RpcClient, Web3Transport
+from guard.errors import ReceiptInvalid
 from guard.settlement import (
     Evidence,
     Observation,
@@ -218,3 +220,46 @@ def test_a_failure_receipt_for_a_reverted_tx_of_a_real_arbitrum_block_verifies_o
     )
     assert (verified.kind, verified.verdict) == ("settlement_failure_receipt", "SETTLEMENT_FAILED")
     assert (verified.facts.tx_index, verified.facts.status) == (5, 0)
+
+
+def test_a_tx_that_states_no_nonce_is_never_proof_of_a_replacement(serve: Any) -> None:
+    """A deposit consumes no nonce of its sender's that it states: a failure receipt saying
+    it replaced the watched tx is refused (before, with the watched tx's bytes unrecorded,
+    it verified, the nonce reading "None")."""
+    vector = json.loads((VECTORS / "op-stack-274.json").read_text())
+    block = vector["block"]
+    url = serve(FixtureNode(vector))
+    config = ChainConfig(name="l2", chain_id=10, rpc=[url], confirmations=1)
+    signer = Signer(SIGNING_KEY, "env")
+    builder = ReceiptBuilder(config, RpcClient(Web3Transport(url)), signer.address)
+    deposit = block["transactions"][0]
+    number = int(block["number"], 16)
+    facts = {
+        "block_hash": block["hash"],
+        "block_number": number,
+        "head_hash": block["hash"],
+        "head_number": number,
+        "confirmations": 1,
+        "replaced_by": deposit["hash"],
+        "sender": deposit["from"],
+    }
+    at = UnixMillis(NOW - 1000)
+    decision = evaluate_settlement(
+        Settlement(SettlementId("stl_real_block"), True, UnixMillis(NOW - 5000), 60_000),
+        Observation(failure=Evidence.of("replaced", at, basis="depth", **facts)),
+        SettlementPolicy(max_wait_ms=86_400_000),
+        at,
+    )
+    base = decided_record("l2", block, 0)
+    record = dataclasses.replace(
+        base,
+        tx_hash="0x" + "77" * 32,  # the watched tx, never included
+        verdict=decision.verdict.value,
+        digest=decision.digest,
+        decision=decision_as_json(decision),
+        replaced_by=deposit["hash"],
+        raw_tx=None,
+    )
+    receipt = signer.sign(builder.decision_body(record, NOW))
+    with pytest.raises(ReceiptInvalid, match="a type 0x7e tx replaces none"):
+        verify_receipt(receipt, trusted_signers=[signer.address])
