@@ -48,6 +48,19 @@ def check_views(daemon: Daemon, sid: str, tx: str, block: int, head: int, head_h
     assert health["chains"]["local"]["head_number"] == head, health
 
 
+def confirmed_event(daemon: Daemon, sid: str) -> dict[str, Any]:
+    """The ``settlement_confirmed`` frame of ``sid`` on the daemon's SSE stream (decoded)."""
+    sse = {"Accept": "text/event-stream"}
+    params = {"kinds": "settlement_confirmed"}
+    with daemon.http.stream("GET", "/v1/events", headers=sse, params=params) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("data:"):
+                event: dict[str, Any] = json.loads(line.removeprefix("data:"))
+                if event["settlement_id"] == sid:
+                    return event
+    raise AssertionError(f"no settlement_confirmed event of {sid} on {daemon.url}")
+
+
 def test_a_standby_answers_settlement_tx_and_chain_views_with_the_owners_recorded_head(
     tmp_path: Any, anvil: Anvil, pg_url: str
 ) -> None:
@@ -81,6 +94,8 @@ def test_a_standby_answers_settlement_tx_and_chain_views_with_the_owners_recorde
         assert head == block + 2
         for daemon in (a, b):
             check_views(daemon, sid, tx, block, head, head_hash)
+            facts = confirmed_event(daemon, sid)["payload"]["evidence"]["facts"]
+            assert (facts["head_number"], facts["confirmations"]) == (head, 3), facts
 
         # The CLI against the standby: status, chains, and the wait path of watch
         # (registration answer, then GET polls) all show the recorded depth.
