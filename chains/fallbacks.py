@@ -18,15 +18,13 @@ hash is left out (None), and proof building checks every root anyway.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from chains.errors import RpcMalformedResponse
+from chains.transport import RpcCaller
 from guard import rlp
 from guard.tx_encode import encode_checked
 from guard.txs import TransactionError
-
-if TYPE_CHECKING:
-    from chains.rpc import RpcClient
 
 
 def _rebuilt(tx: Any, committed: bool) -> str | None:
@@ -40,7 +38,7 @@ def _rebuilt(tx: Any, committed: bool) -> str | None:
     return "0x" + (encoded.committed if committed else encoded.canonical).hex()
 
 
-def raw_transactions_from_objects(client: RpcClient, tx_hashes: Sequence[str]) -> list[str | None]:
+def raw_transactions_from_objects(client: RpcCaller, tx_hashes: Sequence[str]) -> list[str | None]:
     """``eth_getRawTransactionByHash`` for a node without it: the hashed (canonical) form of
     each tx, None where the node has no such tx or its object does not rebuild its hash."""
     objects = client.batch([("eth_getTransactionByHash", [h]) for h in tx_hashes])
@@ -53,7 +51,7 @@ def raw_transactions_from_objects(client: RpcClient, tx_hashes: Sequence[str]) -
     return out
 
 
-def block_receipts_by_tx(client: RpcClient, block_hash: str) -> list[Mapping[str, Any]]:
+def block_receipts_by_tx(client: RpcCaller, block_hash: str) -> list[Mapping[str, Any]]:
     """``eth_getBlockReceipts`` for a node without it, as the node's JSON objects. A block the
     node no longer has gives no receipts; a receipt of another block (the tx moved to another
     fork meanwhile) is left out: the caller compares them with the block's txs."""
@@ -75,7 +73,7 @@ def block_receipts_by_tx(client: RpcClient, block_hash: str) -> list[Mapping[str
     ]
 
 
-def block_transactions_from_objects(client: RpcClient, block_hash: str) -> list[str]:
+def block_transactions_from_objects(client: RpcCaller, block_hash: str) -> list[str]:
     """``eth_getRawTransactionByBlockHashAndIndex`` for every tx of a block, for a node
     without it: the committed form rebuilt from the block's tx objects ("" where one cannot
     be rebuilt: the caller rejects it as not hex)."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
@@ -40,28 +40,20 @@ from chains.fallbacks import (
     block_transactions_from_objects,
     raw_transactions_from_objects,
 )
-from chains.models import Block, BlockHeader, BlockTx, TxInfo, TxReceipt
-from guard.types import Address, BlockHash, BlockNumber, TxHash
+from chains.models import Block, BlockHeader, TxInfo, TxReceipt
+from chains.rpc_parse import hex_int, parse_block, parse_receipt, parse_tx_info
+from chains.transport import BlockTag, Call, RpcTransport
+from chains.ws_transport import WsTransport
 
-BlockTag = int | str
-"""A block number or one of the tags ``latest``, ``safe``, ``finalized``, ``earliest``."""
-
-Call = tuple[str, Sequence[Any]]
-"""A JSON-RPC method name and its params."""
-
-
-class RpcTransport(Protocol):
-    """Sends JSON-RPC requests to one endpoint and returns the raw decoded answers."""
-
-    endpoint: str
-
-    def request(self, method: str, params: Sequence[Any]) -> Mapping[str, Any]:
-        """One request; raises :class:`RpcUnavailable` when no JSON answer came back."""
-        ...
-
-    def batch(self, calls: Sequence[Call]) -> list[Mapping[str, Any]]:
-        """One HTTP request carrying ``calls``; answers in the order of ``calls``."""
-        ...
+__all__ = [
+    "BlockTag",
+    "Call",
+    "RpcClient",
+    "RpcTransport",
+    "Web3Transport",
+    "connect",
+    "transport_for",
+]
 
 
 class Web3Transport:
@@ -100,25 +92,6 @@ class Web3Transport:
             )
         # A node may answer a batch in any order; JSON-RPC ids are ascending in call order.
         return sorted(answers, key=lambda a: a.get("id", 0) if isinstance(a, Mapping) else 0)
-
-
-def _hex_int(value: Any, endpoint: str, method: str, what: str) -> int:
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.startswith("0x"):
-        try:
-            return int(value, 16)
-        except ValueError:
-            pass
-    raise RpcMalformedResponse(endpoint, method, f"{what} is not a hex quantity: {value!r}")
-
-
-def _hex_str(value: Any, endpoint: str, method: str, what: str, length: int) -> str:
-    if isinstance(value, bytes):
-        value = "0x" + value.hex()
-    if isinstance(value, str) and value.startswith("0x") and len(value) == 2 + 2 * length:
-        return value.lower()
-    raise RpcMalformedResponse(endpoint, method, f"{what} is not {length}-byte hex: {value!r}")
 
 
 class RpcClient:
@@ -223,7 +196,7 @@ class RpcClient:
 
     def chain_id(self) -> int:
         """``eth_chainId``."""
-        return _hex_int(self.call("eth_chainId"), self.endpoint, "eth_chainId", "chain id")
+        return hex_int(self.call("eth_chainId"), self.endpoint, "eth_chainId", "chain id")
 
     def block(self, tag: BlockTag, full: bool = True) -> Block | None:
         """``eth_getBlockByNumber``; None when the node has no such block."""
@@ -330,7 +303,7 @@ class RpcClient:
             )
         return sorted(
             raws,
-            key=lambda r: _hex_int(
+            key=lambda r: hex_int(
                 r.get("transactionIndex"),
                 self.endpoint,
                 "eth_getBlockReceipts",
@@ -357,69 +330,22 @@ class RpcClient:
                 )
         return raws
 
-    # -- parsing -------------------------------------------------------------------------
+    # -- parsing (chains/rpc_parse.py) ---------------------------------------------------
 
     def parse_block(self, raw: Any, method: str) -> Block:
-        if not isinstance(raw, Mapping):
-            raise RpcMalformedResponse(
-                self.endpoint, method, f"block is not an object: {raw!r:.200}"
-            )
-        for observe in self.block_observers:
-            observe(raw)
-        ep = self.endpoint
-        header = BlockHeader(
-            number=BlockNumber(_hex_int(raw.get("number"), ep, method, "number")),
-            hash=BlockHash(_hex_str(raw.get("hash"), ep, method, "hash", 32)),
-            parent_hash=BlockHash(_hex_str(raw.get("parentHash"), ep, method, "parentHash", 32)),
-            timestamp=_hex_int(raw.get("timestamp"), ep, method, "timestamp"),
-        )
-        txs = raw.get("transactions", [])
-        if not isinstance(txs, list):
-            raise RpcMalformedResponse(ep, method, "transactions is not a list")
-        parsed = tuple(
-            BlockTx(
-                hash=TxHash(_hex_str(tx.get("hash"), ep, method, "tx hash", 32)),
-                sender=Address(_hex_str(tx.get("from"), ep, method, "tx from", 20)),
-                nonce=_hex_int(tx.get("nonce"), ep, method, "tx nonce"),
-            )
-            for tx in txs
-            if isinstance(tx, Mapping)
-        )
-        return Block(header=header, txs=parsed)
+        """``raw`` checked as a block object; every block observer sees it first."""
+        if isinstance(raw, Mapping):
+            for observe in self.block_observers:
+                observe(raw)
+        return parse_block(raw, self.endpoint, method)
 
     def parse_receipt(self, raw: Any, method: str) -> TxReceipt:
-        if not isinstance(raw, Mapping):
-            raise RpcMalformedResponse(
-                self.endpoint, method, f"receipt is not an object: {raw!r:.200}"
-            )
-        ep = self.endpoint
-        status = raw.get("status")
-        return TxReceipt(
-            tx_hash=TxHash(_hex_str(raw.get("transactionHash"), ep, method, "transactionHash", 32)),
-            block_number=BlockNumber(_hex_int(raw.get("blockNumber"), ep, method, "blockNumber")),
-            block_hash=BlockHash(_hex_str(raw.get("blockHash"), ep, method, "blockHash", 32)),
-            tx_index=_hex_int(raw.get("transactionIndex"), ep, method, "transactionIndex"),
-            status=_hex_int(status, ep, method, "status") if status is not None else 1,
-        )
+        """``raw`` checked as a receipt object."""
+        return parse_receipt(raw, self.endpoint, method)
 
     def parse_tx_info(self, raw: Any) -> TxInfo:
-        method = "eth_getTransactionByHash"
-        if not isinstance(raw, Mapping):
-            raise RpcMalformedResponse(self.endpoint, method, f"tx is not an object: {raw!r:.200}")
-        ep = self.endpoint
-        number = raw.get("blockNumber")
-        block_hash = raw.get("blockHash")
-        return TxInfo(
-            hash=TxHash(_hex_str(raw.get("hash"), ep, method, "hash", 32)),
-            sender=Address(_hex_str(raw.get("from"), ep, method, "from", 20)),
-            nonce=_hex_int(raw.get("nonce"), ep, method, "nonce"),
-            block_number=None
-            if number is None
-            else BlockNumber(_hex_int(number, ep, method, "blockNumber")),
-            block_hash=None
-            if block_hash is None
-            else BlockHash(_hex_str(block_hash, ep, method, "blockHash", 32)),
-        )
+        """``raw`` checked as an ``eth_getTransactionByHash`` object."""
+        return parse_tx_info(raw, self.endpoint)
 
 
 def _tag(tag: BlockTag) -> str:
@@ -430,8 +356,6 @@ def transport_for(endpoint: str, timeout_s: float = 10.0) -> RpcTransport:
     """The real transport for ``endpoint``, by scheme: one WebSocket connection for ws:// and
     wss:// (:class:`chains.ws_transport.WsTransport`), HTTP requests otherwise."""
     if urlsplit(endpoint).scheme in ("ws", "wss"):
-        from chains.ws_transport import WsTransport
-
         return WsTransport(endpoint, timeout_s=timeout_s)
     return Web3Transport(endpoint, timeout_s=timeout_s)
 

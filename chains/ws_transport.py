@@ -29,7 +29,7 @@ from websockets.sync.client import connect as ws_connect
 from chains.errors import RpcMalformedResponse, RpcUnavailable
 
 if TYPE_CHECKING:
-    from chains.rpc import Call
+    from chains.transport import Call
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 """Largest answer accepted: a batch of full blocks is far over websockets' 1 MiB default."""
