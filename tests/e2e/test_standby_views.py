@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import psycopg
 import pytest
 
 from tests.e2e.handoff_helpers import owner, pg_daemon, wait_owner
@@ -115,3 +116,29 @@ def test_a_standby_answers_settlement_tx_and_chain_views_with_the_owners_recorde
     finally:
         a.close()
         b.close()
+
+
+def test_healthz_is_503_naming_the_store_when_the_recorded_heads_cannot_be_read(
+    tmp_path: Any, anvil: Anvil, pg_url: str
+) -> None:
+    """Views read the store now: without it an instance is not ready, and says why (the
+    error type only, never the store URL), instead of failing with a 500."""
+    daemon = pg_daemon(tmp_path, anvil.url, pg_url, "A", lease_s=LEASE_S, renew_s=1.0)
+    try:
+        daemon.start()
+        wait_owner(daemon, "A")
+        with psycopg.connect(pg_url, autocommit=True) as pg:
+            pg.execute("ALTER TABLE chains RENAME TO chains_away")
+            try:
+                answer = daemon.get("/healthz")
+            finally:
+                pg.execute("ALTER TABLE chains_away RENAME TO chains")
+        assert answer.status_code == 503, answer.text
+        body = answer.json()
+        assert body["ok"] is False
+        assert body["store_error"] == "store unavailable (ProgrammingError)", body
+        assert body["chains"]["local"]["head_number"] is None
+        assert "postgresql" not in answer.text
+        wait_for(lambda: daemon.get("/healthz").status_code == 200, 20, what="healthy again")
+    finally:
+        daemon.close()
