@@ -5,7 +5,7 @@ The engine reads a chain through one :class:`chains.rpc.RpcClient`. Giving that 
 node that errors, hangs, lies about its chain id or answers garbage: the engine does not
 change.
 
-* :class:`TrackedTransport` — one endpoint, every call recorded in its
+* :class:`chains.tracked.TrackedTransport` — one endpoint, every call recorded in its
   :class:`chains.health.EndpointHealth`. Used alone by the quorum gate (which must ask a
   *specific* endpoint) and, composed, by the failover transport.
 * :class:`FailoverTransport` — sticks to the endpoint that last answered well (so the head
@@ -28,7 +28,8 @@ once per ``stall_s``, so an idle chain costs one call per endpoint per period). 
 and reads move to the best one ahead; the head tracker links the new node's blocks to its
 window as usual, so a node on another fork is a reorg (or a quorum hold), never a shortcut.
 A stalled endpoint is checked again (one call) after a backoff like an open circuit, and
-is usable again once it is less than ``stall_lead`` blocks behind the best head known.
+is usable again once it is less than ``stall_lead`` blocks behind the best head known
+(:mod:`chains.stall`).
 """
 
 from __future__ import annotations
@@ -38,134 +39,27 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from chains.budget import CallBudget, CallsDeferred, MeteredTransport, RateLimited, RateLimiter
-from chains.capabilities import error_not_offered
+from chains.budget import RateLimited
 from chains.errors import RpcError, RpcUnavailable
-from chains.health import EndpointHealth, redact
-from chains.rpc import Call, RpcClient, transport_for
+from chains.health import EndpointHealth
+from chains.rpc import RpcClient
+from chains.stall import MIN_STALL_S, StallWatch, reads_head, stall_period
+from chains.tracked import CLIENT_ERROR_CODES, TrackedTransport, server_error
+from chains.transport import Call
 
-MIN_STALL_S = 5.0
-"""Shortest default stall period: a chain's block times vary, a switch should not."""
-
-
-def stall_period(block_time_s: float) -> float:
-    """The default stall period for a chain with blocks every ``block_time_s``: three block
-    times, at least :data:`MIN_STALL_S`."""
-    return max(3.0 * block_time_s, MIN_STALL_S)
-
-
-def reads_head(method: str, params: Sequence[Any]) -> bool:
-    """True when the call asks for the node's head (where a stalled node shows)."""
-    if method == "eth_blockNumber":
-        return True
-    return method == "eth_getBlockByNumber" and bool(params) and params[0] == "latest"
+__all__ = [
+    "CLIENT_ERROR_CODES",
+    "MIN_STALL_S",
+    "FailoverTransport",
+    "MultiRpcClient",
+    "TrackedTransport",
+    "reads_head",
+    "server_error",
+    "stall_period",
+]
 
 
-CLIENT_ERROR_CODES = frozenset({-32600, -32601, -32602, -32700, 3})
-"""JSON-RPC error codes that describe the request, not the node: failing over is useless."""
-
-
-def server_error(answer: Any, method: str = "") -> str | None:
-    """The reason when ``answer`` (one JSON-RPC answer to ``method``) is a node-side error,
-    else None. "Method not offered here" (:mod:`chains.capabilities`, e.g. Hardhat's -32004)
-    is no fault of the node: the client falls back to standard calls, the endpoint stays
-    healthy."""
-    if not isinstance(answer, Mapping):
-        return f"answer is not an object: {answer!r:.80}"
-    error = answer.get("error")
-    if error is None:
-        return None
-    code = error.get("code") if isinstance(error, Mapping) else None
-    if code in CLIENT_ERROR_CODES or error_not_offered(method, answer):
-        return None
-    message = error.get("message") if isinstance(error, Mapping) else error
-    return f"JSON-RPC error {code}: {message}"
-
-
-class TrackedTransport:
-    """One endpoint; every call updates its health (latency, errors, head)."""
-
-    def __init__(
-        self,
-        health: EndpointHealth,
-        timeout_s: float = 5.0,
-        budget: CallBudget | None = None,
-        limiter: RateLimiter | None = None,
-    ) -> None:
-        self.endpoint = health.endpoint
-        self.health = health
-        self.limiter = limiter
-        """The endpoint's rate limit (None: unlimited); failover passes over it when full."""
-        self._inner = MeteredTransport(
-            transport_for(health.endpoint, timeout_s=timeout_s), budget, limiter
-        )
-
-    def request(self, method: str, params: Sequence[Any]) -> Mapping[str, Any]:
-        """One call, after waiting (bounded) for a rate slot: how the quorum gate asks."""
-        if self.limiter is not None:
-            self.limiter.acquire(1, self._inner.max_wait_s, method, self.endpoint)
-        return self.send(method, params)
-
-    def batch(self, calls: Sequence[Call]) -> list[Mapping[str, Any]]:
-        """One batch, after waiting (bounded) for its rate slots."""
-        if self.limiter is not None:
-            label = f"batch of {len(calls)}"
-            self.limiter.acquire(len(calls), self._inner.max_wait_s, label, self.endpoint)
-        return self.send_batch(calls)
-
-    def send(self, method: str, params: Sequence[Any]) -> Mapping[str, Any]:
-        """One call, its rate slot already taken (budget counted, health recorded)."""
-        started = time.monotonic()
-        try:
-            answer = self._inner.send(method, params)
-        except RpcError as exc:
-            self.health.failure(str(exc))
-            raise
-        self._record(started, [answer], [(method, params)])
-        return answer
-
-    def send_batch(self, calls: Sequence[Call]) -> list[Mapping[str, Any]]:
-        """One batch, its rate slots already taken."""
-        started = time.monotonic()
-        try:
-            answers = self._inner.send_batch(calls)
-        except RpcError as exc:
-            self.health.failure(str(exc))
-            raise
-        self._record(started, answers, calls)
-        return answers
-
-    def _record(self, started: float, answers: Sequence[Any], calls: Sequence[Call]) -> None:
-        reasons = [
-            r
-            for r in (server_error(a, m) for (m, _), a in zip(calls, answers, strict=False))
-            if r is not None
-        ]
-        if reasons:
-            self.health.failure(reasons[0])
-            return
-        for (method, params), answer in zip(calls, answers, strict=False):
-            result = answer.get("result")
-            head: int | None = None
-            if method == "eth_blockNumber" and isinstance(result, str):
-                head = int(result, 16)
-            elif (
-                method == "eth_getBlockByNumber"
-                and params
-                and params[0] == "latest"
-                and isinstance(result, Mapping)
-                and isinstance(result.get("number"), str)
-            ):
-                head = int(result["number"], 16)
-            if head is not None and not self.health.saw_head(head):
-                # The answer is passed on (the tracker calls it lagging, not a reorg), but
-                # the node is unhealthy: its circuit opens and reads move to another node.
-                self.health.trip(f"head went backwards to {head} (was {self.health.head})")
-                return
-        self.health.success(time.monotonic() - started)
-
-
-class FailoverTransport:
+class FailoverTransport(StallWatch):
     """Many endpoints as one :class:`chains.rpc.RpcTransport`; see the module docstring."""
 
     def __init__(
@@ -302,107 +196,6 @@ class FailoverTransport:
             if i != self.active:
                 self.failovers += 1
                 self.active = i
-
-    # -- stalled heads (see the module docstring) -----------------------------------------
-
-    def check_heads(self) -> None:
-        """Before a head read: check stalled endpoints whose backoff passed, and leave the
-        followed one when its head is stuck while another's is ahead. Never raises: a probe
-        that fails is recorded in that endpoint's health and simply not counted."""
-        if not self._stall_lock.acquire(blocking=False):
-            return  # another thread is checking: one check is enough
-        try:
-            self._recheck_stalled()
-            self._leave_if_stalled()
-        finally:
-            self._stall_lock.release()
-
-    def best_head(self) -> int | None:
-        """The highest head any endpoint on our chain has shown."""
-        heads = [
-            m.health.head
-            for m in self.members
-            if m.health.head is not None and m.health.wrong_chain is None
-        ]
-        return max(heads) if heads else None
-
-    def _probe_head(self, i: int) -> int | None:
-        """Member ``i``'s ``eth_blockNumber`` now (one call, budgeted), None when it has no
-        good answer or a limit of ours holds the call back."""
-        member = self.members[i]
-        if member.limiter is not None and not member.limiter.try_acquire(1):
-            return None
-        self.stall_probes += 1
-        try:
-            answer = member.send("eth_blockNumber", [])
-        except (RpcError, CallsDeferred):
-            return None
-        result = answer.get("result")
-        if not (isinstance(result, str) and result.startswith("0x")):
-            return None
-        if member.health.circuit == "open":
-            return None  # it went backwards: tripped by the answer itself
-        return int(result, 16)
-
-    def _recheck_stalled(self) -> None:
-        """Each stalled endpoint whose backoff passed: caught up → usable, else stalled on."""
-        for i, member in enumerate(self.members):
-            health = member.health
-            if health.stalled is None or health.forked is not None:
-                continue  # a forked one is checked by the head tracker (see leave_forked)
-            best = self.best_head()
-            if i == self.active:
-                # Followed again (the others failed): its own reads show when it caught up.
-                if (
-                    health.head is not None
-                    and best is not None
-                    and best - health.head < self.stall_lead
-                ):
-                    health.unstall()
-                continue
-            if not health.stall_due:
-                continue
-            head = self._probe_head(i)
-            best = self.best_head()
-            if head is not None and (best is None or best - head < self.stall_lead):
-                health.unstall()
-            else:
-                said = "no head" if head is None else f"head {head}"
-                health.stall(f"{said} while the best head known is {best}")
-
-    def _leave_if_stalled(self) -> None:
-        """Move to the best endpoint ahead when the followed one's head is stuck."""
-        active = self.active
-        health = self.members[active].health
-        # Seen at the same head for the period, not merely not asked lately (a member that
-        # just became the followed one has an old head: that is no stall).
-        age = health.frozen_for_s()
-        head = health.head
-        if head is None or age is None or age < self.stall_s:
-            return
-        now = time.monotonic()
-        if now - self._probed_at < self.stall_s:
-            return  # asked within the period: an idle chain costs one probe per period
-        self._probed_at = now
-        ahead: dict[int, int] = {}
-        for i, member in enumerate(self.members):
-            if i == active or not member.health.usable or member.health.stalled is not None:
-                continue
-            theirs = self._probe_head(i)
-            if theirs is not None and theirs - head >= self.stall_lead:
-                ahead[i] = theirs
-        if not ahead:
-            return  # nobody is ahead: an idle chain, or all stuck alike; stay and wait
-        best = max(ahead, key=lambda i: (ahead[i], self.members[i].health.weight, -i))
-        health.stall(
-            f"head {head} frozen for {age:.1f} s while "
-            f"{redact(self.members[best].endpoint)} is at {ahead[best]}"
-        )
-        with self._lock:
-            if self.active == active:
-                self.active = best
-                self.failovers += 1
-                self.stalls += 1
 
     def leave_forked(self, forked: int, joined: int, reason: str) -> None:
         """Follow member ``joined`` instead of ``forked``, whose chain the head tracker could
