@@ -9,7 +9,9 @@
     │   └── RpcMalformedResponse(ValueError)  an answer without the expected shape
     ├── ChainInconsistent                the node's answers contradict each other
     ├── ReorgTooDeep                     no common ancestor inside the header window
-    └── ChainIdMismatch                  the node serves another chain than configured
+    ├── ChainIdMismatch                  the node serves another chain than configured
+    ├── BranchMoved                      a proof's blocks are not (or no longer) canonical
+    └── ProofUnavailable                 the node's answers do not rebuild a header's root
 """
 
 from __future__ import annotations
@@ -75,3 +77,14 @@ class ChainIdMismatch(ChainError):
         )
         self.expected = expected
         self.actual = actual
+
+
+class BranchMoved(ChainError):
+    """The node's chain no longer holds the blocks a decision rests on (or not yet): wait."""
+
+
+class ProofUnavailable(ChainError):
+    """The node's answers do not reproduce the header they should prove against."""
+
+
+# -- tries ------------------------------------------------------------------------------------
