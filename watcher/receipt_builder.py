@@ -85,6 +85,10 @@ class ReceiptBuilder:
         """The block receipts and tx hashes the engine and tracker fetched through
         ``client``: proven from, not fetched again."""
         self.observed_by = [redact(client.endpoint)]
+        self._chains: OrderedDict[tuple[int, int, str, tuple[int, str]], list[dict[str, str]]]
+        self._chains = OrderedDict()
+        """Header chains read from the store, by (block, count, block hash, head): the
+        settlements a block confirmed at one head share one read."""
         self._tries: OrderedDict[str, BlockTries] = OrderedDict()
         """Recently built tries by block hash: settlements confirmed by the same block (a
         batch of payouts) share one fetch and one build."""
@@ -138,11 +142,16 @@ class ReceiptBuilder:
         number, block_hash = int(facts["block_number"]), str(facts["block_hash"])
         head = (int(facts["head_number"]), str(facts["head_hash"]))
         count = max(1, min(head[0] - number + 1, required))
-        headers = None
-        if self.header_rows is not None:
+        key = (number, count, block_hash, head)
+        headers = self._chains.get(key)
+        if headers is None and self.header_rows is not None:
             headers = stored_chain(
                 self.header_rows, self.chain.name, number, count, block_hash, head
             )
+            if headers is not None:
+                self._chains[key] = headers  # the block's other settlements share it
+                while len(self._chains) > TRIES_CACHED:
+                    self._chains.popitem(last=False)
         if headers is None:
             block, headers = fetch_headers(self.client, number, count, block_hash, head)
         else:
