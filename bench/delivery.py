@@ -29,8 +29,8 @@ import httpx
 
 from tests.support.anvil import ROOT, free_port
 from watcher.config import DeliveryConfig
-from watcher.delivery import Sender
-from watcher.delivery_format import body_bytes, headers
+from watcher.delivery.format import body_bytes, headers
+from watcher.delivery.sender import Sender
 from watcher.store import Store
 from watcher.store.outbox_store import DeliveryRecord, NewDelivery
 

@@ -24,8 +24,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from watcher.delivery_format import SEVERITY_RANK, event_json
-from watcher.event_tail import EventTail
+from watcher.delivery.events_tail import EventTail
+from watcher.delivery.format import SEVERITY_RANK, event_json
 from watcher.store.outbox_store import (
     STATES,
     DeliveryNotFound,
@@ -115,7 +115,7 @@ def router(service: Service) -> APIRouter:
             return _error(404, f"delivery_id: {exc}")
         except DeliveryNotReplayable as exc:
             return _error(409, str(exc), state=exc.state)
-        from watcher.delivery import Sender
+        from watcher.delivery.sender import Sender
 
         for component in service.components:
             if isinstance(component, Sender):

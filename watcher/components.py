@@ -32,7 +32,8 @@ class Component(Protocol):
 
 def build_components(service: Service) -> list[Component]:
     """The components of a daemon, in start order."""
-    from watcher import delivery, endpoint_alerts, heads, receipts
+    from watcher import endpoint_alerts, heads, receipts
+    from watcher.delivery import sender as delivery
     from watcher.sources import poller
 
     issuers = receipts.components(service)

@@ -6,7 +6,7 @@ and chosen whether to keep watching, :func:`store_decision` writes, inside the c
 store transaction: the kept decision; the lifecycle event of a verdict that just became
 terminal (``settlement_confirmed`` / ``settlement_failed`` / ``settlement_timed_out``);
 ``late_finality`` or ``finality_violation`` alerts; and the outbox rows the
-:class:`~watcher.delivery_plan.OutboxPlan` makes of them. A crash can never separate a
+:class:`~watcher.delivery.plan.OutboxPlan` makes of them. A crash can never separate a
 verdict from the delivery that reports it.
 """
 
@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from guard.settlement import Decision, Transition, TransitionKind, Verdict, decision_as_json
-from watcher.delivery_plan import OutboxPlan
+from watcher.delivery.plan import OutboxPlan
 from watcher.store import BlockTxn, SettlementRecord
 
 log = logging.getLogger("finality.decisions")

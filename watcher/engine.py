@@ -15,7 +15,7 @@
 
 Every verdict change and event is written together with the outbox rows it produces (the
 commit or discard to the caller, provisional updates, alert webhooks), in the same store
-transaction, by an :class:`~watcher.delivery_plan.OutboxPlan`: a crash can never separate
+transaction, by an :class:`~watcher.delivery.plan.OutboxPlan`: a crash can never separate
 "the verdict changed" from "the caller will be told".
 
 Memory holds only indexes (tx hash → settlement, (sender, nonce) → settlements) and the
@@ -53,7 +53,7 @@ from guard.settlement import (
 from guard.types import BlockHash, BlockNumber, UnixMillis
 from watcher.config import ChainConfig
 from watcher.decisions import record_event, store_decision
-from watcher.delivery_plan import OutboxPlan
+from watcher.delivery.plan import OutboxPlan
 from watcher.metrics import Buckets
 from watcher.observe import ChainPosition, decide
 from watcher.probes import located_info, lookup, receipts_by_block

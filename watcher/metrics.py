@@ -211,7 +211,7 @@ class ServiceCollector(Collector):
         yield from (verdicts, reorgs, by_depth, deliveries, backlog, age)
 
     def _delivery(self) -> Iterator[Metric]:
-        from watcher.delivery import Sender  # delivery imports the engine, which imports us
+        from watcher.delivery.sender import Sender  # delivery imports the engine, which imports us
 
         attempts = CounterMetricFamily(
             "finality_delivery_attempts",

@@ -29,10 +29,10 @@ from chains.errors import ChainError, ChainIdMismatch
 from chains.health import redact
 from chains.rpc import RpcClient
 from watcher.config import ChainConfig, Config
-from watcher.delivery_plan import OutboxPlan
+from watcher.delivery.plan import OutboxPlan
 from watcher.disagreement import event_recorder
 from watcher.engine import ChainWatcher, Clock, wall_clock_ms
-from watcher.handoff import HandoffManager, default_instance_id
+from watcher.handoff.manager import HandoffManager, default_instance_id
 from watcher.store import StaleFencingToken, Store, StoreError
 
 log = logging.getLogger("finality.service")

@@ -15,7 +15,7 @@ import pytest
 
 from tests.integration.helpers import Rig, make_watcher, wait_included
 from tests.support.anvil import Anvil
-from watcher.delivery_plan import AlertRoute, OutboxPlan
+from watcher.delivery.plan import AlertRoute, OutboxPlan
 from watcher.settlements import Registration, new_settlement
 from watcher.store.outbox_store import DeliveryRecord
 

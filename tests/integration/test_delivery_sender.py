@@ -18,8 +18,8 @@ from tests.integration.helpers import random_tx_hash
 from tests.support.daemon import wait_for
 from tests.support.receiver import Receiver, verify_signature
 from watcher.config import ChainConfig, DeliveryConfig
-from watcher.delivery import Sender, backoff_ms
-from watcher.delivery_plan import OutboxPlan
+from watcher.delivery.plan import OutboxPlan
+from watcher.delivery.sender import Sender, backoff_ms
 from watcher.engine import wall_clock_ms
 from watcher.settlements import Registration, register
 from watcher.store import Store

@@ -23,8 +23,8 @@ from tests.support.anvil import Anvil
 from tests.support.daemon import wait_for
 from tests.support.receiver import Receiver
 from watcher.config import DeliveryConfig
-from watcher.delivery import Sender
-from watcher.delivery_plan import OutboxPlan
+from watcher.delivery.plan import OutboxPlan
+from watcher.delivery.sender import Sender
 from watcher.engine import wall_clock_ms
 from watcher.settlements import Registration, new_settlement
 from watcher.store.outbox_store import DeliveryRecord

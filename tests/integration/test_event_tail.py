@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.helpers import START_MS
-from watcher.event_tail import EventTail
+from watcher.delivery.events_tail import EventTail
 from watcher.store import EventRecord, Store
 
 

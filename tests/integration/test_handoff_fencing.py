@@ -8,7 +8,7 @@ import time
 import pytest
 
 from guard.receipts import BindingTerms, Subject, binding_body
-from watcher.handoff import HandoffManager
+from watcher.handoff.manager import HandoffManager
 from watcher.signer import Signer
 from watcher.store import StaleFencingToken, Store
 from watcher.store import lease_store as ls

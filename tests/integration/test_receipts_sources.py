@@ -35,7 +35,7 @@ from tests.support.receiver import Receiver
 from tests.support.sources_app import LiveApp, source_config_file
 from tests.support.stripe_server import StripeServer
 from watcher.config import SourceConfig
-from watcher.delivery_plan import OutboxPlan
+from watcher.delivery.plan import OutboxPlan
 from watcher.receipt_sources import SourceReceiptBuilder
 from watcher.receipts import ReceiptIssuer
 from watcher.signer import Signer

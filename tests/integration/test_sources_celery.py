@@ -15,7 +15,7 @@ from tests.integration.helpers import FakeClock
 from tests.support.daemon import wait_for
 from tests.support.jobs import CeleryWorker, RedisSpace, make_celery_app, need_redis
 from watcher.config import SourceConfig
-from watcher.delivery_plan import OutboxPlan
+from watcher.delivery.plan import OutboxPlan
 from watcher.sources.poller import SourcePoller
 from watcher.sources.settlements import new_source_settlement
 from watcher.store import SettlementRecord, Store

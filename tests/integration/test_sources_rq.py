@@ -21,7 +21,7 @@ from tests.support.jobs import RedisSpace, RqWorker, fail, need_redis, sleep_for
 from tests.support.receiver import Receiver
 from tests.support.sources_app import LiveApp, source_config_file
 from watcher.config import SourceConfig
-from watcher.delivery_plan import OutboxPlan
+from watcher.delivery.plan import OutboxPlan
 from watcher.sources.poller import SourcePoller
 from watcher.sources.settlements import new_source_settlement
 from watcher.store import SettlementRecord, Store

@@ -13,7 +13,7 @@ from guard.settlement import Evidence
 from guard.source import Snapshot, SourceObservation, SourceStatus, SourceUnavailable
 from guard.types import UnixMillis
 from watcher.config import SourceConfig
-from watcher.delivery_plan import AlertRoute, OutboxPlan
+from watcher.delivery.plan import AlertRoute, OutboxPlan
 from watcher.sources import poller as poller_module
 from watcher.sources.poller import SourcePoller
 from watcher.sources.settlements import new_source_settlement, source_settlement_id

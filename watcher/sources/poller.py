@@ -40,7 +40,7 @@ from guard.settlement import SettlementPolicy, evidence_from_json
 from guard.source import SettlementSource, Snapshot, SourceUnavailable
 from guard.types import UnixMillis
 from watcher.config import SourceConfig
-from watcher.delivery_plan import OutboxPlan
+from watcher.delivery.plan import OutboxPlan
 from watcher.sources.record import record_observation
 from watcher.sources.registry import build_source
 from watcher.store import SettlementNotFound, SettlementRecord, Store, StoreError, WatchEntry
@@ -300,8 +300,8 @@ def components(service: Service, built: Sequence[Component] = ()) -> list[Compon
     configs = service.config.sources
     if not configs:
         return []
-    from watcher.delivery import Sender
-    from watcher.delivery_plan import routes_from_config
+    from watcher.delivery.plan import routes_from_config
+    from watcher.delivery.sender import Sender
 
     plans = [w.plan for w in service.watchers.values()]
     plan = plans[0] if plans else OutboxPlan(routes_from_config(service.config.alerts))

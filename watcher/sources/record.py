@@ -7,7 +7,7 @@ transaction: evaluate with the guard, combine with the stored decision
 ``txn.save_decision(... decision_as_json(...))``, and record the same events with the same
 payloads (``settlement_confirmed`` / ``settlement_failed`` / ``settlement_timed_out``,
 ``late_finality``, ``finality_violation``) together with the outbox rows the
-:class:`~watcher.delivery_plan.OutboxPlan` makes of them (commit, discard, cancelled commit,
+:class:`~watcher.delivery.plan.OutboxPlan` makes of them (commit, discard, cancelled commit,
 alerts). A crash can never separate the verdict from the delivery that reports it.
 
 One difference, on purpose: the engine stores an unchanged non-terminal verdict only when the
@@ -32,7 +32,7 @@ from guard.settlement import (
 from guard.source import SourceObservation, evaluate_source, reversal_of, same_evidence
 from guard.types import SettlementId, UnixMillis
 from watcher.decisions import store_decision
-from watcher.delivery_plan import OutboxPlan
+from watcher.delivery.plan import OutboxPlan
 from watcher.store import BlockTxn, SettlementRecord
 
 

@@ -18,7 +18,7 @@ length is seconds; the fencing token, not the clock, is what protects the data).
 
 The same table also holds one *liveness row* per running instance, named
 ``@instance/<instance_id>`` (:func:`heartbeat`): instances count their live peers from it,
-standbys included, to share the names out (watcher/handoff.py). Chain and source names are
+standbys included, to share the names out (watcher/handoff/). Chain and source names are
 ``[a-z0-9_-]`` (watcher/config.py), so a name starting with ``@`` never clashes with one;
 :func:`leases` leaves these rows out and :func:`instances` lists them.
 """

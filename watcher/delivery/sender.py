@@ -1,7 +1,7 @@
 """The outbox sender: delivers commits, discards, provisional updates and alert webhooks.
 
 The engine writes outbox rows in the same transaction as the verdict (see
-:mod:`watcher.delivery_plan`); this component works them off. One *dispatcher* thread claims
+:mod:`watcher.delivery.plan`); this component works them off. One *dispatcher* thread claims
 due rows (a safe claim: see :mod:`watcher.store.outbox_store`) and hands them to
 ``[delivery] workers`` threads, each with its own keep-alive HTTP client. A row is claimed
 with a lease before its request goes out, so a ``kill -9`` mid-request leaves a row that is
@@ -13,9 +13,9 @@ For one row, a worker:
    a ``finality_violation`` for the signed revocation of the receipt it withdraws, at most
    ``receipt_wait_s``; then it goes without, and says why) and stores it, so every retry
    sends the same bytes; a commit a finality violation superseded (renamed
-   ``fw:<settlement>:commit~<event>`` by :mod:`watcher.delivery_plan`) is never sent again:
+   ``fw:<settlement>:commit~<event>`` by :mod:`watcher.delivery.plan`) is never sent again:
    if its attempt in flight failed, its next claim cancels it;
-2. POSTs it, signed (:mod:`watcher.delivery_format`);
+2. POSTs it, signed (:mod:`watcher.delivery.format`);
 3. reports the outcome, which the dispatcher records in batches: delivered on 2xx;
    otherwise due again after an exponential backoff with jitter, capped at
    ``backoff_max_s``; dead after ``max_attempts`` (replay it with
@@ -43,7 +43,8 @@ import httpx
 from sqlalchemy.exc import SQLAlchemyError
 
 from watcher.config import AlertChannelConfig, DeliveryConfig
-from watcher.delivery_format import (
+from watcher.delivery.events_tail import EventTail
+from watcher.delivery.format import (
     BINDING_RECEIPT_KIND,
     RECEIPT_KINDS,
     SEVERITY_RANK,
@@ -54,9 +55,8 @@ from watcher.delivery_format import (
     terminal_body,
     violation_body,
 )
-from watcher.delivery_plan import VIOLATION, OutboxPlan, commit_key, routes_from_config
+from watcher.delivery.plan import VIOLATION, OutboxPlan, commit_key, routes_from_config
 from watcher.engine import Clock, wall_clock_ms
-from watcher.event_tail import EventTail
 from watcher.store import EventRecord, SettlementNotFound, SettlementRecord, Store, StoreError
 from watcher.store.outbox_store import (
     CANCELLED,

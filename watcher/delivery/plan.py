@@ -3,7 +3,7 @@
 This is the "outbox" half of exactly-once: the engine calls an :class:`OutboxPlan` in the
 same transaction that stores a verdict or an event, so the row that will tell the caller
 exists if and only if the change it reports does. Nothing here does I/O besides writing
-rows through the transaction; sending is :mod:`watcher.delivery`'s job.
+rows through the transaction; sending is :mod:`watcher.delivery.sender`'s job.
 
 What is enqueued, and under which ``Idempotency-Key`` (stable: derived from stored ids):
 
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from watcher.config import AlertChannelConfig
-from watcher.delivery_format import (
+from watcher.delivery.format import (
     EVENT_KINDS,
     SEVERITY_RANK,
     alert_body,
