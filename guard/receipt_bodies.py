@@ -39,7 +39,7 @@ class InclusionProof:
     transaction_proof: Sequence[str]
     """Trie nodes from ``transactionsRoot`` to the signed tx, in the form the chain used."""
     compact_headers: bool = False
-    """Carry the headers as ``header_chain`` (guard/header_chain.py, about a third of the
+    """Carry the headers as ``header_chain`` (guard/header_chain.py, under half the
     size) instead of the ``headers`` list; verifiers before it know only ``headers``."""
 
     def as_json(self) -> dict[str, Any]:

@@ -225,10 +225,13 @@ class ReceiptIssuer:
         now = self.clock()
         due = self._due[chain]
         ready = [sid for sid, entry in due.items() if entry.next_at <= now][:BUILDS_PER_POLL]
+        # One query for the receipts already stored of the whole batch (a block's worth of
+        # settlements is built together), not one per settlement.
+        stored = self.receipts.for_settlements(ready) if ready else {}
         for sid in ready:
             entry = due[sid]
             try:
-                finished = self._settle(chain, sid, entry)
+                finished = self._settle(chain, sid, entry, stored.get(sid, []))
             except SettlementNotFound:
                 finished = True
             except (BranchMoved, ChainError, ValueError, KeyError, CanonicalError) as exc:
@@ -250,10 +253,10 @@ class ReceiptIssuer:
                 due.pop(sid, None)
         return len(ready)
 
-    def _settle(self, chain: str, sid: str, entry: _Due) -> bool:
-        """Revoke and issue for one settlement; True when nothing is left to do."""
+    def _settle(self, chain: str, sid: str, entry: _Due, stored: list[ReceiptRecord]) -> bool:
+        """Revoke and issue for one settlement (``stored``: its receipts so far); True when
+        nothing is left to do."""
         rec = self.load(sid)
-        stored = self.receipts.for_settlement(sid)
         for old in current_receipts(stored):
             if old.kind == FINALITY and old.body.get("decision_digest") in entry.revoke:
                 self._revoke(old, entry.violation)
