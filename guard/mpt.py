@@ -66,6 +66,29 @@ def encode_path(path: Sequence[int], leaf: bool) -> bytes:
     return bytes(full[i] * 16 + full[i + 1] for i in range(0, len(full), 2))
 
 
+def _next_node(
+    reference: rlp.Item, proof: Sequence[bytes], used: int, where: str
+) -> tuple[rlp.Item, str, int]:
+    """(the node ``reference`` points at, its name in messages, proof nodes used so far).
+
+    A 32-byte reference is the hash of the next proof node, which must hash to it and
+    decode; anything else is a node embedded in its parent (no hash to check)."""
+    if not isinstance(reference, bytes):
+        return reference, f"a node embedded in {where}", used
+    if len(reference) != 32:
+        raise ProofError(f"{where} has a child reference of {len(reference)} bytes")
+    if used >= len(proof):
+        raise ProofError(f"node {used} missing")
+    raw = proof[used]
+    if keccak256(raw) != reference:
+        raise ProofError(f"node {used} does not hash to the reference in {where}")
+    try:
+        node = rlp.decode(raw)
+    except rlp.RlpError as exc:
+        raise ProofError(f"node {used} is not valid RLP: {exc}") from exc
+    return node, f"node {used}", used + 1
+
+
 def verify_proof(
     root: bytes, key: bytes, proof: Sequence[bytes], root_name: str = "the root"
 ) -> bytes:
@@ -83,23 +106,7 @@ def verify_proof(
     reference: rlp.Item = root
     where = root_name
     while True:
-        if isinstance(reference, bytes):
-            if len(reference) != 32:
-                raise ProofError(f"{where} has a child reference of {len(reference)} bytes")
-            if used >= len(proof):
-                raise ProofError(f"node {used} missing")
-            raw = proof[used]
-            if keccak256(raw) != reference:
-                raise ProofError(f"node {used} does not hash to the reference in {where}")
-            try:
-                node = rlp.decode(raw)
-            except rlp.RlpError as exc:
-                raise ProofError(f"node {used} is not valid RLP: {exc}") from exc
-            where = f"node {used}"
-            used += 1
-        else:
-            node = reference  # embedded in its parent: no hash to check
-            where = f"a node embedded in {where}"
+        node, where, used = _next_node(reference, proof, used, where)
         if isinstance(node, bytes):
             raise ProofError(f"{where} is a string, not a node")
         if len(node) == 17:

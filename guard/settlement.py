@@ -195,6 +195,31 @@ def _decide(
     )
 
 
+def _timed_out(
+    settlement: Settlement, observation: Observation, deadline: UnixMillis, elapsed: int
+) -> Decision:
+    """TIMEOUT_TREATED_AS_FAILURE: the deadline passed with no finality observed before it
+    (finality observed at or after it is carried as ``late_finality``, to reconcile)."""
+    finality = observation.finality
+    late = (
+        " Finality was observed only at or after the deadline: reconcile."
+        if finality is not None
+        else ""
+    )
+    return _decide(
+        Verdict.TIMEOUT_TREATED_AS_FAILURE,
+        f"DISCARD: settlement {settlement.settlement_id} not final by its deadline "
+        f"({elapsed} ms elapsed >= {deadline - settlement.initiated_at} ms allowed); "
+        f"treat as failed.{late}",
+        settlement,
+        deadline,
+        elapsed,
+        0,
+        observation.progress,
+        finality,
+    )
+
+
 def evaluate_settlement(
     settlement: Settlement,
     observation: Observation,
@@ -238,23 +263,7 @@ def evaluate_settlement(
             finality,
         )
     if now >= deadline:
-        late = (
-            " Finality was observed only at or after the deadline: reconcile."
-            if finality is not None
-            else ""
-        )
-        return _decide(
-            Verdict.TIMEOUT_TREATED_AS_FAILURE,
-            f"DISCARD: settlement {sid} not final by its deadline "
-            f"({elapsed} ms elapsed >= {deadline - settlement.initiated_at} ms allowed); "
-            f"treat as failed.{late}",
-            settlement,
-            deadline,
-            elapsed,
-            0,
-            observation.progress,
-            finality,
-        )
+        return _timed_out(settlement, observation, deadline, elapsed)
     remaining = deadline - now
     return _decide(
         Verdict.AWAITING_FINALITY,

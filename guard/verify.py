@@ -120,20 +120,7 @@ def verify_receipt(
     else:
         facts, claims = verify_revocation(body)
 
-    try:
-        actual, message = fmt.body_hashes(body)
-    except CanonicalError as exc:
-        raise ReceiptInvalid(f"body: has no canonical JSON form: {exc}") from exc
-    if claimed_digest != actual:
-        raise ReceiptInvalid(f"digest: {claimed_digest} does not match the body ({actual})")
-    recovered = _recover(message, signature)
-    if recovered != signer:
-        raise ReceiptInvalid(
-            f"signature: recovers {recovered}, not the receipt's signer {signer} "
-            "(the body or the signature was changed)"
-        )
-    if trusted_signers is not None and signer not in {s.lower() for s in trusted_signers}:
-        raise ReceiptInvalid(f"signature: signer {signer} is not trusted")
+    actual = _check_seal(body, claimed_digest, signature, signer, trusted_signers)
     verdict = body.get("verdict") if kind in fmt.DECISION_KINDS else None
     handoff = body.get("handoff") if kind in HANDOFF_KINDS else None
     if handoff is not None:
@@ -153,6 +140,33 @@ def verify_receipt(
         handoff=handoff,
         element=body.get("element") if handoff is not None else None,
     )
+
+
+def _check_seal(
+    body: Mapping[str, Any],
+    claimed_digest: str,
+    signature: str,
+    signer: str,
+    trusted_signers: Collection[str] | None,
+) -> str:
+    """The body's digest, once the trailer is shown to seal it: the digest matches the body,
+    the signature over it recovers ``signer``, and ``signer`` is trusted (when a set is
+    given); else :class:`ReceiptInvalid` naming the trailer field."""
+    try:
+        actual, message = fmt.body_hashes(body)
+    except CanonicalError as exc:
+        raise ReceiptInvalid(f"body: has no canonical JSON form: {exc}") from exc
+    if claimed_digest != actual:
+        raise ReceiptInvalid(f"digest: {claimed_digest} does not match the body ({actual})")
+    recovered = _recover(message, signature)
+    if recovered != signer:
+        raise ReceiptInvalid(
+            f"signature: recovers {recovered}, not the receipt's signer {signer} "
+            "(the body or the signature was changed)"
+        )
+    if trusted_signers is not None and signer not in {s.lower() for s in trusted_signers}:
+        raise ReceiptInvalid(f"signature: signer {signer} is not trusted")
+    return actual
 
 
 def _recover(message: bytes, signature: str) -> str:

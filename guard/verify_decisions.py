@@ -71,25 +71,7 @@ def verify_decision(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, lis
         claims.append(attestation_claim(why))
     else:
         inclusion = verify_inclusion(child(body, "proof", ""))
-    if kind == fmt.FINALITY:
-        reason = None
-        _expect_tx(inclusion, text(body, "tx_hash", ""), "the watched tx")
-        if inclusion.status != 1:
-            raise ReceiptInvalid(f"receipt proof: status is {inclusion.status}, not 1 (success)")
-    else:
-        failure = child(body, "failure", "")
-        reason = text(failure, "reason", "failure")
-        if reason == "reverted":
-            keys(failure, ("reason",), "failure")
-            _expect_tx(inclusion, text(body, "tx_hash", ""), "the watched tx")
-            if inclusion.status != 0:
-                raise ReceiptInvalid(
-                    f"receipt proof: status is {inclusion.status}, not 0 (reverted)"
-                )
-        elif reason == "replaced":
-            claims += _verify_replacement(body, failure, inclusion)
-        else:
-            raise ReceiptInvalid(f"failure.reason: {reason!r} is not 'reverted' or 'replaced'")
+    reason = _verify_outcome(kind, body, inclusion, claims)
     basis = _verify_basis(child(body, "finality", ""), inclusion, claims)
     _cross_check(evidence, inclusion, reason or basis)
     status = "success" if inclusion.status else "reverted"
@@ -112,6 +94,32 @@ def verify_decision(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, lis
         ),
         claims,
     )
+
+
+def _verify_outcome(
+    kind: str, body: Mapping[str, Any], inclusion: Inclusion, claims: list[str]
+) -> str | None:
+    """Check that the proven tx and its status are what the kind says: the watched tx with
+    status 1 (finality), with status 0 (``reverted``), or another tx with its sender and
+    nonce (``replaced``, claims appended to ``claims``). Returns the failure reason (None
+    for finality)."""
+    if kind == fmt.FINALITY:
+        _expect_tx(inclusion, text(body, "tx_hash", ""), "the watched tx")
+        if inclusion.status != 1:
+            raise ReceiptInvalid(f"receipt proof: status is {inclusion.status}, not 1 (success)")
+        return None
+    failure = child(body, "failure", "")
+    reason = text(failure, "reason", "failure")
+    if reason == "reverted":
+        keys(failure, ("reason",), "failure")
+        _expect_tx(inclusion, text(body, "tx_hash", ""), "the watched tx")
+        if inclusion.status != 0:
+            raise ReceiptInvalid(f"receipt proof: status is {inclusion.status}, not 0 (reverted)")
+    elif reason == "replaced":
+        claims += _verify_replacement(body, failure, inclusion)
+    else:
+        raise ReceiptInvalid(f"failure.reason: {reason!r} is not 'reverted' or 'replaced'")
+    return reason
 
 
 def _expect_tx(inclusion: Inclusion, tx_hash: str, what: str) -> None:

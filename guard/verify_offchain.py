@@ -76,9 +76,39 @@ def verify_offchain(
     off = child(body, "offchain", "")
     keys(off, SECTION, "offchain")
     source_kind, source, ref = offchain_subject(body, off)
-    decision_digest = digest_text(body, "decision_digest", "")
+    decision_digest = digest_text(body, "decision_digest", "") or ""  # never None: not nullable
     if digest_text(off, "decision_digest", "offchain") != decision_digest:
         raise ReceiptInvalid("offchain.decision_digest: is not the receipt's decision_digest")
+    evidence, late, deadline = _verify_decision_digest(kind, body, off, decision_digest)
+    facts = _facts(evidence)
+    for key, value in (("source", source), ("source_kind", source_kind), ("ref", ref)):
+        if key in facts and facts[key] != value:
+            raise ReceiptInvalid(
+                f"evidence.facts.{key}: {facts[key]!r} is not offchain.{key} {value!r}"
+            )
+
+    event_ids, actual = _verify_recorded(off, facts)
+    _history(off, decision_digest)
+    if kind == fmt.TIMEOUT and integer(body, "issued_at", "") < deadline:
+        raise ReceiptInvalid(f"issued_at: is before the deadline {deadline}")
+
+    what = "no evidence" if evidence is None else str(obj(evidence, "evidence").get("kind"))
+    summary = (
+        f"{source_kind} {source!r} ref {ref}: {what}, {len(event_ids)} event id(s), "
+        f"objects {actual}"
+    )
+    return (
+        ChainFacts(summary=summary, dependent_state_digest=state),
+        _claims(source_kind, source, ref, evidence, facts, event_ids, late),
+    )
+
+
+def _verify_decision_digest(
+    kind: str, body: Mapping[str, Any], off: Mapping[str, Any], decision_digest: str
+) -> tuple[Any, Any, int]:
+    """(evidence, late finality, deadline), once the decision's digest is recomputed from
+    the verdict, the registration terms in ``off`` and the evidence (a finality or failure
+    receipt must carry its evidence)."""
     initiated = integer(off, "initiated_at", "offchain")
     timeout_ms = integer(off, "timeout_ms", "offchain")
     deadline = integer(off, "deadline", "offchain")
@@ -109,13 +139,12 @@ def verify_offchain(
             f"decision_digest: {decision_digest} does not match the verdict, terms and "
             f"evidence ({recomputed})"
         )
-    facts = _facts(evidence)
-    for key, value in (("source", source), ("source_kind", source_kind), ("ref", ref)):
-        if key in facts and facts[key] != value:
-            raise ReceiptInvalid(
-                f"evidence.facts.{key}: {facts[key]!r} is not offchain.{key} {value!r}"
-            )
+    return evidence, late, deadline
 
+
+def _verify_recorded(off: Mapping[str, Any], facts: Mapping[str, Any]) -> tuple[list[str], str]:
+    """(event ids, objects' digest), once both are shown to be what the evidence recorded
+    and the objects hash to ``objects_digest``."""
     event_ids = strings(off, "event_ids", "offchain")
     if event_ids != list(facts.get("event_ids") or []):
         raise ReceiptInvalid("offchain.event_ids: are not the event ids the evidence recorded")
@@ -136,19 +165,7 @@ def verify_offchain(
             f"evidence.facts.objects_digest: {facts['objects_digest']!r} is not the objects' "
             f"digest ({actual})"
         )
-    _history(off, decision_digest)
-    if kind == fmt.TIMEOUT and integer(body, "issued_at", "") < deadline:
-        raise ReceiptInvalid(f"issued_at: is before the deadline {deadline}")
-
-    what = "no evidence" if evidence is None else str(obj(evidence, "evidence").get("kind"))
-    summary = (
-        f"{source_kind} {source!r} ref {ref}: {what}, {len(event_ids)} event id(s), "
-        f"objects {actual}"
-    )
-    return (
-        ChainFacts(summary=summary, dependent_state_digest=state),
-        _claims(source_kind, source, ref, evidence, facts, event_ids, late),
-    )
+    return event_ids, actual
 
 
 def _facts(evidence: object) -> Mapping[str, Any]:

@@ -59,10 +59,27 @@ def verify_timeout(body: Mapping[str, Any], state: str | None) -> tuple[ChainFac
     late = field(body, "late_finality", "")
     if late is not None:
         obj(late, "late_finality")
-    proof = child(body, "proof", "")
+    claims: list[str] = []
+    anchor, where = _head_at_deadline(child(body, "proof", ""), deadline, claims)
+    late_note = "; finality observed late: reconcile" if late is not None else ""
+    return (
+        ChainFacts(
+            summary=f"deadline {deadline} ms, {where}{late_note}",
+            anchor=anchor,
+            dependent_state_digest=state,
+        ),
+        claims,
+    )
+
+
+def _head_at_deadline(
+    proof: Mapping[str, Any], deadline: int, claims: list[str]
+) -> tuple[tuple[int, str] | None, str]:
+    """(anchor block, words for the summary) of a timeout's ``proof``: the head at the
+    deadline (timestamp at or before it) and, when given, its child (timestamp after it),
+    linked. What is only the signer's word is appended to ``claims``."""
     keys(proof, ("head_at_deadline", "next_header"), "proof")
     head, below = field(proof, "head_at_deadline", "proof"), field(proof, "next_header", "proof")
-    claims: list[str] = []
     anchor: tuple[int, str] | None = None
     if head is None:
         if below is not None:
@@ -88,15 +105,7 @@ def verify_timeout(body: Mapping[str, Any], state: str | None) -> tuple[ChainFac
                 )
             anchor = (next_number, next_hash)
         where = f"head at the deadline block {number} ({block_hash})"
-    late_note = "; finality observed late: reconcile" if late is not None else ""
-    return (
-        ChainFacts(
-            summary=f"deadline {deadline} ms, {where}{late_note}",
-            anchor=anchor,
-            dependent_state_digest=state,
-        ),
-        claims,
-    )
+    return anchor, where
 
 
 def _timestamp(header: Mapping[str, Any]) -> int:
