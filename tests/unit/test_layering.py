@@ -304,10 +304,10 @@ def layering_violations(
     return out
 
 
-def _span(node: ast.AST) -> int:
-    decorators = getattr(node, "decorator_list", [])
-    first = min([node.lineno, *(d.lineno for d in decorators)])  # type: ignore[attr-defined]
-    return int(node.end_lineno or node.lineno) - first + 1  # type: ignore[attr-defined]
+def _span(node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Lines of a definition, from its first decorator to its last line."""
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    return (node.end_lineno or node.lineno) - first + 1
 
 
 def size_violations(modules: Iterable[Module], root: Path) -> list[str]:
