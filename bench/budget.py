@@ -21,7 +21,7 @@ from bench.proxy import CountingProxy
 from chains import pool
 from chains.budget import CallBudget
 from tests.support.anvil import Anvil
-from watcher.config import ChainConfig
+from watcher.config.chains import ChainConfig
 from watcher.engine import ChainWatcher
 from watcher.settlements import Registration, register
 

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from chains.rpc import connect
 from tests.support.anvil import Anvil
-from watcher.config import ChainConfig, parse_config
+from watcher.config.chains import ChainConfig
+from watcher.config.loading import parse_config
 from watcher.engine import ChainWatcher, Clock, wall_clock_ms
 from watcher.settlements import Registration, new_settlement
 from watcher.store import Store
@@ -63,7 +64,7 @@ __all__ = ["Anvil", "chain_config", "fresh_store", "register_synthetic", "watche
 def started_service(chain: ChainConfig) -> Service:
     """A daemon's service (no API) following ``chain`` on a fresh SQLite store, its chain
     started and its pollers running: what the latency benchmarks measure. Stop it after."""
-    from watcher.config import Config
+    from watcher.config.model import Config
     from watcher.service import Service
 
     store = fresh_store()

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 
 from tests.support.anvil import ROOT, free_port
-from watcher.config import DeliveryConfig
+from watcher.config.sections import DeliveryConfig
 from watcher.delivery.format import body_bytes, headers
 from watcher.delivery.sender import Sender
 from watcher.store import Store

@@ -20,7 +20,7 @@ from bench.common import fresh_store
 from bench.proxy import CountingProxy
 from chains import pool
 from tests.support.anvil import Anvil
-from watcher.config import ChainConfig
+from watcher.config.chains import ChainConfig
 from watcher.engine import ChainWatcher
 from watcher.settlements import Registration, register
 

@@ -45,11 +45,8 @@ from watcher.sources.settlements import new_source_settlement, source_settlement
 from watcher.sources.stripe_source import (
     KIND as STRIPE_KIND,
 )
-from watcher.sources.stripe_source import (
-    WebhookRejected,
-    payment_intent_of,
-    verify_webhook,
-)
+from watcher.sources.stripe_source import StripeSettings
+from watcher.sources.stripe_webhooks import WebhookRejected, payment_intent_of, verify_webhook
 from watcher.store import SettlementNotFound, SettlementRecord, StaleFencingToken, StoreError
 from watcher.store import lease_store as ls
 from watcher.store import schema as s
@@ -175,7 +172,8 @@ async def _stripe_event(service: Service, request: Request, name: str | None) ->
         )
         return JSONResponse({"error": reason}, status_code=404)
     slot = hooked[0]
-    secret = slot.config.webhook_secret
+    settings = StripeSettings.narrow(slot.config)
+    secret = settings.webhook_secret
     assert secret is not None
     payload = await request.body()
     if len(payload) > MAX_WEBHOOK_BYTES:
@@ -185,7 +183,7 @@ async def _stripe_event(service: Service, request: Request, name: str | None) ->
             payload,
             request.headers.get("stripe-signature"),
             secret,
-            slot.config.webhook_tolerance_s,
+            settings.webhook_tolerance_s,
         )
     except WebhookRejected as exc:
         return JSONResponse({"error": str(exc)}, status_code=400)

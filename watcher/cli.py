@@ -152,7 +152,8 @@ def _api_url(args: argparse.Namespace) -> str:
     if args.api:
         return str(args.api)
     if args.config:
-        from watcher.config import ConfigError, load_config
+        from watcher.config.errors import ConfigError
+        from watcher.config.loading import load_config
 
         try:
             listen = load_config(args.config).api
@@ -203,7 +204,8 @@ def _print(args: argparse.Namespace, data: Any, human: str) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from watcher import logs
-    from watcher.config import ConfigError, load_config
+    from watcher.config.errors import ConfigError
+    from watcher.config.loading import load_config
 
     logs.configure(args.log_level.upper())
     try:

@@ -51,7 +51,7 @@ from guard.settlement import (
     settle_transition,
 )
 from guard.types import BlockHash, BlockNumber, UnixMillis
-from watcher.config import ChainConfig
+from watcher.config.chains import ChainConfig
 from watcher.decisions import record_event, store_decision
 from watcher.delivery.plan import OutboxPlan
 from watcher.metrics import Buckets

@@ -32,7 +32,7 @@ from apscheduler.schedulers import SchedulerNotRunningError
 from chains.heads import HeadSubscription, NewHead
 from chains.health import redact
 from chains.registry import known_chain
-from watcher.config import ChainConfig
+from watcher.config.chains import ChainConfig
 
 if TYPE_CHECKING:
     from watcher.components import Component

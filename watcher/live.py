@@ -20,7 +20,7 @@ from guard.settlement import (
     evaluate_settlement,
 )
 from guard.types import SettlementId, UnixMillis
-from watcher.config import ChainConfig
+from watcher.config.chains import ChainConfig
 from watcher.observe import ChainPosition, depth_of, observe
 from watcher.settlements import settlement_id_for
 

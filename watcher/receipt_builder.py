@@ -49,7 +49,7 @@ from guard.receipts import (
     reverted_body,
     timeout_body,
 )
-from watcher.config import ChainConfig
+from watcher.config.chains import ChainConfig
 from watcher.receipt_attestation import attestation_receipt, attests_only
 from watcher.receipt_headers import HeaderRows, stored_chain
 from watcher.store import SettlementRecord

@@ -28,7 +28,8 @@ from chains.budget import CallBudget
 from chains.errors import ChainError, ChainIdMismatch
 from chains.health import redact
 from chains.rpc import RpcClient
-from watcher.config import ChainConfig, Config
+from watcher.config.chains import ChainConfig
+from watcher.config.model import Config
 from watcher.delivery.plan import OutboxPlan
 from watcher.disagreement import event_recorder
 from watcher.engine import ChainWatcher, Clock, wall_clock_ms

@@ -16,7 +16,7 @@ from guard.settlement import (
     evaluate_settlement,
 )
 from guard.types import SettlementId, UnixMillis
-from watcher.config import ChainConfig
+from watcher.config.chains import ChainConfig
 from watcher.observe import depth_of
 from watcher.store import NewSettlement, SettlementRecord, Store
 

@@ -30,7 +30,7 @@ from eth_account import Account
 from eth_keys.datatypes import PrivateKey
 
 from guard.receipts import message_hash, seal
-from watcher.config import SigningConfig
+from watcher.config.sections import SigningConfig
 
 log = logging.getLogger("finality.signer")
 

@@ -17,7 +17,8 @@ from sqlalchemy import insert
 from tests.integration.helpers import random_tx_hash
 from tests.support.daemon import wait_for
 from tests.support.receiver import Receiver, verify_signature
-from watcher.config import ChainConfig, DeliveryConfig
+from watcher.config.chains import ChainConfig
+from watcher.config.sections import DeliveryConfig
 from watcher.delivery.plan import OutboxPlan
 from watcher.delivery.sender import Sender, backoff_ms
 from watcher.engine import wall_clock_ms

@@ -22,7 +22,7 @@ from tests.integration.helpers import Rig, make_watcher, wait_included
 from tests.support.anvil import Anvil
 from tests.support.daemon import wait_for
 from tests.support.receiver import Receiver
-from watcher.config import DeliveryConfig
+from watcher.config.sections import DeliveryConfig
 from watcher.delivery.plan import OutboxPlan
 from watcher.delivery.sender import Sender
 from watcher.engine import wall_clock_ms

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from chains.health import EndpointHealth, redact
-from watcher.config import ChainConfig
+from watcher.config.chains import ChainConfig
 
 
 class Clock:

@@ -34,7 +34,7 @@ from tests.support.jobs import RedisSpace, RqWorker, fail, need_redis, succeed
 from tests.support.receiver import Receiver
 from tests.support.sources_app import LiveApp, source_config_file
 from tests.support.stripe_server import StripeServer
-from watcher.config import SourceConfig
+from watcher.config.sources import SourceConfig
 from watcher.delivery.plan import OutboxPlan
 from watcher.receipt_sources import SourceReceiptBuilder
 from watcher.receipts import ReceiptIssuer

@@ -14,7 +14,7 @@ import pytest
 from tests.integration.helpers import FakeClock
 from tests.support.daemon import wait_for
 from tests.support.jobs import CeleryWorker, RedisSpace, make_celery_app, need_redis
-from watcher.config import SourceConfig
+from watcher.config.sources import SourceConfig
 from watcher.delivery.plan import OutboxPlan
 from watcher.sources.poller import SourcePoller
 from watcher.sources.settlements import new_source_settlement

@@ -20,7 +20,7 @@ from tests.support.daemon import wait_for
 from tests.support.jobs import RedisSpace, RqWorker, fail, need_redis, sleep_forever, succeed
 from tests.support.receiver import Receiver
 from tests.support.sources_app import LiveApp, source_config_file
-from watcher.config import SourceConfig
+from watcher.config.sources import SourceConfig
 from watcher.delivery.plan import OutboxPlan
 from watcher.sources.poller import SourcePoller
 from watcher.sources.settlements import new_source_settlement

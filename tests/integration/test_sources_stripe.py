@@ -24,7 +24,7 @@ from tests.support.daemon import wait_for
 from tests.support.receiver import Receiver
 from tests.support.sources_app import LiveApp, source_config_file
 from tests.support.stripe_server import StripeServer, signature_header, signed
-from watcher.config import SourceConfig
+from watcher.config.sources import SourceConfig
 from watcher.delivery.plan import OutboxPlan
 from watcher.sources.poller import SourcePoller, sources_of
 from watcher.sources.settlements import new_source_settlement

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests.integration.helpers import START_MS, random_tx_hash, register_tx
-from watcher.config import ChainConfig
+from watcher.config.chains import ChainConfig
 from watcher.settlements import Registration, register, settlement_id_for
 from watcher.store import SchemaVersionUnknown, SettlementRecord, Store, StoreMismatch
 from watcher.store.schema import SCHEMA_REVISION

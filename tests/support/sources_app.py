@@ -21,7 +21,7 @@ import uvicorn
 
 from tests.support.anvil import free_port
 from tests.support.daemon import config_text, toml_value
-from watcher.config import load_config
+from watcher.config.loading import load_config
 from watcher.service import Service
 
 UNUSED_RPC = "http://127.0.0.1:9"

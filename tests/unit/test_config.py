@@ -6,16 +6,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from watcher.config import (
-    ApiConfig,
-    ChainConfig,
-    Config,
-    ConfigError,
-    StoreConfig,
-    UnknownChainName,
-    load_config,
-    parse_config,
-)
+from watcher.config.chains import ChainConfig
+from watcher.config.errors import ConfigError, UnknownChainName
+from watcher.config.loading import load_config, parse_config
+from watcher.config.model import Config
+from watcher.config.sections import ApiConfig, StoreConfig
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 CONFIG_FILES = sorted(CONFIG_DIR.glob("*.toml"))

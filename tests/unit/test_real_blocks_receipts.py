@@ -43,7 +43,7 @@ from guard.settlement import (
 )
 from guard.types import SettlementId, UnixMillis
 from guard.verify import verify_receipt
-from watcher.config import ChainConfig
+from watcher.config.chains import ChainConfig
 from watcher.receipt_builder import ReceiptBuilder
 from watcher.signer import Signer
 from watcher.store import SettlementRecord

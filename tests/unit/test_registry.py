@@ -10,7 +10,7 @@ from chains.finality_modes import L1_FINAL_MODES, L2_RISK, NEEDS_FINALIZED, NEED
 from chains.registry import FINALITY_MODES, KNOWN_CHAINS, KnownChain, known_chain
 from guard.finality_rule import finality_basis
 from guard.types import ChainId
-from watcher.config import ChainConfig
+from watcher.config.chains import ChainConfig
 from watcher.receipt_attestation import attests_only
 
 EXPECTED_IDS = {

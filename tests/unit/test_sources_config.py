@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from watcher.config import ConfigError, parse_config
+from watcher.config.errors import ConfigError
+from watcher.config.loading import parse_config
 
 CHAIN = '[[chains]]\nname = "local"\nchain_id = 31337\nrpc = ["http://127.0.0.1:8545"]\n'
 

@@ -9,7 +9,7 @@ import pytest
 
 from guard.source import Snapshot, SourceStatus
 from guard.types import UnixMillis
-from watcher.config import SourceConfig
+from watcher.config.sources import SourceConfig
 from watcher.sources.celery_source import CelerySource
 from watcher.sources.rq_source import RqSource
 

@@ -12,7 +12,7 @@ import pytest
 from guard.settlement import Evidence
 from guard.source import Snapshot, SourceObservation, SourceStatus, SourceUnavailable
 from guard.types import UnixMillis
-from watcher.config import SourceConfig
+from watcher.config.sources import SourceConfig
 from watcher.delivery.plan import AlertRoute, OutboxPlan
 from watcher.sources import poller as poller_module
 from watcher.sources.poller import SourcePoller

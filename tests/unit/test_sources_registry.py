@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from guard.source import SettlementSource
-from watcher.config import SourceConfig, parse_config
+from watcher.config.loading import parse_config
+from watcher.config.sources import SourceConfig
 from watcher.sources.registry import (
     ENTRY_POINT_GROUP,
     UnknownSourceKind,

@@ -13,15 +13,10 @@ import pytest
 from guard.source import Snapshot, SourceStatus, same_evidence
 from guard.types import UnixMillis
 from tests.support.stripe_server import signature_header, signed
-from watcher.config import SourceConfig
-from watcher.sources.stripe_source import (
-    PaymentState,
-    StripeSource,
-    WebhookRejected,
-    classify,
-    payment_intent_of,
-    verify_webhook,
-)
+from watcher.config.sources import SourceConfig
+from watcher.sources.stripe_source import StripeSource
+from watcher.sources.stripe_state import PaymentState, classify
+from watcher.sources.stripe_webhooks import WebhookRejected, payment_intent_of, verify_webhook
 
 PI = "pi_3TestIntent"
 CH = "ch_3TestCharge"

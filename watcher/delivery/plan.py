@@ -36,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from watcher.config import AlertChannelConfig
+from watcher.config.sections import AlertChannelConfig
 from watcher.delivery.format import (
     EVENT_KINDS,
     SEVERITY_RANK,

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from sqlalchemy.exc import SQLAlchemyError
 
-from watcher.config import AlertChannelConfig, DeliveryConfig
+from watcher.config.sections import AlertChannelConfig, DeliveryConfig
 from watcher.delivery.events_tail import EventTail
 from watcher.delivery.format import (
     BINDING_RECEIPT_KIND,

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from celery import Celery
 from celery.exceptions import BackendError
 from kombu.exceptions import ContentDisallowed, DecodeError
+from pydantic import model_validator
 from redis.exceptions import RedisError
 
 from guard.canonical import CanonicalError
@@ -43,9 +44,8 @@ from guard.source import (
     objects_digest,
 )
 from guard.types import UnixMillis
-
-if TYPE_CHECKING:
-    from watcher.config import SourceConfig
+from watcher.config.base import KeyedErrors
+from watcher.config.sources import SourceConfig, redis_url_problems
 
 KIND = "celery_task"
 """The settlement kind this module serves."""
@@ -57,13 +57,38 @@ REDIS_TIMEOUT_S = 5.0
 """Socket timeouts: a hung Redis fails a poll instead of stalling it."""
 
 
+class CelerySettings(SourceConfig):
+    """The keys of a ``celery_task`` table::
+
+    [[sources]]
+    name = "tasks"
+    kind = "celery_task"
+    backend_url = "redis://127.0.0.1:6379/1"
+    """
+
+    backend_url: str | None = None
+    """The Redis result backend (``redis://host:port/db``); required."""
+    key_prefix: str | None = None
+    """The backend's ``global_keyprefix`` transport option, if the workers use one."""
+
+    @model_validator(mode="after")
+    def _check_backend(self) -> CelerySettings:
+        urls = {"backend_url": self.backend_url}
+        problems = redis_url_problems(KIND, urls, required="backend_url")
+        if problems:
+            raise KeyedErrors(problems)
+        return self
+
+
 class CelerySource:
     """One ``celery_task`` source (see the module doc)."""
 
     kind = KIND
     reversible = False
+    settings_model = CelerySettings
 
-    def __init__(self, config: SourceConfig) -> None:
+    def __init__(self, source: SourceConfig) -> None:
+        config = CelerySettings.narrow(source)
         self.name = config.name
         app = Celery(f"finality-{config.name}", set_as_current=False)
         app.conf.update(

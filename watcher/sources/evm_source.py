@@ -41,7 +41,7 @@ from guard.source import (
     SourceUnavailable,
 )
 from guard.types import UnixMillis
-from watcher.config import ChainConfig
+from watcher.config.chains import ChainConfig
 from watcher.live import live_view
 
 KIND = "evm_tx"

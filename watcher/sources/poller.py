@@ -39,7 +39,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from guard.settlement import SettlementPolicy, evidence_from_json
 from guard.source import SettlementSource, Snapshot, SourceUnavailable
 from guard.types import UnixMillis
-from watcher.config import SourceConfig
+from watcher.config.sources import SourceConfig
 from watcher.delivery.plan import OutboxPlan
 from watcher.sources.record import record_observation
 from watcher.sources.registry import build_source

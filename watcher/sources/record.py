@@ -24,6 +24,7 @@ from typing import Any
 from guard.settlement import (
     Settlement,
     SettlementPolicy,
+    Transition,
     TransitionKind,
     Verdict,
     decision_from_json,
@@ -63,21 +64,7 @@ def record_observation(
     previous = decision_from_json(rec.decision)
     transition = settle_transition(previous, fresh, reversal_of(obs))
     kept = transition.decision
-    terminal = kept.verdict.terminal
-    final_since = rec.terminal_at if rec.terminal_at is not None else now
-    watching = (
-        not terminal
-        or (
-            kept.verdict is Verdict.TIMEOUT_TREATED_AS_FAILURE
-            and transition.kind is not TransitionKind.LATE_FINALITY
-            and now < rec.deadline + late_watch_ms
-        )
-        or (
-            kept.verdict is Verdict.FINALITY_CONFIRMED
-            and reversal_watch_ms > 0
-            and now < final_since + reversal_watch_ms
-        )
-    )
+    watching = _still_watched(rec, transition, late_watch_ms, reversal_watch_ms, now)
     if watching == rec.watching and (
         transition.kind is TransitionKind.HELD
         or (
@@ -98,6 +85,33 @@ def record_observation(
         f"source {rec.chain}",
     )
     return True
+
+
+def _still_watched(
+    rec: SettlementRecord,
+    transition: Transition,
+    late_watch_ms: int,
+    reversal_watch_ms: int,
+    now: int,
+) -> bool:
+    """Whether the source is still polled for ``rec`` after ``transition``: until terminal,
+    then through the late-finality window of a timeout and the reversal window of a
+    confirmation."""
+    kept = transition.decision
+    final_since = rec.terminal_at if rec.terminal_at is not None else now
+    return (
+        not kept.verdict.terminal
+        or (
+            kept.verdict is Verdict.TIMEOUT_TREATED_AS_FAILURE
+            and transition.kind is not TransitionKind.LATE_FINALITY
+            and now < rec.deadline + late_watch_ms
+        )
+        or (
+            kept.verdict is Verdict.FINALITY_CONFIRMED
+            and reversal_watch_ms > 0
+            and now < final_since + reversal_watch_ms
+        )
+    )
 
 
 def _subject(rec: SettlementRecord, obs: SourceObservation) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Which adapter serves which settlement kind: the built-ins, and plugins by entry point.
+"""Which adapter serves which settlement kind: every kind is an entry point.
 
 A third party adds a source without forking: a package declares, in its ``pyproject.toml``::
 
@@ -7,46 +7,38 @@ A third party adds a source without forking: a package declares, in its ``pyproj
 
 where ``MySource(config: SourceConfig)`` returns a :class:`guard.source.SettlementSource`
 (the entry point's name is the kind, at most 32 lower-case characters). Its settings come
-from the ``options`` table of its ``[[sources]]`` entry. A plugin cannot replace a built-in
-kind: the built-in wins and the plugin is ignored with a warning, so installing a package
-never silently changes how payments are judged.
+from the ``options`` table of its ``[[sources]]`` entry, or from its own keys when the
+factory declares a ``settings_model`` (a subclass of
+:class:`watcher.config.sources.SourceConfig`). The built-in kinds are declared the same way
+in this project's ``pyproject.toml``; a plugin cannot replace one (the built-in wins and the
+plugin is ignored with a warning: :mod:`watcher.config.source_kinds`), so installing a
+package never silently changes how payments are judged.
 
-Built-ins are imported only when used: a daemon without a Celery source never imports Celery.
+Adapters are imported only when used: a daemon without a Celery source never imports Celery.
 """
 
 from __future__ import annotations
 
-import importlib
-import logging
-import re
 from collections.abc import Callable
-from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from guard.source import SettlementSource
+from watcher.config import source_kinds
+from watcher.config.source_kinds import ENTRY_POINT_GROUP, EVM_KIND, known_kinds
+from watcher.config.sources import SourceConfig
 
-if TYPE_CHECKING:
-    from watcher.config import SourceConfig
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "EVM_KIND",
+    "SourceFactory",
+    "UnknownSourceKind",
+    "build_source",
+    "factory",
+    "known_kinds",
+]
 
-log = logging.getLogger("finality.sources")
-
-ENTRY_POINT_GROUP = "finality_watcher.sources"
-"""The entry point group plugins register under."""
-
-EVM_KIND = "evm_tx"
-"""The chain kind: served by :mod:`watcher.sources.evm_source`, configured as ``[[chains]]``."""
-
-BUILTIN: dict[str, str] = {
-    "stripe_payment_intent": "watcher.sources.stripe_source:StripeSource",
-    "rq_job": "watcher.sources.rq_source:RqSource",
-    "celery_task": "watcher.sources.celery_source:CelerySource",
-}
-"""Built-in kinds and the ``module:attribute`` of their factories."""
-
-SourceFactory = Callable[["SourceConfig"], SettlementSource]
+SourceFactory = Callable[[SourceConfig], SettlementSource]
 """Builds the adapter of one ``[[sources]]`` table."""
-
-_KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 
 class UnknownSourceKind(LookupError):
@@ -58,40 +50,12 @@ class UnknownSourceKind(LookupError):
         self.known = known
 
 
-def _plugins() -> dict[str, str]:
-    """Installed plugin kinds → entry point value (built-in names and bad names skipped)."""
-    found: dict[str, str] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in BUILTIN or ep.name == EVM_KIND:
-            log.warning(
-                "source plugin %s (%s) ignored: %r is a built-in kind", ep.name, ep.value, ep.name
-            )
-        elif not _KIND.fullmatch(ep.name):
-            log.warning(
-                "source plugin %r (%s) ignored: a kind is 1..32 of a-z, 0-9 and _, "
-                "starting with a letter",
-                ep.name,
-                ep.value,
-            )
-        else:
-            found[ep.name] = ep.value
-    return found
-
-
-def known_kinds() -> list[str]:
-    """Every kind this installation can watch, sorted (``evm_tx`` included)."""
-    return sorted({EVM_KIND, *BUILTIN, *_plugins()})
-
-
 def factory(kind: str) -> SourceFactory:
     """The factory of ``kind``; raises :class:`UnknownSourceKind`."""
-    if kind in BUILTIN:
-        module, _, attr = BUILTIN[kind].partition(":")
-        return cast(SourceFactory, getattr(importlib.import_module(module), attr))
-    for ep in entry_points(group=ENTRY_POINT_GROUP, name=kind):
-        if kind != EVM_KIND and _KIND.fullmatch(kind):
-            return cast(SourceFactory, ep.load())
-    raise UnknownSourceKind(kind, [k for k in known_kinds() if k != EVM_KIND])
+    found = source_kinds.load_factory(kind) if kind != EVM_KIND else None
+    if found is None:
+        raise UnknownSourceKind(kind, [k for k in known_kinds() if k != EVM_KIND])
+    return cast(SourceFactory, found)
 
 
 def build_source(config: SourceConfig) -> SettlementSource:

@@ -33,8 +33,8 @@ import hashlib
 import re
 import zlib
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
+from pydantic import Field, model_validator
 from redis import Redis
 from redis.exceptions import RedisError
 from rq.exceptions import NoSuchJobError
@@ -51,9 +51,8 @@ from guard.source import (
     check_ref_text,
 )
 from guard.types import UnixMillis
-
-if TYPE_CHECKING:
-    from watcher.config import SourceConfig
+from watcher.config.base import KeyedErrors
+from watcher.config.sources import SourceConfig, redis_url_problems
 
 KIND = "rq_job"
 """The settlement kind this module serves."""
@@ -71,14 +70,40 @@ REDIS_TIMEOUT_S = 5.0
 """Socket timeouts: a hung Redis fails a poll instead of stalling it."""
 
 
+class RqSettings(SourceConfig):
+    """The keys of an ``rq_job`` table::
+
+    [[sources]]
+    name = "jobs"
+    kind = "rq_job"
+    redis_url = "redis://127.0.0.1:6379/0"
+    heartbeat_limit_s = 120
+    """
+
+    redis_url: str | None = None
+    """The Redis the jobs live in (``redis://host:port/db``); required."""
+    heartbeat_limit_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
+    """A started job whose heartbeat is older than this has lost its worker; must exceed
+    the workers' ``--job-monitoring-interval`` (30 s by default)."""
+
+    @model_validator(mode="after")
+    def _check_redis(self) -> RqSettings:
+        problems = redis_url_problems(KIND, {"redis_url": self.redis_url}, required="redis_url")
+        if problems:
+            raise KeyedErrors(problems)
+        return self
+
+
 class RqSource:
     """One ``rq_job`` source (see the module doc)."""
 
     kind = KIND
     reversible = False
+    settings_model = RqSettings
 
-    def __init__(self, config: SourceConfig) -> None:
-        assert config.redis_url is not None  # SourceConfig requires it for this kind
+    def __init__(self, source: SourceConfig) -> None:
+        config = RqSettings.narrow(source)
+        assert config.redis_url is not None  # RqSettings requires it
         self.name = config.name
         self.heartbeat_limit_ms = int(config.heartbeat_limit_s * 1000)
         self.redis = Redis.from_url(

@@ -21,7 +21,7 @@ from guard.settlement import (
     evaluate_settlement,
 )
 from guard.types import SettlementId, UnixMillis
-from watcher.config import SourceConfig
+from watcher.config.sources import SourceConfig
 from watcher.settlements import settlement_view
 from watcher.store import NewSettlement, SettlementRecord
 

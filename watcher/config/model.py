@@ -1,0 +1,78 @@
+"""The whole configuration of one daemon instance, and the rules across its tables
+(unique chain names and ids; source names distinct from each other and from chains)."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from watcher.config.base import KeyedErrors, Loc, Strict, duplicates
+from watcher.config.chains import ChainConfig
+from watcher.config.errors import UnknownChainName
+from watcher.config.sections import (
+    AlertChannelConfig,
+    ApiConfig,
+    DeliveryConfig,
+    HandoffConfig,
+    SigningConfig,
+    StoreConfig,
+)
+from watcher.config.sources import SourceConfig
+
+
+class Config(Strict):
+    """The whole configuration of one daemon instance."""
+
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    """The ``[store]`` table."""
+    api: ApiConfig = Field(default_factory=ApiConfig)
+    """The ``[api]`` table."""
+    chains: list[ChainConfig] = Field(min_length=1)
+    """The ``[[chains]]`` tables; names unique, chain ids unique."""
+    signing: SigningConfig = Field(default_factory=SigningConfig)
+    """The ``[signing]`` table."""
+    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
+    """The ``[delivery]`` table."""
+    alerts: list[AlertChannelConfig] = Field(default_factory=list)
+    """The ``[[alerts]]`` tables."""
+    handoff: HandoffConfig = Field(default_factory=HandoffConfig)
+    """The ``[handoff]`` table."""
+    sources: list[SourceConfig] = Field(default_factory=list)
+    """The ``[[sources]]`` tables (payment processors, job queues); names unique and distinct
+    from chain names (a source's name is stored where a chain's name goes)."""
+
+    @model_validator(mode="after")
+    def _check_source_names(self) -> Config:
+        problems: list[tuple[Loc, str]] = []
+        chains = {chain.name for chain in self.chains}
+        for i, source in enumerate(self.sources):
+            if source.name in chains:
+                problems.append(
+                    (("sources", i, "name"), f"{source.name!r} is already a chain name")
+                )
+        clashing = {loc[1] for loc, _ in problems}
+        names = [source.name for source in self.sources]
+        problems += [
+            problem
+            for problem in duplicates("sources", "name", "source name", names)
+            if problem[0][1] not in clashing
+        ]
+        problems.sort(key=lambda problem: problem[0][1])
+        if problems:
+            raise KeyedErrors(problems)
+        return self
+
+    @model_validator(mode="after")
+    def _check_unique(self) -> Config:
+        problems = duplicates("chains", "name", "chain name", [c.name for c in self.chains])
+        problems += duplicates("chains", "chain_id", "chain id", [c.chain_id for c in self.chains])
+        problems.sort(key=lambda problem: problem[0][1])  # stable: by table index, name first
+        if problems:
+            raise KeyedErrors(problems)
+        return self
+
+    def chain(self, name: str) -> ChainConfig:
+        """The chain configured under ``name``; :class:`UnknownChainName` if there is none."""
+        for chain in self.chains:
+            if chain.name == name:
+                return chain
+        raise UnknownChainName(name, [c.name for c in self.chains])

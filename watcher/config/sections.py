@@ -1,0 +1,161 @@
+"""The small tables of a config file: ``[store]``, ``[api]``, ``[signing]``, ``[delivery]``,
+``[[alerts]]`` and ``[handoff]`` (``[[chains]]`` and ``[[sources]]`` have modules of their
+own: they carry most of the rules)."""
+
+from __future__ import annotations
+
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
+
+from watcher.config.base import KeyedErrors, Strict
+
+_STORE_SCHEMES = ("sqlite://", "postgresql://", "postgresql+psycopg://")
+
+Severity = Literal["info", "warning", "critical"]
+
+
+class StoreConfig(Strict):
+    """Where settlements, verdicts and the outbox are stored.
+
+    ``url`` is an SQLAlchemy URL: ``sqlite:///finality.db`` (a file relative to the daemon's
+    current working directory), ``sqlite:////var/lib/finality/finality.db`` (absolute), or
+    ``postgresql://user@host/db`` / ``postgresql+psycopg://...`` for several instances.
+    """
+
+    url: str = "sqlite:///finality.db"
+    """SQLAlchemy URL of the store: ``sqlite://...`` or ``postgresql[+psycopg]://...``."""
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        if not value.startswith(_STORE_SCHEMES):
+            raise ValueError("must start with sqlite://, postgresql:// or postgresql+psycopg://")
+        if value.startswith("postgresql") and not urlsplit(value).netloc:
+            raise ValueError("a PostgreSQL URL needs a host, e.g. postgresql://user@host/db")
+        return value
+
+
+def split_listen(value: str) -> tuple[str, int]:
+    """``"HOST:PORT"`` (``"[::1]:PORT"`` for IPv6) → ``(host, port)``; ValueError if not."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not host:
+        raise ValueError('must be "HOST:PORT", e.g. "127.0.0.1:8710"')
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host or (":" in host and not value.startswith("[")):
+        raise ValueError('must be "HOST:PORT" (write an IPv6 host as "[::1]:8710")')
+    if not port_text.isascii() or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise ValueError("port must be an integer in 1..65535")
+    return host, int(port_text)
+
+
+class ApiConfig(Strict):
+    """Where the HTTP API (and the query commands of the CLI) listen."""
+
+    listen: str = "127.0.0.1:8710"
+    """``"HOST:PORT"``; an IPv6 host in brackets (``"[::1]:8710"``); port in 1..65535."""
+
+    @field_validator("listen")
+    @classmethod
+    def _check_listen(cls, value: str) -> str:
+        split_listen(value)
+        return value
+
+    @property
+    def host(self) -> str:
+        """The host part of ``listen`` (IPv6 without brackets)."""
+        return split_listen(self.listen)[0]
+
+    @property
+    def port(self) -> int:
+        """The port part of ``listen``."""
+        return split_listen(self.listen)[1]
+
+
+class SigningConfig(Strict):
+    """How receipts are signed (an Ethereum key; EIP-712 typed data).
+
+    The key comes from the environment variable named by ``key_env`` (hex private key), or
+    from an encrypted keystore file (``keystore``, password in ``keystore_password_env``).
+    With neither, and only when every configured chain is a local development chain, a
+    development key is generated into ``dev_key_file`` with a loud warning.
+    """
+
+    key_env: str = "FINALITY_SIGNING_KEY"
+    """Name of the environment variable holding a 0x hex private key."""
+    keystore: str | None = None
+    """Path of an encrypted JSON keystore (geth/eth-account format)."""
+    keystore_password_env: str = "FINALITY_KEYSTORE_PASSWORD"
+    """Name of the environment variable holding the keystore password."""
+    dev_key_file: str = ".finality-dev-key"
+    """Where the generated development key is kept (local chains only)."""
+
+
+class DeliveryConfig(Strict):
+    """The outbox sender: commits, discards and webhook alerts."""
+
+    secret: str | None = None
+    """HMAC-SHA256 secret for the signature header (use "${FINALITY_WEBHOOK_SECRET}")."""
+    max_attempts: int = Field(default=8, ge=1)
+    """Attempts before an entry is dead-lettered."""
+    backoff_initial_s: float = Field(default=1.0, gt=0)
+    """First retry delay; doubles each attempt, with jitter."""
+    backoff_max_s: float = Field(default=300.0, gt=0)
+    """Cap on the retry delay."""
+    timeout_s: float = Field(default=10.0, gt=0)
+    """HTTP timeout of one delivery attempt."""
+    workers: int = Field(default=4, ge=1)
+    """Deliveries sent concurrently."""
+    receipt_wait_s: float = Field(default=30.0, ge=0)
+    """How long a commit/discard waits for its signed receipt before going out without it."""
+    max_dependent_state_bytes: int = Field(default=65536, ge=1)
+    """Largest accepted dependent_state (canonical JSON bytes); larger gets 413."""
+
+
+class AlertChannelConfig(Strict):
+    """One ``[[alerts]]`` channel: which events go where."""
+
+    type: Literal["webhook", "slack", "log"]
+    """``webhook`` (JSON, signed, via the outbox), ``slack`` (Slack-compatible), ``log``."""
+    url: str | None = None
+    """Target URL (webhook and slack)."""
+    events: list[str] = Field(default_factory=lambda: ["*"])
+    """Event kinds to send (``reorg``, ``finality_violation``...); ``*`` for all."""
+    min_severity: Severity = "info"
+    """Lowest severity sent."""
+
+
+class HandoffConfig(Strict):
+    """Sharing work between instances on one PostgreSQL store (leases with fencing)."""
+
+    instance_id: str | None = None
+    """This instance's name in leases and handoff records; default: host name and pid."""
+    lease_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
+    """How long a chain's lease lasts without renewal; a standby takes over after it."""
+    renew_s: float = Field(default=3.0, gt=0, allow_inf_nan=False)
+    """How often the owner renews its leases: at most ``lease_s / 3``, so that a renewal
+    that comes late, or fails once, still leaves the lease alive."""
+    balance: bool = True
+    """Share the chains and sources out over the live instances (fair share, rebalance);
+    false: an instance takes every free lease and gives none away, so everything runs on
+    the first instance and the others stand by (set it the same on every instance)."""
+
+    @model_validator(mode="after")
+    def _check_renewal(self) -> HandoffConfig:
+        # A busy but healthy owner must never lose its lease: it gets two more tries
+        # before the lease lapses (a tiny tolerance for float division like 1 / 3).
+        if self.renew_s > self.lease_s / 3 + 1e-9:
+            raise KeyedErrors(
+                [
+                    (
+                        ("renew_s",),
+                        f"{self.renew_s:g} s is more than lease_s / 3 "
+                        f"({self.lease_s:g} s / 3 = {self.lease_s / 3:.3g} s): renew at "
+                        "least three times per lease, so a late or failed renewal does "
+                        "not let the lease lapse",
+                    )
+                ]
+            )
+        return self
