@@ -32,8 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy import insert, select, update
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
 from guard.canonical import CanonicalError, canonical_json
@@ -45,11 +43,18 @@ from watcher.sources.settlements import new_source_settlement, source_settlement
 from watcher.sources.stripe_source import (
     KIND as STRIPE_KIND,
 )
-from watcher.sources.stripe_source import StripeSettings
-from watcher.sources.stripe_webhooks import WebhookRejected, payment_intent_of, verify_webhook
-from watcher.store import SettlementNotFound, SettlementRecord, StaleFencingToken, StoreError
-from watcher.store import lease_store as ls
-from watcher.store import schema as s
+from watcher.sources.stripe_source import (
+    WebhookRejected,
+    payment_intent_of,
+    verify_webhook,
+)
+from watcher.store import (
+    SettlementNotFound,
+    SettlementRecord,
+    StaleFencingToken,
+    StoreError,
+)
+from watcher.store.records import InboxRecord
 
 if TYPE_CHECKING:
     from watcher.service import Service
@@ -172,8 +177,7 @@ async def _stripe_event(service: Service, request: Request, name: str | None) ->
         )
         return JSONResponse({"error": reason}, status_code=404)
     slot = hooked[0]
-    settings = StripeSettings.narrow(slot.config)
-    secret = settings.webhook_secret
+    secret = slot.config.webhook_secret
     assert secret is not None
     payload = await request.body()
     if len(payload) > MAX_WEBHOOK_BYTES:
@@ -183,7 +187,7 @@ async def _stripe_event(service: Service, request: Request, name: str | None) ->
             payload,
             request.headers.get("stripe-signature"),
             secret,
-            settings.webhook_tolerance_s,
+            slot.config.webhook_tolerance_s,
         )
     except WebhookRejected as exc:
         return JSONResponse({"error": str(exc)}, status_code=400)
@@ -197,7 +201,7 @@ async def _stripe_event(service: Service, request: Request, name: str | None) ->
         return JSONResponse({**answer, "reason": "the event names no valid PaymentIntent"})
     try:
         rec, applied = await run_in_threadpool(_receive, service, poller, slot, ref, event)
-    except (StoreError, SQLAlchemyError) as exc:
+    except StoreError as exc:
         return JSONResponse({"error": f"store unavailable, retry: {exc}"}, status_code=503)
     if rec is None:
         return JSONResponse({**answer, "reason": "no settlement registered for " + ref})
@@ -238,32 +242,14 @@ INBOX_BATCH = 100
 def inbox_add(service: Service, source: str, ref: str, event: dict[str, Any]) -> None:
     """Store a verified event durably (unfenced: it decides nothing); a redelivery of an
     event already stored is a no-op."""
-    values = {
-        "source": source,
-        "ref": ref,
-        "event_id": str(event["id"]),
-        "event": event,
-        "received_by": service.handoff.instance_id,
-        "received_at": service.clock(),
-    }
-    try:
-        with service.store.writer.begin() as conn:
-            conn.execute(insert(s.webhook_inbox).values(**values))
-    except IntegrityError:
-        pass  # Stripe redelivered an event the inbox holds already
+    service.store.inbox().add(
+        source, ref, str(event["id"]), event, service.handoff.instance_id, service.clock()
+    )  # False: Stripe redelivered an event the inbox holds already
 
 
-def inbox_pending(service: Service, source: str) -> list[dict[str, Any]]:
+def inbox_pending(service: Service, source: str) -> list[InboxRecord]:
     """Inbox rows of ``source`` not applied yet, oldest first."""
-    w = s.webhook_inbox
-    with service.store.reader.connect() as conn:
-        rows = conn.execute(
-            select(w)
-            .where(w.c.source == source, w.c.applied_at.is_(None))
-            .order_by(w.c.id)
-            .limit(INBOX_BATCH)
-        )
-        return [dict(r._mapping) for r in rows]
+    return service.store.inbox().pending(source, INBOX_BATCH)
 
 
 def apply_inbox(service: Service, poller: SourcePoller, source: str) -> int:
@@ -271,37 +257,19 @@ def apply_inbox(service: Service, poller: SourcePoller, source: str) -> int:
     fenced and a stale token raises :class:`StaleFencingToken`); returns how many."""
     done = 0
     for row in inbox_pending(service, source):
-        event = dict(row["event"])
-        snapshot = Snapshot(
-            row["ref"], UnixMillis(int(row["received_at"])), {"event": event}, (row["event_id"],)
-        )
-        poller.receive(source, row["ref"], snapshot)  # fenced by the poller (fence_of)
-        _mark_applied(service, source, int(row["id"]))
+        event = dict(row.event)
+        snapshot = Snapshot(row.ref, UnixMillis(row.received_at), {"event": event}, (row.event_id,))
+        poller.receive(source, row.ref, snapshot)  # fenced by the poller (fence_of)
+        _mark_applied(service, source, row.id)
         done += 1
     return done
 
 
 def _mark_applied(service: Service, source: str, row_id: int) -> None:
     """Mark one inbox row applied, under the source's fence (a stale owner cannot)."""
-    now = service.clock()
-    fence = service.handoff.fence(source)
-    w = s.webhook_inbox
-    try:
-        with service.store.writer.begin() as conn:
-            if fence is not None:
-                ls.check_fence(conn, source, fence[0], fence[1])
-            conn.execute(
-                update(w)
-                .where(w.c.id == row_id, w.c.applied_at.is_(None))
-                .values(
-                    applied_at=now,
-                    applied_by=service.handoff.instance_id,
-                    applied_token=None if fence is None else fence[1],
-                )
-            )
-    except StaleFencingToken as exc:
-        ls.record_rejection(service.store.writer, exc, now)
-        raise
+    service.store.inbox().mark_applied(
+        source, row_id, service.clock(), service.handoff.instance_id, service.handoff.fence(source)
+    )
 
 
 def inbox_job(service: Service) -> None:

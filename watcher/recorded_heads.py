@@ -10,9 +10,8 @@ wait for ever. The owner writes the head in the same transaction as each block's
 
 from __future__ import annotations
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from watcher.store import ChainRecord, Store
+from watcher.store.errors import StoreUnavailable
 
 
 def recorded_head(store: Store, chain: str) -> int | None:
@@ -26,5 +25,5 @@ def recorded_heads(store: Store) -> tuple[dict[str, ChainRecord], str | None]:
     be read (for ``/healthz``, which must answer even then: not ready, with the reason)."""
     try:
         return store.chains(), None
-    except SQLAlchemyError as exc:  # the reason names the error type only: no URL, no secret
-        return {}, f"store unavailable ({type(exc).__name__})"
+    except StoreUnavailable as exc:  # the reason names the error type only: no URL, no secret
+        return {}, str(exc)

@@ -8,11 +8,11 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests.integration.helpers import START_MS, random_tx_hash, register_tx
-from watcher.config.chains import ChainConfig
+from watcher.config import ChainConfig
 from watcher.settlements import Registration, register, settlement_id_for
 from watcher.store import SchemaVersionUnknown, SettlementRecord, Store, StoreMismatch
+from watcher.store.db import normalise_url
 from watcher.store.schema import SCHEMA_REVISION
-from watcher.store.store import normalise_url
 
 CHAIN = ChainConfig.model_validate(
     {"name": "local", "chain_id": 31337, "rpc": ["http://127.0.0.1:1"], "confirmations": 3}

@@ -6,7 +6,15 @@
     ├── SchemaVersionUnknown     the database was migrated by a newer (or foreign) version
     ├── StoreMismatch            stored facts contradict the config (a chain name reused)
     ├── SettlementNotFound(LookupError)
-    └── StaleFencingToken       a write carried a fencing token that is no longer the lease's
+    ├── StaleFencingToken       a write carried a fencing token that is no longer the lease's
+    ├── DeliveryNotFound(LookupError)  no delivery with that id
+    ├── DeliveryNotReplayable   only a dead delivery can be replayed
+    ├── StoreUnavailable        the database could not be reached or answered with an error
+    └── StoreConflict           a write broke a uniqueness rule (the row exists already)
+
+The last two are how database errors leave the store: ``watcher/store/db.py`` maps every
+SQLAlchemy error at the edge (as ``chains/errors.py`` does for web3), so no code outside
+``watcher/store/`` imports SQLAlchemy to catch one.
 """
 
 
@@ -56,3 +64,40 @@ class StaleFencingToken(StoreError):
         self.token = token
         self.current_owner = current_owner
         self.current_token = current
+
+
+class StoreUnavailable(StoreError):
+    """The database failed (unreachable, locked past the busy timeout, a broken connection).
+
+    The message names the driver's error type only: a database error's text may carry the
+    URL, and with it a password, and these messages reach logs, alerts and HTTP answers.
+    """
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(f"store unavailable ({cause})")
+        self.cause = cause
+
+
+class StoreConflict(StoreError):
+    """A write broke a uniqueness rule: the row (or its key) is stored already."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"store conflict: {detail}")
+        self.detail = detail
+
+
+class DeliveryNotFound(StoreError, LookupError):
+    """No delivery with that id."""
+
+    def __init__(self, delivery_id: int) -> None:
+        super().__init__(f"no delivery {delivery_id}")
+        self.delivery_id = delivery_id
+
+
+class DeliveryNotReplayable(StoreError):
+    """Only a dead delivery can be replayed (others are delivered, or still being tried)."""
+
+    def __init__(self, delivery_id: int, state: str) -> None:
+        super().__init__(f"delivery {delivery_id} is {state}: only a dead delivery can be replayed")
+        self.delivery_id = delivery_id
+        self.state = state

@@ -29,11 +29,13 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from watcher.store import schema as s
+from watcher.store.db import Db
 from watcher.store.errors import StaleFencingToken
+from watcher.store.records import Lease as Lease  # its old home: still importable here
 
 RELEASED = 0
 """``expires_at`` of a lease its owner gave up (SIGTERM): free at once."""
@@ -56,22 +58,6 @@ def instance_row(instance_id: str) -> str:
     if len(name) <= 64:
         return name
     return INSTANCE_PREFIX + hashlib.sha256(instance_id.encode()).hexdigest()[:40]
-
-
-@dataclass(frozen=True)
-class Lease:
-    """One lease row."""
-
-    name: str
-    """The chain or source name whose processing it guards."""
-    owner: str | None
-    """Instance holding it (or, once lapsed, that last held it)."""
-    token: int
-    """Fencing token: grows by one at every change of owner."""
-    acquired_at: int
-    """When the current owner acquired it (ms)."""
-    expires_at: int
-    """When it lapses unless renewed (ms); :data:`RELEASED` once given up."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +92,7 @@ RENEW_LOCK_TIMEOUT = "2s"
 holds one that conflicts); then it gives up this round and the keeper tries again."""
 
 
-def renew(engine: Engine, name: str, owner: str, token: int, now: int, lease_ms: int) -> bool:
+def renew(engine: Db, name: str, owner: str, token: int, now: int, lease_ms: int) -> bool:
     """Extend ``owner``'s live lease on ``name`` under ``token`` to ``now + lease_ms``.
 
     One ``UPDATE ... WHERE owner AND token``: it changes no key column, so PostgreSQL takes
@@ -132,7 +118,7 @@ def renew(engine: Engine, name: str, owner: str, token: int, now: int, lease_ms:
 
 
 def acquire(
-    engine: Engine, name: str, owner: str, now: int, lease_ms: int, token: int | None
+    engine: Db, name: str, owner: str, now: int, lease_ms: int, token: int | None
 ) -> tuple[Lease | None, Acquired | None]:
     """Renew ``owner``'s lease on ``name`` or take it over if free or lapsed.
 
@@ -178,7 +164,7 @@ def acquire(
 
 
 def release(
-    engine: Engine, name: str, owner: str, token: int, now: int, rebalance: bool = False
+    engine: Db, name: str, owner: str, token: int, now: int, rebalance: bool = False
 ) -> bool:
     """Give the lease up at once (SIGTERM, or ``rebalance``: to a less loaded peer): it
     lapses now; owner and token stay, so the handoff record names the predecessor (and why)
@@ -210,7 +196,7 @@ def check_fence(conn: Connection, name: str, owner: str, token: int) -> None:
         )
 
 
-def record_rejection(engine: Engine, exc: StaleFencingToken, now: int) -> None:
+def record_rejection(engine: Db, exc: StaleFencingToken, now: int) -> None:
     """Store a refused write (in its own transaction: the refused one was rolled back)."""
     with engine.begin() as conn:
         conn.execute(
@@ -225,24 +211,24 @@ def record_rejection(engine: Engine, exc: StaleFencingToken, now: int) -> None:
         )
 
 
-def leases(engine: Engine) -> list[Lease]:
+def leases(engine: Db) -> list[Lease]:
     """Every lease of a chain or source, by name (liveness rows left out)."""
     return [x for x in all_rows(engine) if not x.name.startswith(INSTANCE_PREFIX)]
 
 
-def instances(engine: Engine) -> list[Lease]:
+def instances(engine: Db) -> list[Lease]:
     """Every liveness row (``owner`` the instance, ``acquired_at`` its last heartbeat)."""
     return [x for x in all_rows(engine) if x.name.startswith(INSTANCE_PREFIX)]
 
 
-def all_rows(engine: Engine) -> list[Lease]:
+def all_rows(engine: Db) -> list[Lease]:
     """Every row of the table, leases and liveness rows, by name (one read per tick)."""
     with engine.connect() as conn:
         rows = conn.execute(select(s.leases).order_by(s.leases.c.name)).all()
     return [_lease(r) for r in rows]
 
 
-def heartbeat(engine: Engine, instance_id: str, now: int, lease_ms: int) -> None:
+def heartbeat(engine: Db, instance_id: str, now: int, lease_ms: int) -> None:
     """Say ``instance_id`` is alive until ``now + lease_ms`` (its liveness row: ``acquired_at``
     is the last heartbeat, ``token`` stays 0, it is never fenced); delete the rows of
     instances gone for over :data:`PRUNE_AFTER_MS` (default ids carry the pid)."""
@@ -271,20 +257,20 @@ def heartbeat(engine: Engine, instance_id: str, now: int, lease_ms: int) -> None
         )
 
 
-def leave(engine: Engine, instance_id: str) -> None:
+def leave(engine: Db, instance_id: str) -> None:
     """Delete ``instance_id``'s liveness row (SIGTERM): peers stop counting it at once."""
     with engine.begin() as conn:
         conn.execute(delete(s.leases).where(s.leases.c.name == instance_row(instance_id)))
 
 
-def rejections(engine: Engine) -> list[dict[str, Any]]:
+def rejections(engine: Db) -> list[dict[str, Any]]:
     """Every refused write, oldest first."""
     with engine.connect() as conn:
         rows = conn.execute(select(s.fencing_rejections).order_by(s.fencing_rejections.c.id))
         return [dict(r._mapping) for r in rows]
 
 
-def add_handoff(engine: Engine, values: dict[str, Any]) -> int:
+def add_handoff(engine: Db, values: dict[str, Any]) -> int:
     """Store one takeover record; returns its id."""
     with engine.begin() as conn:
         result = conn.execute(insert(s.handoffs).values(**values))
@@ -292,7 +278,7 @@ def add_handoff(engine: Engine, values: dict[str, Any]) -> int:
         return int(key[0]) if key else 0
 
 
-def handoffs(engine: Engine, name: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+def handoffs(engine: Db, name: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
     """Takeover records, newest first."""
     h = s.handoffs
     query = select(h).order_by(h.c.id.desc()).limit(limit)
@@ -302,7 +288,7 @@ def handoffs(engine: Engine, name: str | None = None, limit: int = 100) -> list[
         return [dict(r._mapping) for r in conn.execute(query)]
 
 
-def handoff(engine: Engine, handoff_id: int) -> dict[str, Any] | None:
+def handoff(engine: Db, handoff_id: int) -> dict[str, Any] | None:
     """One takeover record by id (None if there is none)."""
     h = s.handoffs
     with engine.connect() as conn:

@@ -37,120 +37,42 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    BindParameter,
-    Engine,
-    Integer,
-    bindparam,
-    exists,
-    func,
-    insert,
-    null,
-    select,
-    union_all,
-    update,
-)
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Connection
+from sqlalchemy import func, insert, select, update
 
+from guard.receipts import REVOCATION
 from watcher.store import schema as s
-from watcher.store.errors import StoreError
-from watcher.store.records import from_row
-
-PENDING, SENDING, DELIVERED, DEAD, CANCELLED = (
-    "pending",
-    "sending",
-    "delivered",
-    "dead",
-    "cancelled",
+from watcher.store.db import Db
+from watcher.store.errors import DeliveryNotFound, DeliveryNotReplayable
+from watcher.store.outbox_sql import (
+    FINISH,
+    HELD,
+    PG_CLAIM,
+    PG_EXPIRED,
+    PG_HELD,
+    PG_PENDING,
+    SQLITE_CLAIM,
 )
-STATES = (PENDING, SENDING, DELIVERED, DEAD, CANCELLED)
-"""Every state a delivery can be in."""
-
-COMMIT_CHANNEL = "commit"
-"""Channel of the rows sent to a settlement's ``commit_url`` (ordered per settlement)."""
-
-
-class DeliveryNotFound(StoreError, LookupError):
-    """No delivery with that id."""
-
-    def __init__(self, delivery_id: int) -> None:
-        super().__init__(f"no delivery {delivery_id}")
-        self.delivery_id = delivery_id
-
-
-class DeliveryNotReplayable(StoreError):
-    """Only a dead delivery can be replayed (others are delivered, or still being tried)."""
-
-    def __init__(self, delivery_id: int, state: str) -> None:
-        super().__init__(f"delivery {delivery_id} is {state}: only a dead delivery can be replayed")
-        self.delivery_id = delivery_id
-        self.state = state
-
-
-@dataclass(frozen=True)
-class NewDelivery:
-    """What enqueueing writes."""
-
-    channel: str
-    """``commit`` (to a settlement's commit_url), ``webhook`` or ``slack``."""
-    kind: str
-    """``commit``, ``discard``, ``provisional``, or the alert's event kind."""
-    url: str
-    """Where it is POSTed."""
-    idempotency_key: str
-    """Stable across retries and restarts; unique in the table."""
-    settlement_id: str | None = None
-    """Settlement concerned, if any."""
-    event_id: int | None = None
-    """The event it reports (alerts), or the verdict's lifecycle event (commit/discard)."""
-    body: dict[str, Any] | None = None
-    """The JSON body; ``None`` until assembled (commit/discard wait for their receipt)."""
-
-
-@dataclass(frozen=True)
-class DeliveryRecord:
-    """A delivery as stored."""
-
-    id: int
-    """Sequence (also the outbox order)."""
-    settlement_id: str | None
-    """Settlement concerned, if any."""
-    event_id: int | None
-    """Event reported (alerts) or the verdict's lifecycle event (commit/discard)."""
-    channel: str
-    """``commit``, ``webhook`` or ``slack``."""
-    kind: str
-    """``commit``, ``discard``, ``provisional`` or an event kind."""
-    url: str
-    """Target URL."""
-    idempotency_key: str
-    """Sent as ``Idempotency-Key``; the same for every attempt."""
-    state: str
-    """One of :data:`STATES`."""
-    attempts: int
-    """Claims so far (a crashed attempt counts); the fencing token of the current claim."""
-    next_attempt_at: int
-    """When it is due (pending), or when its lease ends (sending)."""
-    last_error: str | None
-    """Why the last attempt failed."""
-    last_status: int | None
-    """HTTP status of the last answer, if any."""
-    body: dict[str, Any] | None
-    """The body, once assembled; every attempt sends exactly these bytes."""
-    created_at: int
-    """Enqueued (ms)."""
-    updated_at: int
-    """Last change (ms)."""
-    delivered_at: int | None
-    """When a 2xx answer was received."""
+from watcher.store.outbox_states import (
+    CANCELLED,
+    COMMIT_CHANNEL,
+    DEAD,
+    DELIVERED,
+    PENDING,
+    SENDING,
+    STATES,
+    NewDelivery,
+    Outcome,
+)
+from watcher.store.outbox_writes import cancel_undelivered, enqueue, retire_commit, sql_body
+from watcher.store.records import DeliveryRecord, from_row
 
 
 @dataclass(frozen=True)
 class ReceiptRow:
-    """A signed receipt as stored by the receipts component (read-only here)."""
+    """A signed receipt as stored by the receipts component (read-only here).
+
+    Being retired: the receipts table's row type is :class:`~watcher.store.records.ReceiptRecord`
+    (this one goes once the delivery package no longer builds it by position)."""
 
     id: int
     """Sequence."""
@@ -168,242 +90,13 @@ class ReceiptRow:
     """For a revocation: the id of the receipt it withdraws."""
 
 
-REVOCATION = "receipt_revocation"
-"""Kind of the receipt that withdraws another (a reorg reversed its decision)."""
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How one claimed attempt ended: what :meth:`Outbox.finish` writes."""
-
-    rec: DeliveryRecord
-    """The row as claimed (its ``attempts`` is the claim's token)."""
-    state: str
-    """``delivered``, ``pending`` (retry, or given back unattempted) or ``dead``."""
-    at: int
-    """When it ended (ms)."""
-    status: int | None = None
-    """HTTP status of the answer, if any."""
-    error: str | None = None
-    """Why it failed."""
-    due_at: int | None = None
-    """When a ``pending`` row is due again."""
-    attempted: bool = True
-    """False when the row is given back without a request (its receipt is awaited)."""
-
-    def params(self) -> dict[str, Any]:
-        """Parameters of :data:`_FINISH` for this outcome (every column it may set)."""
-        rec = self.rec
-        if not self.attempted:  # given back: the claim did not count as an attempt
-            return {
-                "b_id": rec.id,
-                "b_attempts": rec.attempts,
-                "b_state": self.state,
-                "b_new_attempts": rec.attempts - 1,
-                "b_next": self.due_at,
-                "b_status": rec.last_status,
-                "b_error": rec.last_error,
-                "b_delivered_at": rec.delivered_at,
-                "b_now": self.at,
-            }
-        return {
-            "b_id": rec.id,
-            "b_attempts": rec.attempts,
-            "b_state": self.state,
-            "b_new_attempts": rec.attempts,
-            "b_next": self.due_at if self.due_at is not None else rec.next_attempt_at,
-            "b_status": self.status,
-            "b_error": None if self.error is None else self.error[:2000],
-            "b_delivered_at": self.at if self.state == DELIVERED else None,
-            "b_now": self.at,
-        }
-
-
-_FINISH = (
-    update(s.deliveries)
-    .where(
-        s.deliveries.c.id == bindparam("b_id"),
-        s.deliveries.c.attempts == bindparam("b_attempts"),
-        s.deliveries.c.state == SENDING,
-    )
-    .values(
-        state=bindparam("b_state"),
-        attempts=bindparam("b_new_attempts"),
-        next_attempt_at=bindparam("b_next"),
-        last_status=bindparam("b_status"),
-        last_error=bindparam("b_error"),
-        delivered_at=bindparam("b_delivered_at"),
-        updated_at=bindparam("b_now"),
-    )
-)
-"""One statement for every outcome, run as an executemany over a batch."""
-
-
-def _claim_statements() -> dict[str, Any]:
-    """The claim's statements, built once: SQLAlchemy then reuses their compiled form
-    (building them per call cost more than running them)."""
-    d = s.deliveries
-    older = s.deliveries.alias("older")
-    blocked = exists().where(
-        d.c.channel == COMMIT_CHANNEL,
-        older.c.channel == COMMIT_CHANNEL,
-        older.c.settlement_id == d.c.settlement_id,
-        older.c.id < d.c.id,
-        older.c.state.in_([PENDING, SENDING]),
-    )
-    now: BindParameter[int] = bindparam("now", type_=BigInteger)
-    lim: BindParameter[int] = bindparam("lim", type_=Integer)
-    expired = (
-        select(d.c.id)
-        .where(d.c.state == SENDING, d.c.next_attempt_at <= now)
-        .order_by(d.c.next_attempt_at)
-        .limit(lim)
-    )
-    pending = (
-        select(d.c.id)
-        .where(d.c.state == PENDING, d.c.next_attempt_at <= now, ~blocked)
-        .order_by(d.c.next_attempt_at)
-        .limit(lim)
-    )
-    claimed = {
-        "state": SENDING,
-        "attempts": d.c.attempts + 1,
-        "next_attempt_at": bindparam("lease_end"),
-        "updated_at": now,
-    }
-    both = union_all(select(expired.subquery().c.id), select(pending.subquery().c.id)).subquery()
-    return {
-        "sqlite": update(d)
-        .where(d.c.id.in_(select(both.c.id).limit(lim)))
-        .values(**claimed)
-        .returning(*d.c),
-        "pg_expired": expired.with_for_update(skip_locked=True, of=d),
-        "pg_pending": pending.with_for_update(skip_locked=True, of=d),
-        "pg_claim": update(d)
-        .where(d.c.id.in_(bindparam("ids", expanding=True)))
-        .values(**claimed)
-        .returning(*d.c),
-    }
-
-
-_CLAIM = _claim_statements()
-_SQLITE_CLAIM = _CLAIM["sqlite"]
-_PG_EXPIRED = _CLAIM["pg_expired"]
-_PG_PENDING = _CLAIM["pg_pending"]
-_PG_CLAIM = _CLAIM["pg_claim"]
-_HELD = select(s.deliveries.c.id, s.deliveries.c.attempts).where(
-    s.deliveries.c.id.in_(bindparam("ids", expanding=True)), s.deliveries.c.state == SENDING
-)
-_PG_HELD = _HELD.with_for_update()
-
-
-# -- writes inside a caller's transaction (the engine's block transaction) -------------------
-
-
-def _sql_body(body: dict[str, Any] | None) -> Any:
-    """SQL NULL for "no body yet" (the JSON type would store None as the JSON text null,
-    which ``IS NULL`` does not match)."""
-    return null() if body is None else body
-
-
-def enqueue(conn: Connection, new: NewDelivery, now: int) -> bool:
-    """Insert ``new`` unless its idempotency key exists; True if a row was written.
-
-    A ``cancelled`` row with the same key is revived instead (a settlement confirmed again
-    after a reorg took its first confirmation away): same key, body re-assembled.
-    """
-    values = {
-        "settlement_id": new.settlement_id,
-        "event_id": new.event_id,
-        "channel": new.channel,
-        "kind": new.kind,
-        "url": new.url,
-        "idempotency_key": new.idempotency_key,
-        "state": PENDING,
-        "attempts": 0,
-        "next_attempt_at": now,
-        "body": _sql_body(new.body),
-        "created_at": now,
-        "updated_at": now,
-    }
-    dialect = conn.dialect.name
-    stmt: Any
-    if dialect == "postgresql":
-        stmt = pg_insert(s.deliveries).values(**values).on_conflict_do_nothing()
-    elif dialect == "sqlite":
-        stmt = sqlite_insert(s.deliveries).values(**values).on_conflict_do_nothing()
-    else:  # pragma: no cover - only the two backends are supported
-        raise StoreError(f"outbox: unsupported database {dialect!r}")
-    # RETURNING, not rowcount: drivers disagree on rowcount for ON CONFLICT DO NOTHING.
-    if conn.execute(stmt.returning(s.deliveries.c.id)).first() is not None:
-        return True
-    d = s.deliveries
-    revived = conn.execute(
-        update(d)
-        .where(d.c.idempotency_key == new.idempotency_key, d.c.state == CANCELLED)
-        .values(
-            state=PENDING,
-            attempts=0,
-            next_attempt_at=now,
-            body=_sql_body(new.body),
-            event_id=new.event_id,
-            last_error=None,
-            last_status=None,
-            updated_at=now,
-        )
-    )
-    return bool(revived.rowcount)
-
-
-def cancel_undelivered(
-    conn: Connection, settlement_id: str, kinds: Sequence[str], now: int, reason: str
-) -> int:
-    """Cancel the settlement's not yet delivered commit-channel rows of ``kinds``."""
-    d = s.deliveries
-    result = conn.execute(
-        update(d)
-        .where(
-            d.c.settlement_id == settlement_id,
-            d.c.channel == COMMIT_CHANNEL,
-            d.c.kind.in_(list(kinds)),
-            d.c.state.in_([PENDING, SENDING]),
-        )
-        .values(state=CANCELLED, last_error=reason, updated_at=now)
-    )
-    return int(result.rowcount)
-
-
-def retire_commit(conn: Connection, key: str, archive_as: str, now: int, reason: str) -> str | None:
-    """A finality violation took the ground from under the commit row ``key``: the state it
-    was in (None: no such row).
-
-    Not sent yet (``pending``, or ``dead`` awaiting a replay): cancelled, keeping its key, so
-    a new confirmation revives it. Sent or being sent (``sending``, ``delivered``): renamed
-    to ``archive_as`` and otherwise left alone (an attempt in flight still records its
-    outcome, and holds back the settlement's newer rows until it does), which frees ``key``
-    for the commit of a new confirmation: a new row, ordered after the violation."""
-    d = s.deliveries
-    row = conn.execute(select(d.c.id, d.c.state).where(d.c.idempotency_key == key)).first()
-    if row is None:
-        return None
-    state = str(row[1])
-    if state in (PENDING, DEAD):
-        values: dict[str, Any] = {"state": CANCELLED, "last_error": reason}
-    elif state in (SENDING, DELIVERED):
-        values = {"idempotency_key": archive_as}
-    else:
-        return state
-    conn.execute(update(d).where(d.c.id == row[0]).values(updated_at=now, **values))
-    return state
-
-
 # -- the sender's and the API's side -----------------------------------------------------------
 
 
 class Outbox:
     """Operations on the outbox with their own transactions (sender, API, CLI, metrics)."""
 
-    def __init__(self, writer: Engine, reader: Engine) -> None:
+    def __init__(self, writer: Db, reader: Db) -> None:
         self._writer = writer
         self._reader = reader
         self.dialect = writer.dialect.name
@@ -421,15 +114,15 @@ class Outbox:
         with self._writer.begin() as conn:
             if self.dialect == "postgresql":
                 # Rows another instance is claiming right now are skipped, not waited for.
-                ids = list(conn.execute(_PG_EXPIRED, params).scalars())
+                ids = list(conn.execute(PG_EXPIRED, params).scalars())
                 if len(ids) < limit:
-                    ids += conn.execute(_PG_PENDING, {**params, "lim": limit - len(ids)}).scalars()
+                    ids += conn.execute(PG_PENDING, {**params, "lim": limit - len(ids)}).scalars()
                 if not ids:
                     return []
-                rows = conn.execute(_PG_CLAIM, {**params, "ids": ids})
+                rows = conn.execute(PG_CLAIM, {**params, "ids": ids})
             else:
                 # One claiming UPDATE; BEGIN IMMEDIATE has taken the write lock already.
-                rows = conn.execute(_SQLITE_CLAIM, params)
+                rows = conn.execute(SQLITE_CLAIM, params)
             records = [from_row(DeliveryRecord, r) for r in rows.mappings()]
         return sorted(records, key=lambda r: r.id)
 
@@ -460,13 +153,13 @@ class Outbox:
         if not outcomes:
             return []
         # PostgreSQL locks the rows; on SQLite, BEGIN IMMEDIATE holds the write lock.
-        held = _PG_HELD if self.dialect == "postgresql" else _HELD
+        held = PG_HELD if self.dialect == "postgresql" else HELD
         with self._writer.begin() as conn:
             ids = [o.rec.id for o in outcomes]
             current = {int(r[0]): int(r[1]) for r in conn.execute(held, {"ids": ids})}
             mine = [o for o in outcomes if current.get(o.rec.id) == o.rec.attempts]
             if mine:
-                conn.execute(_FINISH, [o.params() for o in mine])
+                conn.execute(FINISH, [o.params() for o in mine])
         kept = {o.rec.id for o in mine}
         return [o.rec.id in kept for o in outcomes]
 
@@ -577,7 +270,7 @@ class Outbox:
                 "state": PENDING,
                 "attempts": 0,
                 "next_attempt_at": now,
-                "body": _sql_body(n.body),
+                "body": sql_body(n.body),
                 "created_at": now,
                 "updated_at": now,
             }
@@ -653,6 +346,7 @@ __all__ = [
     "DEAD",
     "DELIVERED",
     "PENDING",
+    "REVOCATION",
     "SENDING",
     "STATES",
     "DeliveryNotFound",

@@ -17,14 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import insert, select, update
 
 from guard.receipts import DECISION_KINDS, REVOCATION
-from watcher.store import Store, lease_store
+from watcher.store import lease_store
 from watcher.store import schema as s
+from watcher.store.db import Db
 from watcher.store.errors import StaleFencingToken
+from watcher.store.records import ReceiptRecord as ReceiptRecord  # old home: importable here
+from watcher.store.records import SignerRecord as SignerRecord
 from watcher.store.records import from_row
 
 TERMINAL_EVENTS = (
@@ -34,42 +37,6 @@ TERMINAL_EVENTS = (
     "finality_violation",
 )
 """Event kinds after which a settlement may need a receipt or a revocation."""
-
-
-@dataclass(frozen=True)
-class ReceiptRecord:
-    """A stored receipt."""
-
-    id: int
-    """Sequence (also the order of issue)."""
-    settlement_id: str
-    """Settlement it is about."""
-    kind: str
-    """One of guard.receipts.KINDS."""
-    signer: str
-    """0x address of the signing key."""
-    digest: str
-    """The receipt's ``sha256:`` digest (its id in revocations)."""
-    body: dict[str, Any]
-    """The whole signed receipt document."""
-    revokes: int | None
-    """For a revocation: the id of the receipt it withdraws."""
-    created_at: int
-    """When it was stored (ms)."""
-
-
-@dataclass(frozen=True)
-class SignerRecord:
-    """A signing address the daemon has used."""
-
-    address: str
-    """0x lower-case address."""
-    first_used_at: int
-    """When the daemon first started with it (ms)."""
-    retired_at: int | None
-    """When another key replaced it; None for the current one."""
-    source: str
-    """Where the key came from: ``env``, ``keystore`` or ``dev``."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +64,7 @@ def current_receipts(receipts: Sequence[ReceiptRecord]) -> list[ReceiptRecord]:
 class ReceiptStore:
     """Reads and writes of the receipts and signers tables."""
 
-    def __init__(self, writer: Engine, reader: Engine) -> None:
+    def __init__(self, writer: Db, reader: Db) -> None:
         self._writer = writer
         self._reader = reader
 
@@ -236,6 +203,16 @@ class ReceiptStore:
         )
 
 
-def receipt_store(store: Store) -> ReceiptStore:
-    """The receipts part of ``store`` (sharing its engines and their settings)."""
-    return ReceiptStore(store._writer, store._reader)
+class _Dbs(Protocol):
+    """What a receipt store is built over: the store's writer and reader."""
+
+    @property
+    def writer(self) -> Db: ...
+
+    @property
+    def reader(self) -> Db: ...
+
+
+def receipt_store(store: _Dbs) -> ReceiptStore:
+    """The receipts part of ``store`` (sharing its connections and their settings)."""
+    return ReceiptStore(store.writer, store.reader)

@@ -218,3 +218,119 @@ class EventRecord:
     """Details."""
     created_at: int
     """When (ms)."""
+
+
+@dataclass(frozen=True)
+class InboxRecord:
+    """A signed webhook event kept in the inbox (``webhook_inbox``) until applied."""
+
+    id: int
+    """Sequence (the order events are applied in)."""
+    source: str
+    """The source (its configured name) the event is for."""
+    ref: str
+    """The source's reference (a PaymentIntent id) it is about."""
+    event_id: str
+    """The sender's event id (a redelivery of it is stored once)."""
+    event: dict[str, Any]
+    """The verified event as received."""
+    received_by: str
+    """Instance that received it."""
+    received_at: int
+    """When (ms)."""
+    applied_at: int | None
+    """When the source's owner applied it; None while pending."""
+    applied_by: str | None
+    """The instance that applied it."""
+    applied_token: int | None
+    """The fencing token it was applied under (None: unfenced)."""
+
+
+@dataclass(frozen=True)
+class DeliveryRecord:
+    """A delivery as stored."""
+
+    id: int
+    """Sequence (also the outbox order)."""
+    settlement_id: str | None
+    """Settlement concerned, if any."""
+    event_id: int | None
+    """Event reported (alerts) or the verdict's lifecycle event (commit/discard)."""
+    channel: str
+    """``commit``, ``webhook`` or ``slack``."""
+    kind: str
+    """``commit``, ``discard``, ``provisional`` or an event kind."""
+    url: str
+    """Target URL."""
+    idempotency_key: str
+    """Sent as ``Idempotency-Key``; the same for every attempt."""
+    state: str
+    """One of :data:`STATES`."""
+    attempts: int
+    """Claims so far (a crashed attempt counts); the fencing token of the current claim."""
+    next_attempt_at: int
+    """When it is due (pending), or when its lease ends (sending)."""
+    last_error: str | None
+    """Why the last attempt failed."""
+    last_status: int | None
+    """HTTP status of the last answer, if any."""
+    body: dict[str, Any] | None
+    """The body, once assembled; every attempt sends exactly these bytes."""
+    created_at: int
+    """Enqueued (ms)."""
+    updated_at: int
+    """Last change (ms)."""
+    delivered_at: int | None
+    """When a 2xx answer was received."""
+
+
+@dataclass(frozen=True)
+class ReceiptRecord:
+    """A stored receipt."""
+
+    id: int
+    """Sequence (also the order of issue)."""
+    settlement_id: str
+    """Settlement it is about."""
+    kind: str
+    """One of guard.receipts.KINDS."""
+    signer: str
+    """0x address of the signing key."""
+    digest: str
+    """The receipt's ``sha256:`` digest (its id in revocations)."""
+    body: dict[str, Any]
+    """The whole signed receipt document."""
+    revokes: int | None
+    """For a revocation: the id of the receipt it withdraws."""
+    created_at: int
+    """When it was stored (ms)."""
+
+
+@dataclass(frozen=True)
+class SignerRecord:
+    """A signing address the daemon has used."""
+
+    address: str
+    """0x lower-case address."""
+    first_used_at: int
+    """When the daemon first started with it (ms)."""
+    retired_at: int | None
+    """When another key replaced it; None for the current one."""
+    source: str
+    """Where the key came from: ``env``, ``keystore`` or ``dev``."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One lease row."""
+
+    name: str
+    """The chain or source name whose processing it guards."""
+    owner: str | None
+    """Instance holding it (or, once lapsed, that last held it)."""
+    token: int
+    """Fencing token: grows by one at every change of owner."""
+    acquired_at: int
+    """When the current owner acquired it (ms)."""
+    expires_at: int
+    """When it lapses unless renewed (ms); :data:`RELEASED` once given up."""

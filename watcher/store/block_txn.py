@@ -1,0 +1,272 @@
+"""The writes of one unit of work for a chain (usually one block), in one transaction.
+
+A block's header, the head pointer, inclusion changes, verdicts, reorg and alert events and
+the outbox rows they cause are written through one :class:`BlockTxn`: a ``kill -9`` at any
+instant leaves either all of a block's effects or none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, insert, or_, select, update
+from sqlalchemy.engine import Connection
+
+from watcher.store import schema as s
+from watcher.store.conditions import deadline_reasons, finality_reasons
+from watcher.store.outbox_store import NewDelivery, cancel_undelivered, enqueue
+from watcher.store.records import SettlementRecord, from_row
+
+
+class BlockTxn:
+    """The writes of one unit of work (usually one block), inside one transaction."""
+
+    def __init__(self, conn: Connection, chain: str, now: int) -> None:
+        self.conn = conn
+        self.chain = chain
+        self.now = now
+
+    # -- head ----------------------------------------------------------------------------
+
+    def put_header(
+        self,
+        number: int,
+        block_hash: str,
+        parent_hash: str,
+        timestamp: int,
+        keep: int,
+        compact: bytes | None = None,
+    ) -> None:
+        """Store a new head header, prune the window below ``keep`` headers, move the head.
+
+        ``compact``: every field of the header's hash (chains/block_facts.py), kept so that
+        receipts read their header chain from here."""
+        h = s.headers
+        self.conn.execute(delete(h).where(h.c.chain == self.chain, h.c.number >= number))
+        self.conn.execute(
+            insert(h).values(
+                chain=self.chain,
+                number=number,
+                hash=block_hash,
+                parent_hash=parent_hash,
+                timestamp=timestamp,
+                compact=compact,
+            )
+        )
+        self.conn.execute(delete(h).where(h.c.chain == self.chain, h.c.number <= number - keep))
+        self.conn.execute(
+            update(s.chains)
+            .where(s.chains.c.name == self.chain)
+            .values(head_number=number, head_hash=block_hash, updated_at=self.now)
+        )
+
+    def rewind(self, ancestor_number: int) -> None:
+        """Drop stored headers above the common ancestor of a reorg."""
+        h = s.headers
+        self.conn.execute(delete(h).where(h.c.chain == self.chain, h.c.number > ancestor_number))
+
+    def set_finalized(self, number: int) -> None:
+        """Remember the chain's latest ``finalized`` block."""
+        self.conn.execute(
+            update(s.chains).where(s.chains.c.name == self.chain).values(finalized_number=number)
+        )
+
+    def record_reorg(self, **values: Any) -> int:
+        """Insert a reorg event; returns its id."""
+        result = self.conn.execute(
+            insert(s.reorgs).values(chain=self.chain, detected_at=self.now, **values)
+        )
+        key = result.inserted_primary_key
+        assert key is not None
+        return int(key[0])
+
+    # -- settlements ---------------------------------------------------------------------
+
+    def _settlements(self, *conditions: Any) -> list[SettlementRecord]:
+        t = s.settlements
+        rows = (
+            self.conn.execute(
+                select(t).where(t.c.chain == self.chain, *conditions).order_by(t.c.seq)
+            )
+            .mappings()
+            .all()
+        )
+        return [from_row(SettlementRecord, r) for r in rows]
+
+    def by_ids(self, ids: Sequence[str]) -> list[SettlementRecord]:
+        """Settlements of this chain with the given ids."""
+        if not ids:
+            return []
+        return self._settlements(s.settlements.c.settlement_id.in_(list(ids)))
+
+    def anchored_above(self, number: int) -> list[SettlementRecord]:
+        """Settlements whose inclusion or replacing tx sits above ``number`` (any verdict)."""
+        t = s.settlements
+        return self._settlements(or_(t.c.block_number > number, t.c.replaced_block_number > number))
+
+    def anchored_in(self, block_hashes: Sequence[str]) -> list[SettlementRecord]:
+        """Settlements whose inclusion or replacing tx sits in one of ``block_hashes``."""
+        if not block_hashes:
+            return []
+        t = s.settlements
+        hashes = list(block_hashes)
+        return self._settlements(
+            or_(t.c.block_hash.in_(hashes), t.c.replaced_block_hash.in_(hashes))
+        )
+
+    def due(self, head: int, finalized: int | None, late_watch_ms: int) -> list[SettlementRecord]:
+        """Watched settlements a verdict may change for: depth reached, finalized, deadline
+        passed while awaiting, or the late-finality watch of a timed-out one ended."""
+        t = s.settlements
+        reasons = [*finality_reasons(head, finalized), *deadline_reasons(self.now, late_watch_ms)]
+        return self._settlements(t.c.watching.is_(True), or_(*reasons))
+
+    def _update(self, settlement_id: str, **values: Any) -> None:
+        t = s.settlements
+        self.conn.execute(
+            update(t)
+            .where(t.c.settlement_id == settlement_id)
+            .values(updated_at=self.now, **values)
+        )
+
+    def set_inclusion(
+        self,
+        record: SettlementRecord,
+        block_number: int,
+        block_hash: str,
+        tx_index: int,
+        status: int,
+        sender: str | None,
+        nonce: int | None,
+    ) -> None:
+        """The watched tx is in ``block_hash`` with ``status``."""
+        self._update(
+            record.settlement_id,
+            block_number=block_number,
+            block_hash=block_hash,
+            tx_index=tx_index,
+            receipt_status=status,
+            sender=sender or record.sender,
+            nonce=record.nonce if nonce is None else nonce,
+            confirm_height=block_number + record.required_confirmations - 1,
+        )
+
+    def set_replacement(
+        self, record: SettlementRecord, replaced_by: str, block_number: int, block_hash: str
+    ) -> None:
+        """Another tx with the same sender and nonce is in ``block_hash``."""
+        self._update(
+            record.settlement_id,
+            replaced_by=replaced_by,
+            replaced_block_number=block_number,
+            replaced_block_hash=block_hash,
+            confirm_height=block_number + record.required_confirmations - 1,
+        )
+
+    def clear_anchor(self, record: SettlementRecord) -> None:
+        """A reorg removed the inclusion (or the replacing tx): back to not included."""
+        self._update(
+            record.settlement_id,
+            block_number=None,
+            block_hash=None,
+            tx_index=None,
+            receipt_status=None,
+            replaced_by=None,
+            replaced_block_number=None,
+            replaced_block_hash=None,
+            confirm_height=None,
+            reorg_count=record.reorg_count + 1,
+        )
+
+    def set_sender(
+        self, record: SettlementRecord, sender: str, nonce: int, raw_tx: str | None = None
+    ) -> None:
+        """Remember who sent the watched tx, its nonce and its signed bytes (seen pending)."""
+        self._update(
+            record.settlement_id, sender=sender, nonce=nonce, raw_tx=raw_tx or record.raw_tx
+        )
+
+    def set_probe(self, record: SettlementRecord, next_probe_at: int) -> None:
+        """When to look the tx up by hash again."""
+        self._update(
+            record.settlement_id, next_probe_at=next_probe_at, probe_count=record.probe_count + 1
+        )
+
+    def save_decision(
+        self,
+        record: SettlementRecord,
+        verdict: str,
+        digest: str,
+        decision: dict[str, Any],
+        watching: bool,
+        terminal: bool,
+    ) -> None:
+        """Store a new decision for the settlement."""
+        self._update(
+            record.settlement_id,
+            verdict=verdict,
+            digest=digest,
+            decision=decision,
+            watching=watching,
+            terminal_at=(record.terminal_at or self.now) if terminal else None,
+        )
+
+    def stop_watching(self, record: SettlementRecord) -> None:
+        """No longer follow this settlement (late-finality horizon passed, or reported)."""
+        self._update(record.settlement_id, watching=False)
+
+    def add_event(
+        self, kind: str, severity: str, payload: dict[str, Any], settlement_id: str | None = None
+    ) -> None:
+        """Record an alert or lifecycle event."""
+        self.conn.execute(
+            insert(s.events).values(
+                chain=self.chain,
+                settlement_id=settlement_id,
+                kind=kind,
+                severity=severity,
+                payload=payload,
+                created_at=self.now,
+            )
+        )
+
+    # -- appended for the outbox (issue 4) -------------------------------------------------
+
+    def record_event(
+        self, kind: str, severity: str, payload: dict[str, Any], settlement_id: str | None = None
+    ) -> int:
+        """Like :meth:`add_event`, and return the event's id (deliveries refer to it)."""
+        result = self.conn.execute(
+            insert(s.events).values(
+                chain=self.chain,
+                settlement_id=settlement_id,
+                kind=kind,
+                severity=severity,
+                payload=payload,
+                created_at=self.now,
+            )
+        )
+        key = result.inserted_primary_key
+        assert key is not None
+        return int(key[0])
+
+    def enqueue_delivery(self, new: NewDelivery) -> bool:
+        """Put a delivery in the outbox, in this transaction; False if its key exists."""
+        return enqueue(self.conn, new, self.now)
+
+    def cancel_deliveries(self, settlement_id: str, kinds: Sequence[str], reason: str) -> int:
+        """Cancel the settlement's undelivered commit-channel rows of ``kinds``."""
+        return cancel_undelivered(self.conn, settlement_id, kinds, self.now, reason)
+
+    def provisional_in_progress(self) -> list[SettlementRecord]:
+        """Included, still awaiting, provisional settlements with a commit URL."""
+        t = s.settlements
+        return self._settlements(
+            t.c.watching.is_(True),
+            t.c.confirm_height.is_not(None),
+            t.c.block_number.is_not(None),
+            t.c.provisional.is_(True),
+            t.c.verdict == "AWAITING_FINALITY",
+            t.c.commit_url.is_not(None),
+        )

@@ -1,0 +1,144 @@
+"""The store's edge: the only door to the database, and where its errors are mapped.
+
+Every read and write of the store goes through :class:`Db` (``begin`` for a write
+transaction, ``connect`` for reads). A SQLAlchemy error raised anywhere inside either, by
+the driver or by the body of the ``with`` block, leaves as a :mod:`watcher.store.errors`
+type: :class:`StoreConflict` for a uniqueness violation, :class:`StoreUnavailable` for
+anything else. Code outside ``watcher/store/`` therefore catches ``StoreError`` and never
+imports SQLAlchemy, as ``chains/errors.py`` keeps web3's exceptions inside ``chains/``.
+
+SQLite (the default) runs in WAL mode with ``synchronous=NORMAL``: a crashed *process* loses
+no committed transaction (only a power loss could drop the last few). Write transactions
+start with ``BEGIN IMMEDIATE`` so two writers queue on the busy timeout instead of failing
+on a lock upgrade. PostgreSQL is used through psycopg 3 with the same tables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import URL, Engine, create_engine, event
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.pool import NullPool, Pool
+
+from watcher.store.errors import StoreConflict, StoreError, StoreUnavailable
+
+IDLE_TXN_MS = 5000
+"""PostgreSQL ends a session idle inside a transaction for this long (see make_engine)."""
+
+
+def normalise_url(url: str) -> str:
+    """Map ``postgresql://`` to the psycopg 3 driver; leave other URLs as they are."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def mapped_error(exc: SQLAlchemyError) -> StoreError:
+    """The store error a SQLAlchemy error becomes: a conflict names the broken rule (the
+    driver's text names table and columns, never values); anything else only its type,
+    since a driver's message can carry the URL (a password) or a statement's parameters."""
+    if isinstance(exc, IntegrityError):
+        return StoreConflict(str(exc.orig).splitlines()[0] if exc.orig is not None else "")
+    return StoreUnavailable(type(exc).__name__)
+
+
+class Db:
+    """One SQLAlchemy engine behind the edge: connections whose errors are store errors."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    @property
+    def dialect(self) -> Dialect:
+        """The database's dialect (``dialect.name``: ``sqlite`` or ``postgresql``)."""
+        return self._engine.dialect
+
+    @contextlib.contextmanager
+    def begin(self) -> Iterator[Connection]:
+        """A write transaction: committed on exit, rolled back on error."""
+        try:
+            with self._engine.begin() as conn:
+                yield conn
+        except SQLAlchemyError as exc:
+            raise mapped_error(exc) from exc
+
+    @contextlib.contextmanager
+    def connect(self) -> Iterator[Connection]:
+        """A connection for reads."""
+        try:
+            with self._engine.connect() as conn:
+                yield conn
+        except SQLAlchemyError as exc:
+            raise mapped_error(exc) from exc
+
+    @property
+    def engine(self) -> Engine:
+        """The raw engine, for the store's own migrations (Alembic wants it whole)."""
+        return self._engine
+
+    @property
+    def pool(self) -> Pool:
+        """The connection pool (a test checks that nothing is left checked out)."""
+        return self._engine.pool
+
+    @property
+    def url(self) -> URL:
+        """The engine's URL (with its password masked when rendered)."""
+        return self._engine.url
+
+    def dispose(self) -> None:
+        """Release every pooled connection."""
+        self._engine.dispose()
+
+
+def make_engine(url: str, immediate: bool) -> Engine:
+    """An engine for ``url`` (already normalised): PostgreSQL ends idle transactions;
+    SQLite gets WAL, a busy timeout, and ``BEGIN IMMEDIATE`` for writers."""
+    if not url.startswith("sqlite"):
+        engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+
+        @event.listens_for(engine, "connect")
+        def _on_pg_connect(dbapi_conn: Any, _record: Any) -> None:
+            # A process paused inside a transaction (SIGSTOP, a frozen VM) would hold its
+            # locks, the lease row's among them, for ever: the server ends such a session,
+            # so a standby can take over and the paused writer's commit fails.
+            with dbapi_conn.cursor() as cursor:
+                cursor.execute(f"SET idle_in_transaction_session_timeout = {IDLE_TXN_MS}")
+            dbapi_conn.commit()
+
+        return engine
+    engine = create_engine(url, poolclass=NullPool if ":memory:" in url else None)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves, below
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA busy_timeout=15000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+def open_dbs(url: str) -> tuple[Db, Db]:
+    """The writer and the reader of ``url`` (the same for PostgreSQL; SQLite reads with a
+    plain ``BEGIN`` so readers never queue behind writers)."""
+    driver_url = normalise_url(url)
+    try:
+        writer = make_engine(driver_url, immediate=True)
+        reader = (
+            make_engine(driver_url, immediate=False) if driver_url.startswith("sqlite") else writer
+        )
+    except Exception as exc:  # SQLAlchemy raises several types for a bad URL
+        raise StoreError(f"store url {url!r}: {exc}") from exc
+    write = Db(writer)
+    return write, (Db(reader) if reader is not writer else write)

@@ -1,0 +1,238 @@
+"""Registered settlements as stored (the ``settlements`` table): registration and reads.
+
+The engine's writes to a settlement happen inside a block's transaction
+(:class:`~watcher.store.block_txn.BlockTxn`); everything here is one statement or one
+short transaction of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import func, insert, or_, select
+
+from chains.quorum import Anchor
+from watcher.store import schema as s
+from watcher.store.conditions import deadline_reasons, finality_reasons
+from watcher.store.db import Db
+from watcher.store.errors import SettlementNotFound, StoreConflict, StoreError
+from watcher.store.records import NewSettlement, SettlementRecord, WatchEntry, from_row
+
+
+class SettlementQueries:
+    """Registration and reads of settlements; part of :class:`~watcher.store.store.Store`."""
+
+    _writer: Db
+    _reader: Db
+
+    # -- settlements ---------------------------------------------------------------------
+
+    def register(self, new: NewSettlement) -> tuple[SettlementRecord, bool]:
+        """Insert a settlement; if (chain, tx hash) exists, return the stored one and False."""
+        try:
+            with self._writer.begin() as conn:
+                conn.execute(insert(s.settlements).values(**_settlement_values(new)))
+        except StoreConflict:
+            return self.settlement_by_tx(new.chain, new.tx_hash), False
+        return self.settlement(new.settlement_id), True
+
+    def register_many(self, news: Sequence[NewSettlement]) -> None:
+        """Insert many new settlements in one transaction (a bulk import).
+
+        All or nothing: one already registered (chain, tx hash) rejects the whole batch
+        with :class:`StoreError` naming the conflict.
+        """
+        try:
+            with self._writer.begin() as conn:
+                conn.execute(insert(s.settlements), [_settlement_values(n) for n in news])
+        except StoreConflict as exc:
+            raise StoreError(f"bulk registration rejected, nothing stored: {exc.detail}") from exc
+
+    def settlement(self, settlement_id: str) -> SettlementRecord:
+        """One settlement by id; raises :class:`SettlementNotFound`."""
+        with self._reader.connect() as conn:
+            row = (
+                conn.execute(
+                    select(s.settlements).where(s.settlements.c.settlement_id == settlement_id)
+                )
+                .mappings()
+                .first()
+            )
+        if row is None:
+            raise SettlementNotFound(settlement_id)
+        return from_row(SettlementRecord, row)
+
+    def settlement_by_tx(self, chain: str, tx_hash: str) -> SettlementRecord:
+        """One settlement by chain and tx hash; raises :class:`SettlementNotFound`."""
+        t = s.settlements
+        with self._reader.connect() as conn:
+            row = (
+                conn.execute(select(t).where(t.c.chain == chain, t.c.tx_hash == tx_hash))
+                .mappings()
+                .first()
+            )
+        if row is None:
+            raise SettlementNotFound(f"{chain}/{tx_hash}")
+        return from_row(SettlementRecord, row)
+
+    def watch_entries(self, chain: str, after_seq: int = 0) -> list[WatchEntry]:
+        """Watched settlements of ``chain`` inserted after ``after_seq``, in order."""
+        t = s.settlements
+        with self._reader.connect() as conn:
+            rows = (
+                conn.execute(
+                    select(
+                        t.c.seq,
+                        t.c.settlement_id,
+                        t.c.tx_hash,
+                        t.c.sender,
+                        t.c.nonce,
+                        t.c.block_number,
+                    )
+                    .where(t.c.chain == chain, t.c.watching.is_(True), t.c.seq > after_seq)
+                    .order_by(t.c.seq)
+                )
+                .mappings()
+                .all()
+            )
+        return [from_row(WatchEntry, r) for r in rows]
+
+    def due_probes(self, chain: str, now: int, limit: int) -> list[SettlementRecord]:
+        """Watched, not included, sender unknown (or given at registration and never
+        probed: found in the tracker's blocks without a call), probe time reached: oldest
+        first."""
+        t = s.settlements
+        with self._reader.connect() as conn:
+            rows = (
+                conn.execute(
+                    select(t)
+                    .where(
+                        t.c.chain == chain,
+                        t.c.watching.is_(True),
+                        t.c.block_number.is_(None),
+                        or_(t.c.sender.is_(None), t.c.probe_count == 0),
+                        t.c.next_probe_at <= now,
+                    )
+                    .order_by(t.c.next_probe_at)
+                    .limit(limit)
+                )
+                .mappings()
+                .all()
+            )
+        return [from_row(SettlementRecord, r) for r in rows]
+
+    def verdict_counts(self) -> dict[tuple[str, str], int]:
+        """Number of settlements by (chain, verdict)."""
+        t = s.settlements
+        with self._reader.connect() as conn:
+            rows = conn.execute(
+                select(t.c.chain, t.c.verdict, func.count()).group_by(t.c.chain, t.c.verdict)
+            ).all()
+        return {(r[0], r[1]): r[2] for r in rows}
+
+    def finality_anchors(self, chain: str, head: int, finalized: int | None) -> list[Anchor]:
+        """Watched settlements of ``chain`` that ``head`` (or ``finalized``) could make
+        terminal: what the finality gate is asked about before a block's transaction."""
+        t = s.settlements
+        reasons = finality_reasons(head, finalized)
+        with self._reader.connect() as conn:
+            rows = conn.execute(
+                select(
+                    t.c.settlement_id,
+                    t.c.block_number,
+                    t.c.block_hash,
+                    t.c.replaced_block_number,
+                    t.c.replaced_block_hash,
+                    t.c.confirm_height,
+                ).where(t.c.chain == chain, t.c.watching.is_(True), or_(*reasons))
+            ).all()
+        return [
+            Anchor(
+                settlement_id=r[0],
+                block_number=r[3] if r[3] is not None else r[1],
+                block_hash=r[4] if r[4] is not None else r[2],
+                confirm_height=r[5],
+            )
+            for r in rows
+            if (r[1] is not None or r[3] is not None)
+        ]
+
+    def anchored_above(
+        self, chain: str, number: int
+    ) -> list[tuple[str, str, str | None, int | None]]:
+        """``(tx hash, settlement id, sender, nonce)`` of every settlement of ``chain`` whose
+        inclusion or replacing tx sits above ``number`` (any verdict): the ones a reorg there
+        touches (sender and nonce are None when the tx was never seen)."""
+        t = s.settlements
+        with self._reader.connect() as conn:
+            rows = conn.execute(
+                select(t.c.tx_hash, t.c.settlement_id, t.c.sender, t.c.nonce).where(
+                    t.c.chain == chain,
+                    or_(t.c.block_number > number, t.c.replaced_block_number > number),
+                )
+            ).all()
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+    def unanchored_watching(self, chain: str) -> list[SettlementRecord]:
+        """Watched settlements of ``chain`` not included anywhere we know of: what is looked
+        up by hash again after a rebase (their txs may sit below the window, never scanned)."""
+        t = s.settlements
+        with self._reader.connect() as conn:
+            rows = (
+                conn.execute(
+                    select(t).where(
+                        t.c.chain == chain,
+                        t.c.watching.is_(True),
+                        t.c.block_number.is_(None),
+                        t.c.replaced_block_number.is_(None),
+                    )
+                )
+                .mappings()
+                .all()
+            )
+        return [from_row(SettlementRecord, r) for r in rows]
+
+    def any_deadline_due(self, chain: str, now: int, late_watch_ms: int) -> bool:
+        """Whether a watched settlement of ``chain`` has a time-only change due."""
+        t = s.settlements
+        with self._reader.connect() as conn:
+            row = conn.execute(
+                select(t.c.seq)
+                .where(
+                    t.c.chain == chain,
+                    t.c.watching.is_(True),
+                    or_(*deadline_reasons(now, late_watch_ms)),
+                )
+                .limit(1)
+            ).first()
+        return row is not None
+
+
+def _settlement_values(new: NewSettlement) -> dict[str, Any]:
+    """The row a registration inserts."""
+    return {
+        "settlement_id": new.settlement_id,
+        "chain": new.chain,
+        "tx_hash": new.tx_hash,
+        "required_confirmations": new.required_confirmations,
+        "finality_mode": new.finality_mode,
+        "timeout_ms": new.timeout_ms,
+        "initiated_at": new.initiated_at,
+        "deadline": new.deadline,
+        "verdict": new.decision["verdict"],
+        "watching": True,
+        "reorg_count": 0,
+        "digest": new.digest,
+        "decision": new.decision,
+        "dependent_state": new.dependent_state,
+        "commit_url": new.commit_url,
+        "next_probe_at": new.initiated_at,
+        "probe_count": 0,
+        "created_at": new.initiated_at,
+        "updated_at": new.initiated_at,
+        "provisional": new.provisional,
+        "sender": new.sender,
+        "nonce": new.nonce,
+        "raw_tx": new.raw_tx,
+    }
