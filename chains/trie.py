@@ -103,6 +103,9 @@ class Trie:
         self._init({index_key(i): v for i, v in enumerate(values)})
         self.size = len(values)
         """How many values (the block's txs or receipts) it holds."""
+        self.values: list[bytes] = list(values)
+        """The leaves in order (stored so a later receipt of the block rebuilds the trie
+        without the node: watcher/store/leaves_store.py)."""
 
     @classmethod
     def of_items(cls, items: Mapping[bytes, bytes]) -> Trie:

@@ -28,6 +28,7 @@ from chains.block_facts import facts_of
 from chains.proofs import (
     BlockTries,
     BranchMoved,
+    Trie,
     TxObjectCache,
     fetch_block_tries,
     fetch_headers,
@@ -53,6 +54,7 @@ from watcher.config.chains import ChainConfig
 from watcher.receipt_attestation import attestation_receipt, attests_only
 from watcher.receipt_headers import HeaderRows, stored_chain
 from watcher.store import SettlementRecord
+from watcher.store.leaves_store import BlockLeaves, LeavesStore
 
 TRIES_CACHED = 8
 """Blocks whose tries the builder keeps (a block hash names its content for good)."""
@@ -74,10 +76,14 @@ class ReceiptBuilder:
         client: RpcClient,
         signer: str,
         header_rows: HeaderRows | None = None,
+        leaves: LeavesStore | None = None,
     ) -> None:
         self.chain = chain
         self.client = client
         self.signer = signer
+        self.leaves = leaves
+        """Where the leaves of blocks already proven are kept (watcher/store/leaves_store.py):
+        a block's later receipts, after a restart too, rebuild its tries from there."""
         self.header_rows = header_rows
         """The store's header window (watcher/receipt_headers.py): a receipt's headers are
         read there; None (or a gap) asks the node."""
@@ -178,6 +184,11 @@ class ReceiptBuilder:
             if held is not None:
                 hashes = [str(r["transactionHash"]) for r in held]
         if hashes is None:
+            stored = self._stored_tries(header)
+            if stored is not None:
+                self._keep(stored)
+                hashes = stored.tx_hashes
+        if hashes is None:
             full = self.client.call("eth_getBlockByHash", [block_hash, True])
             if not isinstance(full, Mapping) or not isinstance(full.get("transactions"), list):
                 raise BranchMoved(f"the node has no block {block_hash}")
@@ -187,13 +198,40 @@ class ReceiptBuilder:
 
     def _block_tries(self, block: Mapping[str, Any]) -> BlockTries:
         key = str(block["hash"])
-        tries = self._tries.pop(key, None) or fetch_block_tries(
-            self.client, block, self.tx_objects, self.facts.receipts(key)
-        )
-        self._tries[key] = tries
+        tries = self._tries.pop(key, None) or self._stored_tries(block)
+        if tries is None:
+            tries = fetch_block_tries(self.client, block, self.tx_objects, self.facts.receipts(key))
+            if self.leaves is not None and not tries.unprovable:
+                number = int(str(block["number"]), 16)
+                leaves = BlockLeaves(
+                    tries.tx_hashes, tries.transactions.values, tries.receipts.values
+                )
+                self.leaves.put(
+                    self.chain.name, key, number, leaves, self.chain.resolved_header_window
+                )
+        self._keep(tries)
+        return tries
+
+    def _keep(self, tries: BlockTries) -> None:
+        self._tries.pop(tries.block_hash, None)
+        self._tries[tries.block_hash] = tries
         while len(self._tries) > TRIES_CACHED:
             self._tries.popitem(last=False)
-        return tries
+
+    def _stored_tries(self, header: Mapping[str, Any]) -> BlockTries | None:
+        """The block's tries from its stored leaves, if a receipt was built from it before
+        and they still rebuild the header's roots (else None: the node is asked)."""
+        if self.leaves is None:
+            return None
+        held = self.leaves.get(self.chain.name, str(header["hash"]))
+        if held is None:
+            return None
+        transactions, receipts = Trie(held.tx_leaves), Trie(held.receipt_leaves)
+        if "0x" + transactions.root.hex() != header["transactionsRoot"]:
+            return None
+        if "0x" + receipts.root.hex() != header["receiptsRoot"]:
+            return None
+        return BlockTries(str(header["hash"]), held.tx_hashes, receipts, transactions, "stored")
 
     def _timeout(
         self, rec: SettlementRecord, subject: Subject, now: int, state: str | None

@@ -55,15 +55,12 @@ from watcher.receipt_builder import ReceiptBuilder
 from watcher.receipt_sources import SourceReceiptBuilder
 from watcher.signer import Signer, load_signer
 from watcher.store import SettlementNotFound, SettlementRecord, StaleFencingToken, StoreError
-from watcher.store.receipts_store import (
-    ReceiptRecord,
-    ReceiptStore,
-    current_receipts,
-    receipt_store,
-)
+from watcher.store.leaves_store import leaves_store
+from watcher.store.receipts_store import ReceiptStore, current_receipts, receipt_store
+from watcher.store.records import ReceiptRecord
 
 if TYPE_CHECKING:
-    from watcher.service import Service
+    from watcher.app import Service
 
 log = logging.getLogger("finality.receipts")
 
@@ -357,7 +354,11 @@ def issuer_for(service: Service) -> ReceiptIssuer:
     receipts.use_signer(signer.address, signer.source, service.clock())
     builders: dict[str, ReceiptBuilder | SourceReceiptBuilder] = {
         c.name: ReceiptBuilder(
-            c, service.clients[c.name], signer.address, service.store.compact_headers
+            c,
+            service.clients[c.name],
+            signer.address,
+            service.store.compact_headers,
+            leaves_store(service.store),
         )
         for c in config.chains
     }

@@ -20,6 +20,7 @@ from tests.support.anvil import Anvil
 from watcher.receipt_builder import ReceiptBuilder
 from watcher.receipts import ReceiptIssuer
 from watcher.signer import Signer
+from watcher.store.leaves_store import leaves_store
 from watcher.store.receipts_store import ReceiptStore, receipt_store
 
 DEV_KEYS = (
@@ -142,7 +143,9 @@ def receipts_for(rig: Rig) -> Receipts:
     signer = Signer(SIGNING_KEY, "env")
     store = receipt_store(rig.store)
     store.use_signer(signer.address, signer.source, rig.clock())
-    builder = ReceiptBuilder(rig.config, rig.client, signer.address, rig.store.compact_headers)
+    builder = ReceiptBuilder(
+        rig.config, rig.client, signer.address, rig.store.compact_headers, leaves_store(rig.store)
+    )
     issuer = ReceiptIssuer(
         signer, store, rig.store.settlement, {rig.config.name: builder}, rig.clock
     )

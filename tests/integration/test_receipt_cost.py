@@ -234,3 +234,30 @@ def test_compact_header_chains_verify_at_half_the_size(
         for k, b in bodies.items()
     }
     assert sizes["compact"] < 0.55 * sizes["list"], sizes
+
+
+def test_a_later_receipt_of_a_proven_block_needs_no_call_after_a_restart(
+    proxied: tuple[Rig, CountingProxy],
+) -> None:
+    """Two settlements in one block, N = 3 and N = 12: the first receipt stores the block's
+    leaves; after a restart the second is built from them, with no call for the block."""
+    rig, proxy = proxied
+    rig.watcher.poll()
+    factory = TxFactory(rig.anvil)
+    early = rig.register(factory.send(factory.dynamic()), confirmations=3).settlement_id
+    late = rig.register(factory.send(factory.dynamic())).settlement_id
+    rig.watcher.poll()
+    rig.mine_and_poll(3)
+    receipts_for(rig).run(rig)
+    assert rig.settlement(early).verdict == "FINALITY_CONFIRMED"
+
+    rig.restart(RpcClient(Web3Transport(proxy.url)))
+    receipts = receipts_for(rig)
+    rig.mine_and_poll(9)
+    assert rig.settlement(late).verdict == "FINALITY_CONFIRMED"
+    start = len(proxy.log)
+    receipts.run(rig)
+    assert [m for m, _ in proxy.log[start:]] == []
+    verified = verify_receipt(receipts.latest(late), trusted_signers=[receipts.signer.address])
+    assert verified.facts.confirmations == 12
+    assert verified.facts.block_number == rig.settlement(early).block_number

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests.integration.helpers import START_MS, random_tx_hash, register_tx
-from watcher.config import ChainConfig
+from watcher.config.chains import ChainConfig
 from watcher.settlements import Registration, register, settlement_id_for
 from watcher.store import SchemaVersionUnknown, SettlementRecord, Store, StoreMismatch
 from watcher.store.db import normalise_url
@@ -33,7 +33,7 @@ def store(store_url: str) -> Iterator[Store]:
 
 
 def test_migrate_twice_is_a_no_op(store: Store, store_url: str) -> None:
-    assert store.revision() == SCHEMA_REVISION == "0006"
+    assert store.revision() == SCHEMA_REVISION == "0007"
     rec = register_tx(store, CHAIN, random_tx_hash(), now=START_MS)
 
     store.migrate()

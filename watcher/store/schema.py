@@ -20,7 +20,7 @@ from sqlalchemy import (
     false,
 )
 
-SCHEMA_REVISION = "0006"
+SCHEMA_REVISION = "0007"
 """Alembic revision this code writes and reads."""
 
 metadata = MetaData()
@@ -247,3 +247,18 @@ webhook_inbox = Table(
 """Signed webhook events (Stripe) as received, by any instance, before anything is decided:
 the source's lease owner applies them under its fencing token and marks them applied, so a
 webhook received by a standby is never lost and never applied by a stale owner."""
+
+# -- 0007: the leaves of blocks receipts were built from -------------------------------------
+
+block_leaves = Table(
+    "block_leaves",
+    metadata,
+    Column("chain", String(64), primary_key=True),
+    Column("block_hash", Hash, primary_key=True),
+    Column("number", BigInteger, nullable=False),
+    Column("leaves", LargeBinary, nullable=False),
+    Index("ix_block_leaves_number", "chain", "number"),
+)
+"""Per block a receipt was built from: its tx hashes and both tries' leaves, compressed
+(watcher/store/leaves_store.py), so later receipts of the block (after a restart too) need
+no call."""
