@@ -17,7 +17,7 @@ from watcher.settlements import Registration, new_settlement
 from watcher.store import Store
 
 if TYPE_CHECKING:
-    from watcher.service import Service
+    from watcher.app import Service
 
 
 def chain_config(rpc: str, **overrides: object) -> ChainConfig:
@@ -65,7 +65,7 @@ def started_service(chain: ChainConfig) -> Service:
     """A daemon's service (no API) following ``chain`` on a fresh SQLite store, its chain
     started and its pollers running: what the latency benchmarks measure. Stop it after."""
     from watcher.config.model import Config
-    from watcher.service import Service
+    from watcher.app import Service
 
     store = fresh_store()
     config = Config(store={"url": store.url}, chains=[chain])  # type: ignore[arg-type]

@@ -26,7 +26,7 @@ from watcher.heads import heads_report
 from watcher.metrics import ServiceCollector
 from watcher.recorded_heads import recorded_head, recorded_heads
 from watcher.sender_facts import FieldProblem, sender_facts
-from watcher.service import Service
+from watcher.app import Service
 from watcher.settlements import Registration, register, settlement_view
 from watcher.store import SettlementNotFound
 

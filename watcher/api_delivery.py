@@ -34,7 +34,7 @@ from watcher.store.outbox_store import (
 )
 
 if TYPE_CHECKING:
-    from watcher.service import Service
+    from watcher.app import Service
     from watcher.store import EventRecord
 
 SSE_MAX_S = 15.0

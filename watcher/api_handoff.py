@@ -19,7 +19,7 @@ from guard.handoff_receipts import HANDOFF_KINDS
 from watcher.store import lease_store as ls
 
 if TYPE_CHECKING:
-    from watcher.service import Service
+    from watcher.app import Service
 
 
 def signed_elements(elements: dict[str, Any]) -> dict[str, dict[str, Any] | None]:

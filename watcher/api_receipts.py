@@ -22,7 +22,7 @@ from watcher.store import SettlementNotFound, SettlementRecord
 from watcher.store.receipts_store import receipt_store
 
 if TYPE_CHECKING:
-    from watcher.service import Service
+    from watcher.app import Service
 
 RECEIPT_WAIT_S = 3.0
 """How long ``GET …/receipt`` waits for the receipt of a verdict that just committed."""

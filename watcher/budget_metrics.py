@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 if TYPE_CHECKING:
-    from watcher.service import Service
+    from watcher.app import Service
 
 
 def budget_metrics(service: Service) -> Iterator[Metric]:

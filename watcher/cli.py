@@ -215,7 +215,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Imported after the config is read: a broken config is reported at once, not after
     # web3 and the rest have loaded.
     from chains.errors import ChainIdMismatch
-    from watcher.service import Service
+    from watcher.app import Service
     from watcher.signer import SigningKeyError
     from watcher.store import StoreError
 
@@ -223,8 +223,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         service = Service(config)
     except (StoreError, SigningKeyError) as exc:
         raise CliError(str(exc), EX_CONFIG) from None
+    from watcher.api import create_app
+
     try:
-        service.run()
+        service.run(create_app)
     except ChainIdMismatch as exc:
         raise CliError(str(exc), EX_CONFIG) from None
     return EX_OK

@@ -28,7 +28,7 @@ from chains.health import redact
 
 if TYPE_CHECKING:
     from watcher.components import Component
-    from watcher.service import Service
+    from watcher.app import Service
 
 BAD_STATES = frozenset({"open", "stalled", "forked", "wrong_chain"})
 """States in which an endpoint is not used."""

@@ -15,7 +15,7 @@ Why a one-shot job rather than moving the interval job's next run: APScheduler s
 of a job that is still running (``max_instances = 1``), so a head arriving during a poll
 would be lost until the next interval. A one-shot job per wake (at most one queued per
 chain; the flag is cleared when it starts, so a head that arrives during it queues the
-next) runs :meth:`watcher.service.Service.poll_chain`, whose per-chain lock serialises it
+next) runs :meth:`watcher.app.Service.poll_chain`, whose per-chain lock serialises it
 with the interval job: a wake is never lost and never runs concurrently with another poll
 of the same chain. It runs in the scheduler, so shutdown waits for it like for any poll.
 """
@@ -36,7 +36,7 @@ from watcher.config.chains import ChainConfig
 
 if TYPE_CHECKING:
     from watcher.components import Component
-    from watcher.service import Service
+    from watcher.app import Service
 
 log = logging.getLogger("finality.heads")
 

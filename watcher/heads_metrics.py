@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from watcher.heads import waker_of
 
 if TYPE_CHECKING:
-    from watcher.service import Service
+    from watcher.app import Service
 
 STATES = ("connecting", "subscribed", "backoff", "stopped")
 """Values of the ``state`` label of ``finality_heads_state``."""

@@ -28,7 +28,7 @@ from watcher.budget_metrics import budget_metrics
 from watcher.heads_metrics import heads_metrics
 
 if TYPE_CHECKING:
-    from watcher.service import Service
+    from watcher.app import Service
 
 REORG_DEPTH_BUCKETS = (1, 2, 3, 5, 10, 20, 50, 100)
 """Upper bounds of the reorg depth histogram (blocks)."""

@@ -21,7 +21,7 @@ from tests.support.faulty_proxy import FaultyProxy
 from watcher.config.loading import parse_config
 from watcher.disagreement import event_recorder
 from watcher.engine import ChainWatcher
-from watcher.service import Service
+from watcher.app import Service
 from watcher.store import Store
 
 

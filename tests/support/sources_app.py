@@ -2,7 +2,7 @@
 
 The source tests need what ``finality run`` runs (the store, the sources component, the
 delivery sender, the API under uvicorn) but not the chain pollers: :class:`LiveApp` builds
-the real :class:`~watcher.service.Service` from a real config file, serves
+the real :class:`~watcher.app.Service` from a real config file, serves
 :func:`watcher.api.create_app` (plus the Stripe webhook routes, if watcher/api.py does not
 mount them yet) with uvicorn on a free port, and starts the components on the service's own
 scheduler. Requests go over real HTTP; only the process boundary is saved.
@@ -22,7 +22,7 @@ import uvicorn
 from tests.support.anvil import free_port
 from tests.support.daemon import config_text, toml_value
 from watcher.config.loading import load_config
-from watcher.service import Service
+from watcher.app import Service
 
 UNUSED_RPC = "http://127.0.0.1:9"
 """The one chain a config must have; nothing polls it here."""

@@ -102,47 +102,6 @@ def event_json(event: Any) -> dict[str, Any]:
     }
 
 
-def alert_body(event: dict[str, Any]) -> dict[str, Any]:
-    """Body of a generic JSON webhook alert: the event, flat, with a type and version."""
-    return {"type": "alert", "version": BODY_VERSION, **event}
-
-
-def slack_body(event: dict[str, Any]) -> dict[str, Any]:
-    """Body for a Slack-compatible incoming webhook: one ``text`` line (mrkdwn)."""
-    return {"text": slack_text(event)}
-
-
-def _short(value: object) -> str:
-    text = str(value)
-    return text if len(text) <= 14 else f"{text[:8]}…{text[-4:]}"
-
-
-def slack_text(event: dict[str, Any]) -> str:
-    """A one-line human summary of an event, in Slack's mrkdwn."""
-    kind, chain, p = event["kind"], event["chain"], event.get("payload") or {}
-    sid = event.get("settlement_id") or p.get("settlement_id")
-    icon = {"info": ":white_check_mark:", "warning": ":warning:", "critical": ":rotating_light:"}
-    head = f"{icon.get(event['severity'], '')} *{kind}* on `{chain}`"
-    if kind == "reorg":
-        anc = p.get("common_ancestor") or {}
-        detail = (
-            f"depth {p.get('depth')}, common ancestor #{anc.get('number')} "
-            f"({_short(anc.get('hash'))}), {len(p.get('touched') or [])} watched settlement(s) "
-            "touched"
-        )
-    elif kind == "finality_violation":
-        detail = f"settlement `{sid}` was confirmed and a reorg removed its block: reconcile"
-    elif kind == "late_finality":
-        detail = f"settlement `{sid}` became final after it was treated as failed: reconcile"
-    elif kind in ("settlement_confirmed", "settlement_failed", "settlement_timed_out"):
-        detail = f"settlement `{sid}`: {p.get('directive') or p.get('verdict')}"
-    elif kind in ("rpc_unhealthy", "rpc_recovered"):
-        detail = str(p.get("reason") or p.get("message") or "")
-    else:
-        detail = json.dumps(p, sort_keys=True)[:300]
-    return f"{head}: {detail}"
-
-
 def settlement_part(rec: SettlementRecord) -> dict[str, Any]:
     """The settlement facts every commit-channel body repeats."""
     return {

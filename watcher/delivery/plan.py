@@ -37,13 +37,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from watcher.config.sections import AlertChannelConfig
-from watcher.delivery.format import (
-    EVENT_KINDS,
-    SEVERITY_RANK,
-    alert_body,
-    provisional_body,
-    slack_body,
-)
+from watcher.delivery.channel import EventBody
+from watcher.delivery.channels import channel as channel_named
+from watcher.delivery.format import EVENT_KINDS, SEVERITY_RANK, provisional_body
 from watcher.observe import depth_of
 from watcher.store import BlockTxn, SettlementRecord
 from watcher.store.outbox_store import (
@@ -79,16 +75,24 @@ def violation_key(settlement_id: str, event_id: int) -> str:
 
 @dataclass(frozen=True)
 class AlertRoute:
-    """One remote alert channel (``webhook`` or ``slack``) and what it wants."""
+    """One remote alert channel (``webhook``, ``slack``...) and what it wants."""
 
     channel: str
-    """``webhook`` (generic JSON) or ``slack`` (Slack-compatible text)."""
+    """The channel's name (:mod:`watcher.delivery.channels`): ``webhook``, ``slack``..."""
     url: str
     """Where alerts are POSTed."""
     events: frozenset[str] | None
     """Event kinds sent; None for all."""
     min_severity: str
     """Lowest severity sent."""
+
+    @property
+    def body(self) -> EventBody:
+        """How this channel turns an event into the body it POSTs."""
+        spec = channel_named(self.channel)
+        if spec is None or spec.body is None:
+            raise ValueError(f"{self.channel!r} is not a remote alert channel")
+        return spec.body
 
     @property
     def key(self) -> str:
@@ -103,7 +107,7 @@ class AlertRoute:
 
 
 def routes_from_config(alerts: Sequence[AlertChannelConfig]) -> list[AlertRoute]:
-    """The remote channels of ``[[alerts]]`` (``log`` channels are not outbox rows).
+    """The remote channels of ``[[alerts]]`` (local ones, ``log``, are not outbox rows).
 
     A webhook or slack channel without ``url`` is skipped with an error in the log, and an
     unknown event kind draws a warning: the daemon still starts, and says what it ignores.
@@ -119,7 +123,11 @@ def routes_from_config(alerts: Sequence[AlertChannelConfig]) -> list[AlertRoute]
                     kind,
                     ", ".join(EVENT_KINDS),
                 )
-        if channel.type == "log":
+        spec = channel_named(channel.type)
+        if spec is None:
+            log.error("alerts[%d]: unknown channel type %r; channel ignored", i, channel.type)
+            continue
+        if not spec.remote:
             continue
         if not channel.url or not channel.url.startswith(("http://", "https://")):
             log.error(
@@ -164,7 +172,7 @@ class OutboxPlan:
         for route in self.routes:
             if not route.wants(kind, severity):
                 continue
-            body = slack_body(event) if route.channel == "slack" else alert_body(event)
+            body = route.body(event)
             txn.enqueue_delivery(
                 NewDelivery(
                     channel=route.channel,

@@ -30,51 +30,40 @@ one JSON line per matching event to the ``finality.alerts`` logger.
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import random
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
-from sqlalchemy.exc import SQLAlchemyError
 
+from watcher.clock import Clock, wall_clock_ms
 from watcher.config.sections import AlertChannelConfig, DeliveryConfig
-from watcher.delivery.events_tail import EventTail
+from watcher.delivery.bodies import BodyAssembler
 from watcher.delivery.format import (
-    BINDING_RECEIPT_KIND,
-    RECEIPT_KINDS,
-    SEVERITY_RANK,
     body_bytes,
-    event_json,
     headers,
-    reorg_part,
-    terminal_body,
-    violation_body,
 )
-from watcher.delivery.plan import VIOLATION, OutboxPlan, commit_key, routes_from_config
-from watcher.engine import Clock, wall_clock_ms
-from watcher.store import EventRecord, SettlementNotFound, SettlementRecord, Store, StoreError
+from watcher.delivery.log_channel import EventLog
+from watcher.delivery.plan import OutboxPlan, commit_key, routes_from_config
+from watcher.store.errors import StoreError
 from watcher.store.outbox_store import (
     CANCELLED,
     DEAD,
     DELIVERED,
     PENDING,
-    REVOCATION,
     DeliveryRecord,
     Outcome,
-    ReceiptRow,
 )
-from watcher.store.receipts_store import ReceiptRecord, receipt_store
+from watcher.store.store import Store
 
 if TYPE_CHECKING:
-    from watcher.service import Service
+    from watcher.app import Service
 
 log = logging.getLogger("finality.delivery")
-alerts_log = logging.getLogger("finality.alerts")
 
 IDLE_S = 1.0
 """Longest the dispatcher sleeps when nothing is due (new rows also wake it at once)."""
@@ -82,51 +71,12 @@ IDLE_S = 1.0
 RECEIPT_POLL_MS = 200
 """How often a commit waiting for its receipt looks again."""
 
-_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "critical": logging.CRITICAL}
-
 
 def backoff_ms(attempts: int, initial_s: float, max_s: float, rng: random.Random) -> int:
     """Delay before the next attempt: ``initial * 2**(attempts-1)``, capped, times a jitter
     in [0.5, 1) so that many rows failing together do not retry in lock step."""
     base = min(max_s, initial_s * 2 ** min(max(attempts - 1, 0), 60))
     return max(1, int(base * rng.uniform(0.5, 1.0) * 1000))
-
-
-class EventLog:
-    """The ``log`` alert channels: one JSON line per matching event, tailed from the store.
-
-    It starts at the newest event, so a restart does not repeat history; events stored while
-    the daemon was down are in ``/v1/events`` (and the webhooks), not in this log.
-    """
-
-    def __init__(self, store: Store, channels: Sequence[AlertChannelConfig]) -> None:
-        self.store = store
-        self.channels = list(channels)
-        self.tail: EventTail[EventRecord] | None = None
-
-    def tick(self) -> int:
-        """Log the events stored since the last call; returns how many were logged."""
-        if not self.channels:
-            return 0
-        if self.tail is None:
-            self.tail = EventTail(self.store.outbox().last_event_id())
-            return 0
-        logged = 0
-        for event in self.tail.take(self.store.events(after_id=self.tail.last, limit=500)):
-            for channel in self.channels:
-                wanted = "*" in channel.events or event.kind in channel.events
-                rank_ok = (
-                    SEVERITY_RANK.get(event.severity, 0) >= SEVERITY_RANK[channel.min_severity]
-                )
-                if wanted and rank_ok:
-                    line = {"alert": event.kind, **event_json(event)}
-                    alerts_log.log(
-                        _LEVELS.get(event.severity, logging.INFO),
-                        json.dumps(line, sort_keys=True, separators=(",", ":")),
-                    )
-                    logged += 1
-                    break
-        return logged
 
 
 class Sender:
@@ -145,7 +95,7 @@ class Sender:
         self.config = config
         self.clock = clock
         self.event_log = EventLog(store, log_channels)
-        self.receipts = receipt_store(store)
+        self.bodies = BodyAssembler(store, config.receipt_wait_s)
         self.lease_ms = int((2 * config.timeout_s + 2) * 1000)
         """A claim's lease: two request timeouts and a margin (a request is one timeout per
         phase, so it can take a little more than one); past it the row is sent again."""
@@ -200,7 +150,7 @@ class Sender:
         self._threads = []
         try:
             self._record()
-        except (StoreError, SQLAlchemyError) as exc:
+        except StoreError as exc:
             log.warning("delivery: outcomes not recorded at stop (resent after lease): %s", exc)
 
     # -- dispatcher ----------------------------------------------------------------------
@@ -236,7 +186,7 @@ class Sender:
                     due_at = self.outbox.next_due_at(now)
                     if due_at is not None:
                         wait = min(IDLE_S, max(0.005, (due_at - self.clock()) / 1000))
-            except (StoreError, SQLAlchemyError) as exc:
+            except StoreError as exc:
                 log.warning("delivery: store unavailable, retrying in %.0f s: %s", IDLE_S, exc)
             self.wake.wait(wait)
 
@@ -295,7 +245,7 @@ class Sender:
                         outcome = self.deliver(rec, client)
                 except Exception as exc:
                     # The row stays "sending": it is due again when its lease ends.
-                    if isinstance(exc, StoreError | SQLAlchemyError):
+                    if isinstance(exc, StoreError):
                         log.warning("delivery %d: store error, will retry: %s", rec.id, exc)
                     else:
                         log.exception("delivery %d: unexpected error, will retry", rec.id)
@@ -315,11 +265,11 @@ class Sender:
             return Outcome(rec, CANCELLED, now, due_at=now, attempted=False)
         if rec.body is None:
             try:
-                body = self.assemble(rec, now)
+                body = self.bodies.assemble(rec, now)
             except ValueError as exc:  # nothing to build it from: retrying cannot help
                 return Outcome(rec, DEAD, now, None, f"cannot assemble the body: {exc}")
             if body is None:
-                retry = min(now + RECEIPT_POLL_MS, self._receipt_deadline(rec))
+                retry = min(now + RECEIPT_POLL_MS, self.bodies.receipt_deadline(rec))
                 return Outcome(rec, PENDING, now, due_at=max(retry, now + 1), attempted=False)
             rec = self.outbox.set_body(rec, body, now)
         assert rec.body is not None
@@ -359,115 +309,6 @@ class Sender:
         with self._lock:
             self.outcomes[(rec.channel, outcome)] += 1
 
-    # -- bodies --------------------------------------------------------------------------
-
-    def _receipt_deadline(self, rec: DeliveryRecord) -> int:
-        decided = self._decided_at(rec)
-        return decided + int(self.config.receipt_wait_s * 1000)
-
-    def _decided_at(self, rec: DeliveryRecord) -> int:
-        if rec.event_id is not None:
-            event = self.outbox.event(rec.event_id)
-            if event is not None:
-                return int(event[1])
-        return rec.created_at
-
-    def assemble(self, rec: DeliveryRecord, now: int) -> dict[str, Any] | None:
-        """The body of a commit, discard or violation, or None while its receipt is worth
-        waiting for.
-
-        The decision comes from the verdict's event (what was decided then, even if the
-        settlement moved on); the receipt is the newest unrevoked one of the matching kind
-        made for that decision (``Outbox.receipt_for``).
-        """
-        if rec.settlement_id is None:
-            raise ValueError(f"delivery {rec.id}: no body and no settlement to build one from")
-        try:
-            settlement = self.store.settlement(rec.settlement_id)
-        except SettlementNotFound:
-            raise ValueError(f"delivery {rec.id}: settlement {rec.settlement_id} is gone") from None
-        if rec.kind == VIOLATION:
-            return self._assemble_violation(rec, settlement, now)
-        event = self.outbox.event(rec.event_id) if rec.event_id is not None else None
-        decision, decided_at = (event[0], event[1]) if event else (settlement.decision, 0)
-        kind = RECEIPT_KINDS.get(str(decision.get("verdict")))
-        digest = decision.get("digest")
-        receipt = None
-        if kind is not None:
-            receipt = self.outbox.receipt_for(
-                rec.settlement_id, kind, str(digest) if digest else None, decided_at
-            )
-        wait_ms = int(self.config.receipt_wait_s * 1000)
-        if receipt is None and now < (decided_at or rec.created_at) + wait_ms:
-            return None
-        binding = None
-        if settlement.dependent_state is not None:
-            binding = self.outbox.receipt_for(rec.settlement_id, BINDING_RECEIPT_KIND, None, 0)
-        missing = (
-            f"no signed {kind} within {self.config.receipt_wait_s:g} s of the verdict; "
-            f"fetch it later from GET /v1/settlements/{rec.settlement_id}/receipt"
-        )
-        return terminal_body(rec, settlement, decision, receipt, binding, missing)
-
-    def _assemble_violation(
-        self, rec: DeliveryRecord, settlement: SettlementRecord, now: int
-    ) -> dict[str, Any] | None:
-        """The body of a ``finality_violation`` to a commit_url, or None while the signed
-        revocation of the reversed decision's finality receipt is worth waiting for.
-
-        The revoked receipt is the finality receipt made for the reversed decision (the one
-        the commit carried); the revocation is the ``receipt_revocation`` citing it. The
-        reorg is the one stored in the same transaction as the violation event."""
-        sid = settlement.settlement_id
-        event = self.outbox.event(rec.event_id) if rec.event_id is not None else None
-        if event is None:
-            raise ValueError(f"delivery {rec.id}: its finality_violation event is gone")
-        payload, created_at = event
-        previous_digest = (payload.get("previous") or {}).get("digest")
-        stored = self.receipts.for_settlement(sid)
-        revoked = next(
-            (
-                r
-                for r in reversed(stored)
-                if r.kind == RECEIPT_KINDS["FINALITY_CONFIRMED"]
-                and r.body.get("decision_digest") == previous_digest
-            ),
-            None,
-        )
-        revocation = None
-        if revoked is not None:
-            revocation = next(
-                (r for r in stored if r.kind == REVOCATION and r.revokes == revoked.id), None
-            )
-            if revocation is None and now < created_at + int(self.config.receipt_wait_s * 1000):
-                return None
-        binding = None
-        if settlement.dependent_state is not None:
-            binding = self.outbox.receipt_for(sid, BINDING_RECEIPT_KIND, None, 0)
-        touched = [r for r in self.store.reorgs(settlement.chain) if sid in r.touched]
-        reorg = next(
-            (r for r in touched if r.detected_at == created_at),
-            next((r for r in touched if r.detected_at <= created_at), None),
-        )
-        facts = ((payload.get("previous") or {}).get("evidence") or {}).get("facts") or {}
-        block = {"number": facts.get("block_number"), "hash": facts.get("block_hash")}
-        missing = (
-            "no settlement_finality_receipt was signed for the reversed decision: nothing to revoke"
-            if revoked is None
-            else f"no signed receipt_revocation within {self.config.receipt_wait_s:g} s of the "
-            f"violation; fetch it later from GET /v1/settlements/{sid}/receipts"
-        )
-        return violation_body(
-            rec,
-            settlement,
-            {"id": rec.event_id, "payload": payload, "created_at": created_at},
-            reorg_part(reorg, block if "block_number" in facts else None),
-            _row(revoked),
-            _row(revocation),
-            binding,
-            missing,
-        )
-
     # -- introspection -------------------------------------------------------------------
 
     @property
@@ -475,21 +316,6 @@ class Sender:
         """Rows claimed by this sender whose outcome is not recorded yet."""
         with self._lock:
             return self._in_flight
-
-
-def _row(record: ReceiptRecord | None) -> ReceiptRow | None:
-    """A stored receipt in the shape bodies are made from."""
-    if record is None:
-        return None
-    return ReceiptRow(
-        record.id,
-        record.kind,
-        record.signer,
-        record.digest,
-        record.body,
-        record.created_at,
-        record.revokes,
-    )
 
 
 def components(service: Service) -> list[Sender]:

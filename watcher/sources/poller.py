@@ -47,7 +47,7 @@ from watcher.store import SettlementNotFound, SettlementRecord, Store, StoreErro
 
 if TYPE_CHECKING:
     from watcher.components import Component
-    from watcher.service import Service
+    from watcher.app import Service
 
 log = logging.getLogger("finality.sources")
 

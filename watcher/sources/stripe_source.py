@@ -36,9 +36,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import stripe
 from pydantic import Field, model_validator
 
 from guard.settlement import Evidence
@@ -52,6 +51,9 @@ from guard.types import UnixMillis
 from watcher.config.base import KeyedErrors, Loc
 from watcher.config.sources import SourceConfig
 from watcher.sources.stripe_state import PaymentState, classify, int_of
+
+if TYPE_CHECKING:
+    import stripe
 
 KIND = "stripe_payment_intent"
 """The settlement kind this module serves."""
@@ -128,6 +130,8 @@ class StripeSource:
         self.webhook_tolerance_s = config.webhook_tolerance_s
         self._client: stripe.StripeClient | None = None
         if config.api_key is not None:
+            import stripe  # the stripe extra: loaded only where a Stripe source works
+
             self._client = stripe.StripeClient(
                 config.api_key,
                 base_addresses={"api": config.api_base} if config.api_base else None,
@@ -150,6 +154,8 @@ class StripeSource:
         client = self._client
         if client is None:
             return None
+        import stripe  # the stripe extra: loaded only where a Stripe source works
+
         try:
             pi = client.v1.payment_intents.retrieve(
                 ref, params={"expand": ["latest_charge.balance_transaction"]}

@@ -6,8 +6,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import stripe
-
 from watcher.sources.stripe_state import text_of
 
 
@@ -24,6 +22,8 @@ def verify_webhook(
     The check is Stripe's own (``stripe.WebhookSignature.verify_header``): HMAC-SHA256 with
     the endpoint secret over ``"{t}.{body}"``, any ``v1`` signature may match, and ``t`` must
     be at most ``tolerance_s`` old, so a captured request cannot be replayed later."""
+    import stripe  # the stripe extra: loaded only where a Stripe source works
+
     try:
         stripe.WebhookSignature.verify_header(payload, header, secret, tolerance_s)
     except stripe.SignatureVerificationError as exc:

@@ -22,17 +22,20 @@ from dataclasses import dataclass
 
 import uvicorn
 from apscheduler.schedulers.background import BackgroundScheduler
+from starlette.types import ASGIApp
 
 from chains import pool
 from chains.budget import CallBudget
 from chains.errors import ChainError, ChainIdMismatch
 from chains.health import redact
 from chains.rpc import RpcClient
+from watcher.clock import Clock, wall_clock_ms
+from watcher.components import Component
 from watcher.config.chains import ChainConfig
 from watcher.config.model import Config
 from watcher.delivery.plan import OutboxPlan
 from watcher.disagreement import event_recorder
-from watcher.engine import ChainWatcher, Clock, wall_clock_ms
+from watcher.engine import ChainWatcher
 from watcher.handoff.manager import HandoffManager, default_instance_id
 from watcher.store import StaleFencingToken, Store, StoreError
 
@@ -113,8 +116,6 @@ class Service:
             self._locks,
             balance=config.handoff.balance,
         )
-        from watcher.components import build_components
-
         try:
             self.components = build_components(self)
         except BaseException:
@@ -306,10 +307,11 @@ class Service:
         )
         self.store.close()
 
-    def run(self) -> None:
-        """Run until SIGTERM/SIGINT: the API in the foreground, polling in the background."""
-        from watcher.api import create_app
-
+    def run(self, create_app: Callable[[Service], ASGIApp]) -> None:
+        """Run until SIGTERM/SIGINT: the API ``create_app`` builds over this service in the
+        foreground, polling in the background. The HTTP side is passed in (watcher/cli
+        gives ``watcher.api.create_app``): the wiring point never imports the API, which
+        sits above it."""
         for chain in self.config.chains:
             try:
                 self.start_chain(chain.name)
@@ -373,3 +375,24 @@ def _now_utc() -> object:
     from datetime import UTC, datetime
 
     return datetime.now(UTC)
+
+
+def build_components(service: Service) -> list[Component]:
+    """The components of a daemon, in start order."""
+    from watcher import endpoint_alerts, heads, receipts
+    from watcher.delivery import sender as delivery
+    from watcher.sources import poller
+
+    issuers = receipts.components(service)
+    senders = delivery.components(service)
+    for issuer in issuers:
+        for sender in senders:
+            # A commit waiting for its receipt goes as soon as the receipt is stored.
+            issuer.on_issued = sender.wake.set
+    built: list[Component] = [*issuers, *senders]
+    return [
+        *built,
+        *poller.components(service, built),
+        *heads.components(service),
+        *endpoint_alerts.components(service),
+    ]

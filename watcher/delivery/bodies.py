@@ -1,0 +1,158 @@
+"""The bodies of commit-channel rows, assembled when their first attempt goes out.
+
+A ``commit`` or ``discard`` carries the signed receipt of the decision it reports, and a
+``finality_violation`` the signed revocation of the receipt it withdraws. The receipts part
+signs after the verdict commits, so the body waits for them, at most ``receipt_wait_s``;
+then it goes without, and says where to fetch them later. Once assembled, the body is
+stored, so every retry sends the same bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from watcher.delivery.format import (
+    BINDING_RECEIPT_KIND,
+    RECEIPT_KINDS,
+    reorg_part,
+    terminal_body,
+    violation_body,
+)
+from watcher.delivery.plan import VIOLATION
+from watcher.store.errors import SettlementNotFound
+from watcher.store.outbox_store import REVOCATION, DeliveryRecord, ReceiptRow
+from watcher.store.receipts_store import receipt_store
+from watcher.store.records import ReceiptRecord, SettlementRecord
+from watcher.store.store import Store
+
+
+class BodyAssembler:
+    """Builds commit, discard and violation bodies from the store (see the module doc)."""
+
+    def __init__(self, store: Store, receipt_wait_s: float) -> None:
+        self.store = store
+        self.outbox = store.outbox()
+        self.receipts = receipt_store(store)
+        self.receipt_wait_s = receipt_wait_s
+
+    def receipt_deadline(self, rec: DeliveryRecord) -> int:
+        """When a body stops waiting for its receipt and goes without."""
+        return self._decided_at(rec) + int(self.receipt_wait_s * 1000)
+
+    def _decided_at(self, rec: DeliveryRecord) -> int:
+        if rec.event_id is not None:
+            event = self.outbox.event(rec.event_id)
+            if event is not None:
+                return int(event[1])
+        return rec.created_at
+
+    def assemble(self, rec: DeliveryRecord, now: int) -> dict[str, Any] | None:
+        """The body of a commit, discard or violation, or None while its receipt is worth
+        waiting for.
+
+        The decision comes from the verdict's event (what was decided then, even if the
+        settlement moved on); the receipt is the newest unrevoked one of the matching kind
+        made for that decision (``Outbox.receipt_for``).
+        """
+        if rec.settlement_id is None:
+            raise ValueError(f"delivery {rec.id}: no body and no settlement to build one from")
+        try:
+            settlement = self.store.settlement(rec.settlement_id)
+        except SettlementNotFound:
+            raise ValueError(f"delivery {rec.id}: settlement {rec.settlement_id} is gone") from None
+        if rec.kind == VIOLATION:
+            return self._assemble_violation(rec, settlement, now)
+        event = self.outbox.event(rec.event_id) if rec.event_id is not None else None
+        decision, decided_at = (event[0], event[1]) if event else (settlement.decision, 0)
+        kind = RECEIPT_KINDS.get(str(decision.get("verdict")))
+        digest = decision.get("digest")
+        receipt = None
+        if kind is not None:
+            receipt = self.outbox.receipt_for(
+                rec.settlement_id, kind, str(digest) if digest else None, decided_at
+            )
+        wait_ms = int(self.receipt_wait_s * 1000)
+        if receipt is None and now < (decided_at or rec.created_at) + wait_ms:
+            return None
+        binding = None
+        if settlement.dependent_state is not None:
+            binding = self.outbox.receipt_for(rec.settlement_id, BINDING_RECEIPT_KIND, None, 0)
+        missing = (
+            f"no signed {kind} within {self.receipt_wait_s:g} s of the verdict; "
+            f"fetch it later from GET /v1/settlements/{rec.settlement_id}/receipt"
+        )
+        return terminal_body(rec, settlement, decision, receipt, binding, missing)
+
+    def _assemble_violation(
+        self, rec: DeliveryRecord, settlement: SettlementRecord, now: int
+    ) -> dict[str, Any] | None:
+        """The body of a ``finality_violation`` to a commit_url, or None while the signed
+        revocation of the reversed decision's finality receipt is worth waiting for.
+
+        The revoked receipt is the finality receipt made for the reversed decision (the one
+        the commit carried); the revocation is the ``receipt_revocation`` citing it. The
+        reorg is the one stored in the same transaction as the violation event."""
+        sid = settlement.settlement_id
+        event = self.outbox.event(rec.event_id) if rec.event_id is not None else None
+        if event is None:
+            raise ValueError(f"delivery {rec.id}: its finality_violation event is gone")
+        payload, created_at = event
+        previous_digest = (payload.get("previous") or {}).get("digest")
+        stored = self.receipts.for_settlement(sid)
+        revoked = next(
+            (
+                r
+                for r in reversed(stored)
+                if r.kind == RECEIPT_KINDS["FINALITY_CONFIRMED"]
+                and r.body.get("decision_digest") == previous_digest
+            ),
+            None,
+        )
+        revocation = None
+        if revoked is not None:
+            revocation = next(
+                (r for r in stored if r.kind == REVOCATION and r.revokes == revoked.id), None
+            )
+            if revocation is None and now < created_at + int(self.receipt_wait_s * 1000):
+                return None
+        binding = None
+        if settlement.dependent_state is not None:
+            binding = self.outbox.receipt_for(sid, BINDING_RECEIPT_KIND, None, 0)
+        touched = [r for r in self.store.reorgs(settlement.chain) if sid in r.touched]
+        reorg = next(
+            (r for r in touched if r.detected_at == created_at),
+            next((r for r in touched if r.detected_at <= created_at), None),
+        )
+        facts = ((payload.get("previous") or {}).get("evidence") or {}).get("facts") or {}
+        block = {"number": facts.get("block_number"), "hash": facts.get("block_hash")}
+        missing = (
+            "no settlement_finality_receipt was signed for the reversed decision: nothing to revoke"
+            if revoked is None
+            else f"no signed receipt_revocation within {self.receipt_wait_s:g} s of the "
+            f"violation; fetch it later from GET /v1/settlements/{sid}/receipts"
+        )
+        return violation_body(
+            rec,
+            settlement,
+            {"id": rec.event_id, "payload": payload, "created_at": created_at},
+            reorg_part(reorg, block if "block_number" in facts else None),
+            _row(revoked),
+            _row(revocation),
+            binding,
+            missing,
+        )
+
+
+def _row(record: ReceiptRecord | None) -> ReceiptRow | None:
+    """A stored receipt in the shape bodies are made from."""
+    if record is None:
+        return None
+    return ReceiptRow(
+        record.id,
+        record.kind,
+        record.signer,
+        record.digest,
+        record.body,
+        record.created_at,
+        record.revokes,
+    )
