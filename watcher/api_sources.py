@@ -43,21 +43,13 @@ from watcher.sources.settlements import new_source_settlement, source_settlement
 from watcher.sources.stripe_source import (
     KIND as STRIPE_KIND,
 )
-from watcher.sources.stripe_source import (
-    WebhookRejected,
-    payment_intent_of,
-    verify_webhook,
-)
-from watcher.store import (
-    SettlementNotFound,
-    SettlementRecord,
-    StaleFencingToken,
-    StoreError,
-)
+from watcher.sources.stripe_source import StripeSettings
+from watcher.sources.stripe_webhooks import WebhookRejected, payment_intent_of, verify_webhook
+from watcher.store import SettlementNotFound, SettlementRecord, StaleFencingToken, StoreError
 from watcher.store.records import InboxRecord
 
 if TYPE_CHECKING:
-    from watcher.app import Service
+    from watcher.service import Service
 
 FIELDS = ("kind", "ref", "source", "timeout_s", "dependent_state", "commit_url")
 """The keys a source registration accepts."""
@@ -177,7 +169,8 @@ async def _stripe_event(service: Service, request: Request, name: str | None) ->
         )
         return JSONResponse({"error": reason}, status_code=404)
     slot = hooked[0]
-    secret = slot.config.webhook_secret
+    settings = StripeSettings.narrow(slot.config)
+    secret = settings.webhook_secret
     assert secret is not None
     payload = await request.body()
     if len(payload) > MAX_WEBHOOK_BYTES:
@@ -187,7 +180,7 @@ async def _stripe_event(service: Service, request: Request, name: str | None) ->
             payload,
             request.headers.get("stripe-signature"),
             secret,
-            slot.config.webhook_tolerance_s,
+            settings.webhook_tolerance_s,
         )
     except WebhookRejected as exc:
         return JSONResponse({"error": str(exc)}, status_code=400)

@@ -26,11 +26,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-from sqlalchemy.exc import SQLAlchemyError
 
 from chains.block_facts import facts_of
 from chains.budget import CallBudget, CallsDeferred
@@ -51,6 +48,8 @@ from guard.settlement import (
     settle_transition,
 )
 from guard.types import BlockHash, BlockNumber, UnixMillis
+from watcher.clock import Clock as Clock  # its old home: still importable here
+from watcher.clock import wall_clock_ms as wall_clock_ms
 from watcher.config.chains import ChainConfig
 from watcher.decisions import record_event, store_decision
 from watcher.delivery.plan import OutboxPlan
@@ -60,15 +59,6 @@ from watcher.probes import located_info, lookup, receipts_by_block
 from watcher.store import BlockTxn, SettlementRecord, Store, StoreError, WatchEntry
 
 log = logging.getLogger("finality.engine")
-
-Clock = Callable[[], int]
-"""Returns the current Unix time in milliseconds."""
-
-
-def wall_clock_ms() -> int:
-    """The real clock."""
-    return time.time_ns() // 1_000_000
-
 
 UNHEALTHY_AFTER_POLLS = 3
 """Consecutive failed (or lagging) polls after which ``rpc_unhealthy`` is raised, once."""
@@ -671,7 +661,7 @@ class ChainWatcher:
         settlement past its deadline. Decided at the last processed head."""
         try:
             self._apply_deadlines()
-        except (StoreError, SQLAlchemyError) as exc:
+        except StoreError as exc:
             log.warning(
                 "chain %s: deadlines not applied after a failed poll (%s): %s",
                 self.name,
@@ -939,7 +929,7 @@ class ChainWatcher:
         try:
             with self.store.block_txn(self.name, self.clock(), self.fence) as txn:
                 self._event(txn, kind, severity, payload)
-        except (StoreError, SQLAlchemyError) as exc:
+        except StoreError as exc:
             log.warning("chain %s: cannot store %s event: %s", self.name, kind, exc)
             return False
         return True
