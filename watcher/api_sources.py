@@ -49,7 +49,7 @@ from watcher.store import SettlementNotFound, SettlementRecord, StaleFencingToke
 from watcher.store.records import InboxRecord
 
 if TYPE_CHECKING:
-    from watcher.service import Service
+    from watcher.app import Service
 
 FIELDS = ("kind", "ref", "source", "timeout_s", "dependent_state", "commit_url")
 """The keys a source registration accepts."""
