@@ -64,8 +64,8 @@ __all__ = ["Anvil", "chain_config", "fresh_store", "register_synthetic", "watche
 def started_service(chain: ChainConfig) -> Service:
     """A daemon's service (no API) following ``chain`` on a fresh SQLite store, its chain
     started and its pollers running: what the latency benchmarks measure. Stop it after."""
-    from watcher.config.model import Config
     from watcher.app import Service
+    from watcher.config.model import Config
 
     store = fresh_store()
     config = Config(store={"url": store.url}, chains=[chain])  # type: ignore[arg-type]

@@ -21,12 +21,12 @@ from guard.errors import InvalidHash
 from guard.hexes import parse_tx_hash
 from watcher.api_receipts import view_parts, wait_signed
 from watcher.api_sources import register_source_settlement, source_view
+from watcher.app import Service
 from watcher.config.errors import UnknownChainName
 from watcher.heads import heads_report
 from watcher.metrics import ServiceCollector
 from watcher.recorded_heads import recorded_head, recorded_heads
 from watcher.sender_facts import FieldProblem, sender_facts
-from watcher.app import Service
 from watcher.settlements import Registration, register, settlement_view
 from watcher.store import SettlementNotFound
 

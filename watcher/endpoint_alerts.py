@@ -27,8 +27,8 @@ from chains import pool
 from chains.health import redact
 
 if TYPE_CHECKING:
-    from watcher.components import Component
     from watcher.app import Service
+    from watcher.components import Component
 
 BAD_STATES = frozenset({"open", "stalled", "forked", "wrong_chain"})
 """States in which an endpoint is not used."""

@@ -35,8 +35,8 @@ from chains.registry import known_chain
 from watcher.config.chains import ChainConfig
 
 if TYPE_CHECKING:
-    from watcher.components import Component
     from watcher.app import Service
+    from watcher.components import Component
 
 log = logging.getLogger("finality.heads")
 

@@ -18,10 +18,10 @@ from tests.integration.helpers import CHAIN, FakeClock, Rig, chain_config
 from tests.support.anvil import Anvil
 from tests.support.daemon import toml_value
 from tests.support.faulty_proxy import FaultyProxy
+from watcher.app import Service
 from watcher.config.loading import parse_config
 from watcher.disagreement import event_recorder
 from watcher.engine import ChainWatcher
-from watcher.app import Service
 from watcher.store import Store
 
 

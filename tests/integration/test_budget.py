@@ -21,8 +21,8 @@ from tests.integration.quorum_helpers import service_over
 from tests.support.anvil import Anvil
 from tests.support.daemon import Daemon, wait_for
 from tests.support.faulty_proxy import FaultyProxy
-from watcher.engine import ChainWatcher
 from watcher.app import Service
+from watcher.engine import ChainWatcher
 from watcher.store import Store
 
 

@@ -21,8 +21,8 @@ import uvicorn
 
 from tests.support.anvil import free_port
 from tests.support.daemon import config_text, toml_value
-from watcher.config.loading import load_config
 from watcher.app import Service
+from watcher.config.loading import load_config
 
 UNUSED_RPC = "http://127.0.0.1:9"
 """The one chain a config must have; nothing polls it here."""

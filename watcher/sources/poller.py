@@ -46,8 +46,8 @@ from watcher.sources.registry import build_source
 from watcher.store import SettlementNotFound, SettlementRecord, Store, StoreError, WatchEntry
 
 if TYPE_CHECKING:
-    from watcher.components import Component
     from watcher.app import Service
+    from watcher.components import Component
 
 log = logging.getLogger("finality.sources")
 
