@@ -32,6 +32,7 @@ from chains.proofs import (
     TxObjectCache,
     fetch_block_tries,
     fetch_headers,
+    fetch_receipts_and_block,
     head_at,
     inclusion_proof,
 )
@@ -188,10 +189,11 @@ class ReceiptBuilder:
             if stored is not None:
                 self._keep(stored)
                 hashes = stored.tx_hashes
-        if hashes is None:
-            full = self.client.call("eth_getBlockByHash", [block_hash, True])
+        if hashes is None:  # both calls in flight at once; the tries then find both held
+            answers, full = fetch_receipts_and_block(self.client, block_hash)
             if not isinstance(full, Mapping) or not isinstance(full.get("transactions"), list):
                 raise BranchMoved(f"the node has no block {block_hash}")
+            self.facts.offer_receipts(block_hash, list(answers))
             self.tx_objects.offer(full)
             hashes = [str(t["hash"] if isinstance(t, Mapping) else t) for t in full["transactions"]]
         return {**header, "transactions": hashes}
