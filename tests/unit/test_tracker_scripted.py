@@ -222,7 +222,7 @@ def test_a_recorded_block_the_node_no_longer_serves_is_named_not_guessed() -> No
     tracker.recorded = recorded_at([(20, h("a", 20))])
     node.fork(at=10, count=25, tag="d")
     node.chain[20] = None  # type: ignore[call-overload]  # a pruned node: no block 20
-    with pytest.raises(ChainInconsistent, match="has no block 20.*a node that serves its history"):
+    with pytest.raises(ChainInconsistent, match=r"has no block 20.*a node that serves its history"):
         tracker.poll()
 
 

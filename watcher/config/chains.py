@@ -6,7 +6,7 @@ validation; the ``resolved_*`` properties give them typed.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeVar, cast, get_args
+from typing import Annotated, Literal, TypeVar, get_args
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
@@ -267,9 +267,10 @@ class ChainConfig(Strict):
 
 
 def _as_finality(value: str) -> FinalityMode:
-    if value not in _FINALITY_MODES:  # the registry validates its entries; belt and braces
-        raise ValueError(f"registry finality {value!r} is not one of {_FINALITY_MODES}")
-    return cast(FinalityMode, value)
+    for mode in _FINALITY_MODES:  # the registry validates its entries; belt and braces
+        if mode == value:
+            return mode
+    raise ValueError(f"registry finality {value!r} is not one of {_FINALITY_MODES}")
 
 
 _T = TypeVar("_T")
