@@ -29,7 +29,7 @@ from typing import Any
 from eth_account import Account
 from eth_keys.datatypes import PrivateKey
 
-from guard.receipts import message_hash, seal
+from guard.receipts import body_hashes
 from watcher.config.sections import SigningConfig
 
 log = logging.getLogger("finality.signer")
@@ -64,8 +64,10 @@ class Signer:
         # The EIP-712 digest computed once here (guard), signed with eth-keys' coincurve
         # backend: the same signature eth-account's sign_typed_data gives, in a third of the
         # time (receipts for a block of settlements are signed in a row).
-        signature = self._private.sign_msg_hash(message_hash(body))
-        return seal(body, "0x" + signature.to_bytes()[:64].hex() + f"{signature.v + 27:02x}")
+        body_digest, message = body_hashes(body)  # one canonical encoding for both
+        signature = self._private.sign_msg_hash(message)
+        sealed = "0x" + signature.to_bytes()[:64].hex() + f"{signature.v + 27:02x}"
+        return {**body, "digest": body_digest, "signature": sealed}  # guard's seal, digest reused
 
 
 def _parse_key(text: str, what: str) -> bytes:
