@@ -22,7 +22,7 @@ from chains import pool
 from chains.budget import CallBudget
 from tests.support.anvil import Anvil
 from watcher.config.chains import ChainConfig
-from watcher.engine import ChainWatcher
+from watcher.engine.chain_watcher import ChainWatcher
 from watcher.settlements import Registration, register
 
 

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING
 
 from chains.rpc import connect
 from tests.support.anvil import Anvil
+from watcher.clock import Clock, wall_clock_ms
 from watcher.config.chains import ChainConfig
 from watcher.config.loading import parse_config
-from watcher.engine import ChainWatcher, Clock, wall_clock_ms
+from watcher.engine.chain_watcher import ChainWatcher
 from watcher.settlements import Registration, new_settlement
 from watcher.store import Store
 

@@ -126,7 +126,7 @@ def catch_up(anvil: Anvil, missed: int) -> tuple[float, float]:
 def rss_child(url: str, db_url: str) -> None:
     """In a child process: start a watcher over the store ``db_url``, print peak RSS (MB)."""
     from chains.rpc import connect
-    from watcher.engine import ChainWatcher
+    from watcher.engine.chain_watcher import ChainWatcher
     from watcher.store import Store
 
     watcher = ChainWatcher(chain_config(url), Store.open(db_url), connect(url))

@@ -26,7 +26,7 @@ MS = 1_000_000
 def measure(anvil: Anvil, heads: str, samples: int, interval_s: float) -> tuple[list[float], str]:
     """Seconds from mining the depth-N block to the stored verdict, ``samples`` times; and a
     one-line note on the head subscription (ws only)."""
-    from watcher.heads import heads_report
+    from watcher.engine.heads import heads_report
     from watcher.settlements import Registration, register
 
     extra: dict[str, object] = {"poll_interval_s": interval_s, "heads": heads}

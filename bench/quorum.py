@@ -21,7 +21,7 @@ from bench.proxy import CountingProxy
 from chains import pool
 from tests.support.anvil import Anvil
 from watcher.config.chains import ChainConfig
-from watcher.engine import ChainWatcher
+from watcher.engine.chain_watcher import ChainWatcher
 from watcher.settlements import Registration, register
 
 

@@ -82,7 +82,7 @@ class SingleNodeGate:
 
 Alert = Callable[[str, str, dict[str, Any]], None]
 """``alert(kind, severity, payload)``: how the gate reports what it saw. chains/ stays free
-of the store; the service passes a function that records the event (watcher.disagreement)."""
+of the store; the service passes a function that records the event (watcher.engine.disagreement)."""
 
 
 def _no_alert(kind: str, severity: str, payload: dict[str, Any]) -> None:

@@ -23,7 +23,7 @@ from watcher.api_receipts import view_parts, wait_signed
 from watcher.api_sources import register_source_settlement, source_view
 from watcher.app import Service
 from watcher.config.errors import UnknownChainName
-from watcher.heads import heads_report
+from watcher.engine.heads import heads_report
 from watcher.metrics import ServiceCollector
 from watcher.recorded_heads import recorded_head, recorded_heads
 from watcher.sender_facts import FieldProblem, sender_facts
@@ -282,7 +282,7 @@ def create_app(service: Service) -> FastAPI:
             return settlement_view(rec, head_of(chain), **view_parts(service, rec))
         except SettlementNotFound:
             pass
-        from watcher.live import live_view
+        from watcher.engine.live import live_view
 
         try:
             return live_view(service.clients[chain], config, tx, confirmations, service.clock())

@@ -34,9 +34,11 @@ from watcher.components import Component
 from watcher.config.chains import ChainConfig
 from watcher.config.model import Config
 from watcher.delivery.plan import OutboxPlan
-from watcher.disagreement import event_recorder
-from watcher.engine import ChainWatcher
+from watcher.engine.chain_watcher import ChainWatcher
+from watcher.engine.disagreement import event_recorder
 from watcher.handoff.manager import HandoffManager, default_instance_id
+from watcher.sources.inbox import WebhookInbox
+from watcher.sources.poller import SourcePoller
 from watcher.store import StaleFencingToken, Store, StoreError
 
 log = logging.getLogger("finality.service")
@@ -121,6 +123,8 @@ class Service:
         except BaseException:
             self.store.close()  # e.g. no usable signing key: nothing may stay open
             raise
+        self.inbox = _inbox(self)
+        """The webhook inbox of the sources (None without ``[[sources]]``)."""
 
     def _plan_of(self, name: str) -> Callable[[], OutboxPlan | None]:
         """The outbox plan of chain ``name``'s engine, once built (for gate alerts)."""
@@ -379,9 +383,9 @@ def _now_utc() -> object:
 
 def build_components(service: Service) -> list[Component]:
     """The components of a daemon, in start order."""
-    from watcher import endpoint_alerts, heads, receipts
+    from watcher import receipts
     from watcher.delivery import sender as delivery
-    from watcher.sources import poller
+    from watcher.engine import endpoint_alerts, heads
 
     issuers = receipts.components(service)
     senders = delivery.components(service)
@@ -392,7 +396,47 @@ def build_components(service: Service) -> list[Component]:
     built: list[Component] = [*issuers, *senders]
     return [
         *built,
-        *poller.components(service, built),
+        *_sources(service, built),
         *heads.components(service),
         *endpoint_alerts.components(service),
     ]
+
+
+def _sources(service: Service, built: list[Component]) -> list[Component]:
+    """The sources component ([] without ``[[sources]]``): it shares the outbox plan (alert
+    routes) the delivery component gave the chain engines, and wakes the receipts component
+    (it signs what was just decided), then the sender, after storing a decision."""
+    from watcher.delivery.plan import routes_from_config
+    from watcher.delivery.sender import Sender
+    from watcher.receipts import ReceiptIssuer
+    from watcher.sources.poller import SourcePoller
+
+    configs = service.config.sources
+    if not configs:
+        return []
+    plans = [w.plan for w in service.watchers.values()]
+    plan = plans[0] if plans else OutboxPlan(routes_from_config(service.config.alerts))
+    notify = [c.after_poll for c in built if isinstance(c, ReceiptIssuer)]
+    notify += [c.after_poll for c in built if isinstance(c, Sender)]
+    poller = SourcePoller(
+        service.store,
+        configs,
+        plan,
+        service.clock,
+        service.scheduler,
+        notify,
+        owns=service.handoff.owns,
+        fence_of=service.handoff.fence,
+    )
+    return [poller]
+
+
+def _inbox(service: Service) -> WebhookInbox | None:
+    """The sources' webhook inbox, applied by the owner after each lease check (None
+    without sources)."""
+    poller = next((c for c in service.components if isinstance(c, SourcePoller)), None)
+    if poller is None:
+        return None
+    inbox = WebhookInbox(service.store, poller, service.handoff, service.clock)
+    service.handoff.after_tick.append(inbox.apply_owned)
+    return inbox

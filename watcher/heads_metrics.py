@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from watcher.heads import waker_of
+from watcher.engine.heads import waker_of
 
 if TYPE_CHECKING:
     from watcher.app import Service

@@ -17,7 +17,7 @@ from guard.settlement import (
 )
 from guard.types import SettlementId, UnixMillis
 from watcher.config.chains import ChainConfig
-from watcher.observe import depth_of
+from watcher.engine.observe import depth_of
 from watcher.store import NewSettlement, SettlementRecord, Store
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from chains.rpc import RpcClient, RpcTransport, Web3Transport
 from tests.support.anvil import Anvil
 from watcher.config.chains import ChainConfig
-from watcher.engine import ChainWatcher
+from watcher.engine.chain_watcher import ChainWatcher
 from watcher.settlements import Registration, register, settlement_view
 from watcher.store import SettlementRecord, Store
 

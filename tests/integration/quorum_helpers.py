@@ -1,7 +1,7 @@
 """A chain followed through several endpoints, each a fault-injecting proxy over a real anvil.
 
 Used by the failover, quorum and chaos tests: the watcher gets the same client and gate the
-service builds (chains.pool), and gate alerts are recorded through watcher.disagreement.
+service builds (chains.pool), and gate alerts are recorded through watcher.engine.disagreement.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from tests.support.daemon import toml_value
 from tests.support.faulty_proxy import FaultyProxy
 from watcher.app import Service
 from watcher.config.loading import parse_config
-from watcher.disagreement import event_recorder
-from watcher.engine import ChainWatcher
+from watcher.engine.chain_watcher import ChainWatcher
+from watcher.engine.disagreement import event_recorder
 from watcher.store import Store
 
 

@@ -22,7 +22,7 @@ from tests.support.anvil import Anvil
 from tests.support.daemon import Daemon, wait_for
 from tests.support.faulty_proxy import FaultyProxy
 from watcher.app import Service
-from watcher.engine import ChainWatcher
+from watcher.engine.chain_watcher import ChainWatcher
 from watcher.store import Store
 
 

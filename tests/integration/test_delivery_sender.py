@@ -17,11 +17,11 @@ from sqlalchemy import insert
 from tests.integration.helpers import random_tx_hash
 from tests.support.daemon import wait_for
 from tests.support.receiver import Receiver, verify_signature
+from watcher.clock import wall_clock_ms
 from watcher.config.chains import ChainConfig
 from watcher.config.sections import DeliveryConfig
 from watcher.delivery.plan import OutboxPlan
 from watcher.delivery.sender import Sender, backoff_ms
-from watcher.engine import wall_clock_ms
 from watcher.settlements import Registration, register
 from watcher.store import Store
 from watcher.store import schema as s

@@ -22,10 +22,10 @@ from tests.integration.helpers import Rig, make_watcher, wait_included
 from tests.support.anvil import Anvil
 from tests.support.daemon import wait_for
 from tests.support.receiver import Receiver
+from watcher.clock import wall_clock_ms
 from watcher.config.sections import DeliveryConfig
 from watcher.delivery.plan import OutboxPlan
 from watcher.delivery.sender import Sender
-from watcher.engine import wall_clock_ms
 from watcher.settlements import Registration, new_settlement
 from watcher.store.outbox_store import DeliveryRecord
 

@@ -1,9 +1,9 @@
 """The EVM chain behind the source protocol: one transaction, asked about on its own.
 
-The daemon follows chains with :class:`watcher.engine.ChainWatcher` (a head tracker that sees
+The daemon follows chains with :class:`watcher.engine.chain_watcher.ChainWatcher` (a head tracker that sees
 every block once, detects reorgs and replacements): that stays the way registered EVM
 settlements are decided. This adapter is the same judgement for a single reference, built
-on the live view of an unregistered hash (:func:`watcher.live.live_view`: one batched
+on the live view of an unregistered hash (:func:`watcher.engine.live.live_view`: one batched
 request), so that code written against :class:`guard.source.SettlementSource` (a script, a
 plugin's tests, a comparison between kinds) can treat a transaction like any other
 settlement:
@@ -42,7 +42,7 @@ from guard.source import (
 )
 from guard.types import UnixMillis
 from watcher.config.chains import ChainConfig
-from watcher.live import live_view
+from watcher.engine.live import live_view
 
 KIND = "evm_tx"
 """The settlement kind this module serves."""

@@ -1,6 +1,6 @@
 """Storing a source settlement's decision: the chain engine's rules, for any source.
 
-:func:`record_observation` is what :meth:`watcher.engine.ChainWatcher._decide` does for a
+:func:`record_observation` is what :meth:`watcher.engine.chain_watcher.ChainWatcher._decide` does for a
 block, applied to one :class:`~guard.source.SourceObservation`, inside the caller's store
 transaction: evaluate with the guard, combine with the stored decision
 (:func:`~guard.settlement.settle_transition`), save it with
@@ -32,8 +32,8 @@ from guard.settlement import (
 )
 from guard.source import SourceObservation, evaluate_source, reversal_of, same_evidence
 from guard.types import SettlementId, UnixMillis
-from watcher.decisions import store_decision
 from watcher.delivery.plan import OutboxPlan
+from watcher.engine.decisions import store_decision
 from watcher.store import BlockTxn, SettlementRecord
 
 

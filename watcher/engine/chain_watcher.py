@@ -48,14 +48,13 @@ from guard.settlement import (
     settle_transition,
 )
 from guard.types import BlockHash, BlockNumber, UnixMillis
-from watcher.clock import Clock as Clock  # its old home: still importable here
-from watcher.clock import wall_clock_ms as wall_clock_ms
+from watcher.clock import Clock, wall_clock_ms
 from watcher.config.chains import ChainConfig
-from watcher.decisions import record_event, store_decision
 from watcher.delivery.plan import OutboxPlan
+from watcher.engine.decisions import record_event, store_decision
+from watcher.engine.observe import ChainPosition, decide
+from watcher.engine.probes import located_info, lookup, receipts_by_block
 from watcher.metrics import Buckets
-from watcher.observe import ChainPosition, decide
-from watcher.probes import located_info, lookup, receipts_by_block
 from watcher.store import BlockTxn, SettlementRecord, Store, StoreError, WatchEntry
 
 log = logging.getLogger("finality.engine")
@@ -920,7 +919,7 @@ class ChainWatcher:
         self, kind: str, severity: str, endpoint: str, state: str, reason: str
     ) -> bool:
         """Store one event about one endpoint's health change (``rpc_unhealthy`` or
-        ``rpc_recovered``, see :mod:`watcher.endpoint_alerts`); False if the store failed."""
+        ``rpc_recovered``, see :mod:`watcher.engine.endpoint_alerts`); False if the store failed."""
         payload = {"chain": self.name, "endpoint": endpoint, "state": state, "reason": reason}
         return self._store_event(kind, severity, payload)
 

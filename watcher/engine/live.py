@@ -21,13 +21,13 @@ from guard.settlement import (
 )
 from guard.types import SettlementId, UnixMillis
 from watcher.config.chains import ChainConfig
-from watcher.observe import ChainPosition, depth_of, observe
+from watcher.engine.observe import ChainPosition, depth_of, observe
 from watcher.settlements import settlement_id_for
 
 
 @dataclass(frozen=True)
 class LiveTx:
-    """An unregistered tx as the node shows it now (a :class:`watcher.observe.TrackedTx`).
+    """An unregistered tx as the node shows it now (a :class:`watcher.engine.observe.TrackedTx`).
 
     A live look-up cannot see a replacement: that needs the sender's nonce followed over
     blocks, which only a registered settlement gets."""

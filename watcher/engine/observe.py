@@ -27,7 +27,7 @@ from watcher.store.records import SettlementRecord
 class TrackedTx(Protocol):
     """What evaluation reads of a tracked transaction: a stored settlement
     (:class:`watcher.store.records.SettlementRecord`) or a live look-up of an unregistered
-    hash (:mod:`watcher.live`)."""
+    hash (:mod:`watcher.engine.live`)."""
 
     @property
     def chain(self) -> str: ...
