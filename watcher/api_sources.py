@@ -40,10 +40,8 @@ from guard.types import UnixMillis
 from watcher.sources.poller import SourcePoller, SourceSlot, sources_of
 from watcher.sources.registry import EVM_KIND
 from watcher.sources.settlements import new_source_settlement, source_settlement_view
-from watcher.sources.stripe_source import (
-    KIND as STRIPE_KIND,
-)
-from watcher.sources.stripe_source import StripeSettings
+from watcher.sources.stripe_settings import KIND as STRIPE_KIND
+from watcher.sources.stripe_settings import StripeSettings
 from watcher.sources.stripe_webhooks import WebhookRejected, payment_intent_of, verify_webhook
 from watcher.store import SettlementNotFound, SettlementRecord, StaleFencingToken, StoreError
 from watcher.store.records import InboxRecord

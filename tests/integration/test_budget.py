@@ -151,10 +151,11 @@ def _metrics(service: Service) -> str:
     from prometheus_client import generate_latest
     from prometheus_client.registry import CollectorRegistry
 
-    from watcher.metrics import ServiceCollector
+    from watcher.api.deps import deps_of
+    from watcher.api.metrics.collector import ServiceCollector
 
     registry = CollectorRegistry()
-    registry.register(ServiceCollector(service))
+    registry.register(ServiceCollector(deps_of(service)))
     return generate_latest(registry).decode()
 
 
@@ -170,9 +171,11 @@ def test_daemon_stays_within_its_budget_and_still_confirms(anvil: Anvil, tmp_pat
             anvil.mine(1)
             time.sleep(0.3)
         done = wait_for(
-            lambda: (v := daemon.get(f"/v1/settlements/{view['settlement_id']}").json())["verdict"]
-            == "FINALITY_CONFIRMED"
-            and v,
+            lambda: (
+                (v := daemon.get(f"/v1/settlements/{view['settlement_id']}").json())["verdict"]
+                == "FINALITY_CONFIRMED"
+                and v
+            ),
             timeout=15.0,
             what="finality within the budget",
         )

@@ -45,8 +45,10 @@ def test_daemon_starts_on_the_majority_and_marks_the_wrong_chain(
         view = daemon.register(tx)
         anvil.mine(3)
         wait_for(
-            lambda: daemon.get(f"/v1/settlements/{view['settlement_id']}").json()["verdict"]
-            == "FINALITY_CONFIRMED",
+            lambda: (
+                daemon.get(f"/v1/settlements/{view['settlement_id']}").json()["verdict"]
+                == "FINALITY_CONFIRMED"
+            ),
             what="finality",
         )
         assert set(proxies[2].calls) == {"eth_chainId"}

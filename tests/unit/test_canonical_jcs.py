@@ -41,8 +41,9 @@ def json_values(number: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     scalars = st.none() | st.booleans() | safe_ints | strings | number
     return st.recursive(
         scalars,
-        lambda children: st.lists(children, max_size=4)
-        | st.dictionaries(keys, children, max_size=5),
+        lambda children: (
+            st.lists(children, max_size=4) | st.dictionaries(keys, children, max_size=5)
+        ),
         max_leaves=20,
     )
 

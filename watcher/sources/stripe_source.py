@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pydantic import Field, model_validator
+import stripe
 
 from guard.settlement import Evidence
 from guard.source import (
@@ -48,69 +48,15 @@ from guard.source import (
     check_ref_text,
 )
 from guard.types import UnixMillis
-from watcher.config.base import KeyedErrors, Loc
 from watcher.config.sources import SourceConfig
+from watcher.sources.stripe_settings import KIND, StripeSettings
 from watcher.sources.stripe_state import PaymentState, classify, int_of
-
-if TYPE_CHECKING:
-    import stripe
-
-KIND = "stripe_payment_intent"
-"""The settlement kind this module serves."""
 
 PAYMENT_INTENT_ID = re.compile(r"pi_[A-Za-z0-9_]+")
 """What a PaymentIntent id looks like (``pi_3Mtw...``)."""
 
 HTTP_TIMEOUT_S = 10.0
 """Timeout of one request to the Stripe API."""
-
-
-class StripeSettings(SourceConfig):
-    """The keys of a ``stripe_payment_intent`` table (docs/sources.md)::
-
-    [[sources]]
-    name = "stripe"
-    kind = "stripe_payment_intent"
-    api_key = "${STRIPE_API_KEY}"          # polling; omit for webhooks only
-    webhook_secret = "${STRIPE_WEBHOOK_SECRET}"
-    finality_window_s = 604800             # final 7 days after success, if no refund
-    timeout_s = 1209600                    # longer than the window
-    max_wait_s = 1209600
-    """
-
-    api_key: str | None = None
-    """Secret API key for polling (``sk_...``); None for webhooks only."""
-    api_base: str | None = None
-    """API base URL (``https://api.stripe.com`` when None)."""
-    webhook_secret: str | None = None
-    """The endpoint's signing secret (``whsec_...``); None disables the webhook."""
-    webhook_tolerance_s: int = Field(default=300, ge=1)
-    """Largest age of a webhook's signed timestamp; older is refused (replay)."""
-    finality_window_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    """A succeeded payment is final this long after success if no refund or dispute
-    appeared; None: final only when its balance transaction is ``available``."""
-
-    @model_validator(mode="after")
-    def _check_stripe(self) -> StripeSettings:
-        problems: list[tuple[Loc, str]] = []
-        if self.api_key is None and self.webhook_secret is None:
-            problems.append(
-                (("api_key",), "a stripe source needs api_key (polling), webhook_secret, or both")
-            )
-        if self.api_base is not None and not self.api_base.startswith(("http://", "https://")):
-            problems.append((("api_base",), "must be an http:// or https:// URL"))
-        window = self.finality_window_s
-        if window is not None and window >= self.timeout_s:
-            problems.append(
-                (
-                    ("finality_window_s",),
-                    f"must be below timeout_s ({self.timeout_s}): payments would time out "
-                    "before the window could confirm them; raise timeout_s",
-                )
-            )
-        if problems:
-            raise KeyedErrors(problems)
-        return self
 
 
 class StripeSource:
@@ -130,8 +76,6 @@ class StripeSource:
         self.webhook_tolerance_s = config.webhook_tolerance_s
         self._client: stripe.StripeClient | None = None
         if config.api_key is not None:
-            import stripe  # the stripe extra: loaded only where a Stripe source works
-
             self._client = stripe.StripeClient(
                 config.api_key,
                 base_addresses={"api": config.api_base} if config.api_base else None,
@@ -154,8 +98,6 @@ class StripeSource:
         client = self._client
         if client is None:
             return None
-        import stripe  # the stripe extra: loaded only where a Stripe source works
-
         try:
             pi = client.v1.payment_intents.retrieve(
                 ref, params={"expand": ["latest_charge.balance_transaction"]}
