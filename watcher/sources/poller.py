@@ -28,39 +28,25 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
-
-from sqlalchemy.exc import SQLAlchemyError
+from typing import Any, Protocol
 
 from guard.settlement import SettlementPolicy, evidence_from_json
 from guard.source import SettlementSource, Snapshot, SourceUnavailable
 from guard.types import UnixMillis
+from watcher.clock import Clock, wall_clock_ms
 from watcher.config.sources import SourceConfig
 from watcher.delivery.plan import OutboxPlan
 from watcher.sources.record import record_observation
 from watcher.sources.registry import build_source
 from watcher.store import SettlementNotFound, SettlementRecord, Store, StoreError, WatchEntry
 
-if TYPE_CHECKING:
-    from watcher.app import Service
-    from watcher.components import Component
-
 log = logging.getLogger("finality.sources")
 
 MAX_FETCH_PER_POLL = 200
 """Most settlements one poll of a source asks about (the rest: next polls, in turn)."""
-
-Clock = Callable[[], int]
-"""Returns the current Unix time in milliseconds."""
-
-
-def wall_clock_ms() -> int:
-    """The real clock."""
-    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -112,6 +98,8 @@ class SourcePoller:
         scheduler: Any = None,
         notify: Sequence[Callable[[str], None]] = (),
         sources: Mapping[str, SettlementSource] | None = None,
+        owns: Callable[[str], bool] = lambda _name: True,
+        fence_of: Callable[[str], tuple[str, int] | None] = lambda _name: None,
     ) -> None:
         self.store = store
         self.plan = plan or OutboxPlan()
@@ -122,10 +110,10 @@ class SourcePoller:
         self.notify = list(notify)
         """Called with the source name after a poll or webhook stored something (wakes the
         delivery sender, so a commit goes out now rather than at its next idle tick)."""
-        self.owns: Callable[[str], bool] = lambda _name: True
-        """Whether this instance holds the source's lease (the service sets it; polls of a
-        source another instance holds are skipped, like a chain's)."""
-        self.fence_of: Callable[[str], tuple[str, int] | None] = lambda _name: None
+        self.owns = owns
+        """Whether this instance holds the source's lease (the handoff manager's answer;
+        polls of a source another instance holds are skipped, like a chain's)."""
+        self.fence_of = fence_of
         """(owner, fencing token) the source's writes carry; None: unfenced (one instance)."""
         given = dict(sources or {})
         self.slots: dict[str, SourceSlot] = {
@@ -182,7 +170,7 @@ class SourcePoller:
             return
         try:
             self.poll(name)
-        except (SourceUnavailable, StoreError, SQLAlchemyError) as exc:
+        except (SourceUnavailable, StoreError) as exc:
             health.last_error = str(exc)
             health.consecutive_errors += 1
             n = health.consecutive_errors
@@ -292,30 +280,13 @@ def _in_turn(entries: list[WatchEntry], after_seq: int, limit: int) -> list[Watc
     return (later + earlier)[:limit]
 
 
-def components(service: Service, built: Sequence[Component] = ()) -> list[Component]:
-    """The sources component of a daemon ([] without ``[[sources]]``).
+class _Daemon(Protocol):
+    """Anything that lists its components (the daemon's service does)."""
 
-    It shares the outbox plan (alert routes) the delivery component gave the chain engines,
-    and wakes the delivery sender among ``built`` after storing a decision."""
-    configs = service.config.sources
-    if not configs:
-        return []
-    from watcher.delivery.plan import routes_from_config
-    from watcher.delivery.sender import Sender
-
-    plans = [w.plan for w in service.watchers.values()]
-    plan = plans[0] if plans else OutboxPlan(routes_from_config(service.config.alerts))
-    from watcher.receipts import ReceiptIssuer
-
-    # The receipts component first (it signs what was just decided), then the sender.
-    notify = [c.after_poll for c in built if isinstance(c, ReceiptIssuer)]
-    notify += [c.after_poll for c in built if isinstance(c, Sender)]
-    sp = SourcePoller(service.store, configs, plan, service.clock, service.scheduler, notify)
-    sp.owns = service.handoff.owns
-    sp.fence_of = service.handoff.fence
-    return [sp]
+    @property
+    def components(self) -> Sequence[object]: ...
 
 
-def sources_of(service: Service) -> SourcePoller | None:
+def sources_of(daemon: _Daemon) -> SourcePoller | None:
     """The daemon's sources component, if it has one."""
-    return next((c for c in service.components if isinstance(c, SourcePoller)), None)
+    return next((c for c in daemon.components if isinstance(c, SourcePoller)), None)
