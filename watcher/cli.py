@@ -223,7 +223,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         service = Service(config)
     except (StoreError, SigningKeyError) as exc:
         raise CliError(str(exc), EX_CONFIG) from None
-    from watcher.api import create_app
+    from watcher.api.server import create_app
 
     try:
         service.run(create_app)

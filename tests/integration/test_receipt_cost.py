@@ -24,7 +24,7 @@ from tests.integration.helpers import Rig, make_watcher
 from tests.integration.receipts_helpers import GWEI, TxFactory, receipts_for
 from tests.support.anvil import Anvil
 from watcher.receipt_builder import ReceiptBuilder
-from watcher.sender_facts import sender_facts
+from watcher.api.sender_facts import sender_facts
 from watcher.settlements import Registration, register
 
 pytestmark = pytest.mark.anvil

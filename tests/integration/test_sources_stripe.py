@@ -328,10 +328,11 @@ def test_webhooks_about_unknown_payments_are_acknowledged(
 
 
 def test_registration_is_validated_field_by_field(hooked: Hooked) -> None:
-    from watcher.api_sources import register_source_settlement
+    from watcher.api.deps import deps_of
+    from watcher.api.source_settlements import register_source_settlement
 
     app = hooked.app
-    service = app.service
+    service = deps_of(app.service)  # what the routes are given
     cases: list[tuple[dict[str, Any], int, str]] = [
         ({"kind": "stripe_payment_intent", "ref": "pi_" + "a" * 64}, 422, "ref"),
         ({"kind": "stripe_payment_intent", "ref": "ch_123"}, 422, "ref"),

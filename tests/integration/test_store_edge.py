@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from watcher.recorded_heads import recorded_heads
+from watcher.api.recorded_heads import recorded_heads
 from watcher.store import StaleFencingToken, Store, StoreError
 from watcher.store import lease_store as ls
 from watcher.store.errors import StoreConflict, StoreUnavailable

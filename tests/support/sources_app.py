@@ -3,9 +3,8 @@
 The source tests need what ``finality run`` runs (the store, the sources component, the
 delivery sender, the API under uvicorn) but not the chain pollers: :class:`LiveApp` builds
 the real :class:`~watcher.app.Service` from a real config file, serves
-:func:`watcher.api.create_app` (plus the Stripe webhook routes, if watcher/api.py does not
-mount them yet) with uvicorn on a free port, and starts the components on the service's own
-scheduler. Requests go over real HTTP; only the process boundary is saved.
+:func:`watcher.api.server.create_app` with uvicorn on a free port, and starts the
+components on the service's own scheduler. Requests go over real HTTP; only the process boundary is saved.
 """
 
 from __future__ import annotations
@@ -61,14 +60,11 @@ class LiveApp:
         start_components: bool = False,
         clock: Callable[[], int] | None = None,
     ) -> None:
-        from watcher import api_sources
-        from watcher.api import create_app
+        from watcher.api.server import create_app
 
         self.config = load_config(config_path)
         self.service = Service(self.config) if clock is None else Service(self.config, clock)
         app = create_app(self.service)
-        if not any(getattr(r, "path", "") == "/v1/webhooks/stripe" for r in app.routes):
-            app.include_router(api_sources.router(self.service))
         self.url = f"http://127.0.0.1:{self.config.api.port}"
         self.server = uvicorn.Server(
             uvicorn.Config(
@@ -114,17 +110,19 @@ class LiveApp:
     def register(self, **body: Any) -> dict[str, Any]:
         """Register a source settlement as ``POST /v1/settlements`` will (the function the
         route calls); it must succeed."""
-        from watcher.api_sources import register_source_settlement
+        from watcher.api.deps import deps_of
+        from watcher.api.source_settlements import register_source_settlement
 
-        view, status = register_source_settlement(self.service, body)
+        view, status = register_source_settlement(deps_of(self.service), body)
         assert status in (200, 201), view
         return view
 
     def settlement(self, settlement_id: str) -> dict[str, Any]:
         """The stored view of a source settlement."""
-        from watcher.api_sources import source_view
+        from watcher.api.deps import deps_of
+        from watcher.api.source_settlements import source_view
 
-        view = source_view(self.service, self.service.store.settlement(settlement_id))
+        view = source_view(deps_of(self.service), self.service.store.settlement(settlement_id))
         assert view is not None
         return view
 

@@ -243,7 +243,7 @@ def test_an_unknown_element_kind_is_not_built() -> None:
 
 
 def test_records_without_signatures_are_still_listed() -> None:
-    from watcher.api_handoff import handoff_json
+    from watcher.api.handoff import handoff_json
 
     old: dict[str, Any] = {
         "id": 1,

@@ -11,15 +11,14 @@ for a stale fencing token.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import APIRouter, Path, Query
 
 from guard.handoff_receipts import HANDOFF_KINDS
+from watcher.api.deps import ApiDeps
+from watcher.api.errors import ApiError
 from watcher.store import lease_store as ls
-
-if TYPE_CHECKING:
-    from watcher.app import Service
 
 
 def signed_elements(elements: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
@@ -56,10 +55,10 @@ def handoff_json(row: dict[str, Any], full: bool = False) -> dict[str, Any]:
     return out
 
 
-def router(service: Service) -> APIRouter:
-    """The handoff routes bound to ``service``."""
+def router(deps: ApiDeps) -> APIRouter:
+    """The handoff routes over ``deps``."""
     api = APIRouter()
-    engine = service.store.reader
+    engine = deps.store.reader
 
     @api.get("/v1/handoffs", response_model=list[dict[str, Any]])
     def list_handoffs(
@@ -77,8 +76,6 @@ def router(service: Service) -> APIRouter:
         handoff_id: int = Path(ge=1, description="the takeover's id (GET /v1/handoffs)"),
     ) -> Any:
         """One takeover with its recorded elements and their signed receipts."""
-        from watcher.api import ApiError
-
         row = ls.handoff(engine, handoff_id)
         if row is None:
             raise ApiError(404, f"handoff_id: no handoff {handoff_id}", fields=["handoff_id"])
@@ -88,8 +85,8 @@ def router(service: Service) -> APIRouter:
     def list_leases() -> Any:
         """Current leases, the live instances (liveness rows) with how many leases each
         holds, this instance's id and fair share, and the refused stale-token writes."""
-        manager = service.handoff
-        now = service.clock()
+        manager = deps.handoff
+        now = deps.clock()
         held = [x for x in ls.leases(engine) if x.expires_at > now]
         return {
             "instance_id": manager.instance_id,

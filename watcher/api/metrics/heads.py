@@ -8,22 +8,17 @@ Chains that only poll have no series here. Counters start at zero with the proce
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from watcher.engine.heads import waker_of
-
-if TYPE_CHECKING:
-    from watcher.app import Service
+from watcher.engine.heads import HeadsWaker
 
 STATES = ("connecting", "subscribed", "backoff", "stopped")
 """Values of the ``state`` label of ``finality_heads_state``."""
 
 
-def heads_metrics(service: Service) -> Iterator[Metric]:
+def heads_metrics(waker: HeadsWaker | None) -> Iterator[Metric]:
     """Per-chain state of the head subscription (nothing when no chain uses ``heads = "ws"``)."""
-    waker = waker_of(service)
     if waker is None:
         return
     subscribed = GaugeMetricFamily(

@@ -8,16 +8,16 @@ Chains without a budget export nothing here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 if TYPE_CHECKING:
-    from watcher.app import Service
+    from chains.budget import CallBudget
 
 
-def budget_metrics(service: Service) -> Iterator[Metric]:
+def budget_metrics(budgets: Mapping[str, CallBudget]) -> Iterator[Metric]:
     """Per-chain budget, spend in the window, spend since start, skipped polls."""
     limit = GaugeMetricFamily(
         "finality_rpc_budget_calls_per_minute",
@@ -42,7 +42,7 @@ def budget_metrics(service: Service) -> Iterator[Metric]:
         "Polls skipped because the budget could not pay for them (settlements waited)",
         labels=["chain"],
     )
-    for name, budget in sorted(service.budgets.items()):
+    for name, budget in sorted(budgets.items()):
         limit.add_metric([name], budget.limit)
         spent.add_metric([name], budget.spent)
         total.add_sample("finality_rpc_budget_spent_total", {"chain": name}, budget.spent_total)

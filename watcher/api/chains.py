@@ -1,0 +1,107 @@
+"""``/v1/chains``, ``/v1/chains/{chain}/txs/{tx_hash}`` and ``/v1/reorgs``: the configured
+chains and what happened on them; any tx hash, registered or not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query
+
+from chains import pool
+from chains.errors import ChainError
+from guard.errors import InvalidHash
+from guard.hexes import parse_tx_hash
+from watcher.api.deps import ApiDeps
+from watcher.api.errors import ApiError
+from watcher.api.views import chain_or_error, chain_settlement_view, endpoints
+from watcher.config.chains import ChainConfig
+from watcher.store import ChainRecord, SettlementNotFound
+
+MAX_LIVE_CONFIRMATIONS = 2**31 - 1
+"""Largest N a live answer accepts (decisions encode integers below 2**53)."""
+
+
+def router(deps: ApiDeps) -> APIRouter:
+    """The chain routes over ``deps``."""
+    api = APIRouter()
+
+    @api.get("/v1/chains/{chain}/txs/{tx_hash}")
+    def get_tx(
+        chain: str,
+        tx_hash: str,
+        confirmations: int | None = Query(default=None, ge=1, le=MAX_LIVE_CONFIRMATIONS),
+    ) -> dict[str, Any]:
+        """Verdict for any tx hash: the registered settlement, or a live answer from the node."""
+        config = chain_or_error(deps, chain)
+        try:
+            tx = parse_tx_hash(tx_hash)
+        except InvalidHash as exc:
+            raise ApiError(422, f"tx_hash: {exc}", fields=["tx_hash"]) from None
+        try:
+            return chain_settlement_view(deps, deps.store.settlement_by_tx(chain, tx))
+        except SettlementNotFound:
+            pass
+        from watcher.engine.live import live_view
+
+        try:
+            return live_view(deps.clients[chain], config, tx, confirmations, deps.clock())
+        except ChainError as exc:
+            raise ApiError(
+                503, f"chain {chain!r}: node unavailable for a live answer: {exc}"
+            ) from None
+
+    @api.get("/v1/chains")
+    def list_chains() -> list[dict[str, Any]]:
+        """Configured chains with their head, health and RPC use."""
+        recorded = deps.store.chains()  # the heads the owners recorded, on every instance
+        return [_chain_json(deps, chain, recorded.get(chain.name)) for chain in deps.config.chains]
+
+    @api.get("/v1/reorgs")
+    def list_reorgs(
+        chain: str | None = None, limit: int = Query(default=100, ge=1, le=1000)
+    ) -> list[dict[str, Any]]:
+        """Reorgs seen, newest first, with depth, common ancestor and touched settlements."""
+        if chain is not None:
+            chain_or_error(deps, chain)
+        return [
+            {
+                "id": r.id,
+                "chain": r.chain,
+                "detected_at": r.detected_at,
+                "depth": r.depth,
+                "common_ancestor": {"number": r.ancestor_number, "hash": r.ancestor_hash},
+                "old_head": {"number": r.old_head_number, "hash": r.old_head_hash},
+                "new_head": {"number": r.new_head_number, "hash": r.new_head_hash},
+                "replaced": r.replaced,
+                "touched": r.touched,
+                "finality_violation": r.finality_violation,
+            }
+            for r in deps.store.reorgs(chain, limit)
+        ]
+
+    return api
+
+
+def _chain_json(deps: ApiDeps, chain: ChainConfig, head: ChainRecord | None) -> dict[str, Any]:
+    """One chain as ``/v1/chains`` lists it."""
+    watcher = deps.watchers[chain.name]
+    client = deps.clients[chain.name]
+    report = None if deps.heads is None else deps.heads.report(chain.name)
+    return {
+        "name": chain.name,
+        "chain_id": chain.chain_id,
+        "confirmations": chain.resolved_confirmations,
+        "finality": chain.resolved_finality,
+        "poll_interval_s": chain.resolved_poll_interval_s,
+        "head_number": head.head_number if head else None,
+        "head_hash": head.head_hash if head else None,
+        "finalized_number": head.finalized_number if head else None,
+        "healthy": deps.chains.healthy(chain.name),
+        "lagging": watcher.lagging,
+        "last_error": deps.chains.last_error(chain.name),
+        "watched": len(watcher.index.by_id),
+        "rpc": endpoints(chain.rpc, pool.health_report(client)),
+        "rpc_calls": dict(client.calls),
+        "budget": deps.chains.budget_status(chain.name),
+        "heads": report if report is not None else {"mode": "poll"},
+    }

@@ -1,0 +1,91 @@
+"""``/v1/deliveries``: the outbox, for operators.
+
+- ``GET /v1/deliveries?state=dead&settlement_id=…&after=ID&limit=N`` lists outbox rows in
+  id order (page with ``after`` = the last id seen); bodies are left out.
+- ``GET /v1/deliveries/{id}`` shows one row with the body it sends.
+- ``POST /v1/deliveries/{id}/replay`` makes a dead row pending again (same idempotency key,
+  fresh attempts); 409 for a row that is not dead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query
+
+from watcher.api.deps import ApiDeps
+from watcher.api.errors import error_response
+from watcher.store.outbox_store import (
+    STATES,
+    DeliveryNotFound,
+    DeliveryNotReplayable,
+    DeliveryRecord,
+)
+
+
+def delivery_json(rec: DeliveryRecord, with_body: bool = False) -> dict[str, Any]:
+    """The public view of an outbox row."""
+    view: dict[str, Any] = {
+        "id": rec.id,
+        "settlement_id": rec.settlement_id,
+        "event_id": rec.event_id,
+        "channel": rec.channel,
+        "kind": rec.kind,
+        "url": rec.url,
+        "idempotency_key": rec.idempotency_key,
+        "state": rec.state,
+        "attempts": rec.attempts,
+        "next_attempt_at": rec.next_attempt_at,
+        "last_status": rec.last_status,
+        "last_error": rec.last_error,
+        "created_at": rec.created_at,
+        "updated_at": rec.updated_at,
+        "delivered_at": rec.delivered_at,
+    }
+    if with_body:
+        view["body"] = rec.body
+    return view
+
+
+def router(deps: ApiDeps) -> APIRouter:
+    """The delivery routes over ``deps``."""
+    api = APIRouter()
+    outbox = deps.store.outbox()
+
+    @api.get("/v1/deliveries", response_model=list[dict[str, Any]])
+    def list_deliveries(
+        state: str | None = Query(default=None, description="pending, sending, delivered, dead"),
+        settlement_id: str | None = None,
+        after: int = Query(default=0, ge=0),
+        limit: int = Query(default=100, ge=1, le=1000),
+    ) -> Any:
+        """Outbox rows in id order; ``state=dead`` lists what needs a replay."""
+        if state is not None and state not in STATES:
+            return error_response(
+                422, f"state: must be one of {', '.join(STATES)}, got {state!r}", fields=["state"]
+            )
+        rows = outbox.list(state, settlement_id, after, limit)
+        return [delivery_json(r) for r in rows]
+
+    @api.get("/v1/deliveries/{delivery_id}", response_model=dict[str, Any])
+    def get_delivery(delivery_id: int) -> Any:
+        """One outbox row, with the body it sends."""
+        try:
+            return delivery_json(outbox.get(delivery_id), with_body=True)
+        except DeliveryNotFound as exc:
+            return error_response(404, f"delivery_id: {exc}")
+
+    @api.post("/v1/deliveries/{delivery_id}/replay", response_model=dict[str, Any])
+    def replay_delivery(delivery_id: int) -> Any:
+        """Send a dead delivery again: pending now, attempts reset, same Idempotency-Key."""
+        try:
+            rec = outbox.replay(delivery_id, deps.clock())
+        except DeliveryNotFound as exc:
+            return error_response(404, f"delivery_id: {exc}")
+        except DeliveryNotReplayable as exc:
+            return error_response(409, str(exc), state=exc.state)
+        for sender in deps.senders:
+            sender.wake.set()  # the row is due now
+        return delivery_json(rec)
+
+    return api

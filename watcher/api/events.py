@@ -1,0 +1,112 @@
+"""``/v1/events``: alerts and lifecycle events in order, as a page or as a live stream.
+
+With ``Accept: text/event-stream`` the route is a Server-Sent Events stream: one
+``id:``/``event:``/``data:`` frame per stored event, from ``Last-Event-ID`` (or ``?after=``)
+on; ``?kinds=reorg,finality_violation`` and ``?min_severity=warning`` filter it. A stream
+ends after :data:`SSE_MAX_S` seconds with a ``retry:`` hint: EventSource clients reconnect by
+themselves and resume from the last id, and a stopping daemon is never held up by an idle
+listener for longer than that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from watcher.api.deps import ApiDeps
+from watcher.api.errors import error_response
+from watcher.delivery.events_tail import EventTail
+from watcher.delivery.format import SEVERITY_RANK, event_json
+from watcher.store import EventRecord
+
+SSE_MAX_S = 15.0
+"""Lifetime of one event stream; the client reconnects (``retry:``) and resumes."""
+
+SSE_POLL_S = 0.25
+"""How often a stream looks for new events."""
+
+SSE_KEEPALIVE_S = 10.0
+"""A comment line after this much silence keeps proxies from closing the stream."""
+
+SSE_RETRY_MS = 1000
+"""Reconnect delay suggested to clients."""
+
+
+def router(deps: ApiDeps) -> APIRouter:
+    """The events route over ``deps``."""
+    api = APIRouter()
+
+    @api.get("/v1/events", response_model=list[dict[str, Any]])
+    def list_events(
+        request: Request,
+        after: int = Query(default=0, ge=0),
+        limit: int = Query(default=100, ge=1, le=1000),
+    ) -> Any:
+        """Alerts and lifecycle events in order; page with ``after`` = the last id seen.
+
+        With ``Accept: text/event-stream`` this is a Server-Sent Events stream instead
+        (resumable with ``Last-Event-ID``; see :mod:`watcher.api.events`)."""
+        if "text/event-stream" in request.headers.get("accept", ""):
+            return event_stream(deps, request, after)
+        return [event_json(e) for e in deps.store.events(after_id=after, limit=limit)]
+
+    return api
+
+
+def event_stream(deps: ApiDeps, request: Request, after: int) -> Response:
+    """``GET /v1/events`` as Server-Sent Events (see the module doc)."""
+    start = after
+    header = request.headers.get("last-event-id")
+    if header is not None and header.strip():
+        if not header.strip().isdigit():
+            return error_response(
+                422, f"Last-Event-ID: must be an event id (integer), got {header!r}"
+            )
+        start = int(header.strip())
+    kinds_param = request.query_params.get("kinds")
+    kinds = {k.strip() for k in kinds_param.split(",") if k.strip()} if kinds_param else None
+    min_severity = request.query_params.get("min_severity", "info")
+    if min_severity not in SEVERITY_RANK:
+        return error_response(
+            422,
+            f"min_severity: must be one of {', '.join(SEVERITY_RANK)}, got {min_severity!r}",
+            fields=["min_severity"],
+        )
+    floor = SEVERITY_RANK[min_severity]
+
+    async def frames() -> AsyncIterator[bytes]:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + SSE_MAX_S
+        quiet_since = loop.time()
+        tail: EventTail[EventRecord] = EventTail(start)
+        yield f"retry: {SSE_RETRY_MS}\n\n".encode()
+        while loop.time() < end:
+            if await request.is_disconnected():
+                return
+            events = await run_in_threadpool(deps.store.events, None, tail.last, 200)
+            for event in tail.take(events):
+                if kinds is not None and event.kind not in kinds:
+                    continue
+                if SEVERITY_RANK.get(event.severity, 0) < floor:
+                    continue
+                data = json.dumps(event_json(event), sort_keys=True, separators=(",", ":"))
+                yield f"id: {event.id}\nevent: {event.kind}\ndata: {data}\n\n".encode()
+                quiet_since = loop.time()
+            if len(events) == 200 and not tail.holding:
+                continue
+            if loop.time() - quiet_since >= SSE_KEEPALIVE_S:
+                yield b": keepalive\n\n"
+                quiet_since = loop.time()
+            await asyncio.sleep(SSE_POLL_S)
+
+    return StreamingResponse(
+        frames(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

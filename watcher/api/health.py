@@ -1,0 +1,47 @@
+"""``/healthz`` (is this instance ready, and if not, why) and ``/metrics`` (Prometheus)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CollectorRegistry, generate_latest
+
+from watcher.api.deps import ApiDeps
+from watcher.api.metrics.collector import ServiceCollector
+from watcher.api.recorded_heads import recorded_heads
+
+
+def router(deps: ApiDeps) -> APIRouter:
+    """The health and metrics routes over ``deps``."""
+    api = APIRouter()
+    registry = CollectorRegistry()
+    registry.register(ServiceCollector(deps))
+
+    @api.get("/healthz")
+    def healthz() -> JSONResponse:
+        """200 when every chain polled successfully of late, else 503 with the reasons."""
+        recorded, store_error = recorded_heads(deps.store)
+        chains = {
+            c.name: {
+                "healthy": deps.chains.healthy(c.name),
+                "last_error": deps.chains.last_error(c.name),
+                "head_number": recorded[c.name].head_number if c.name in recorded else None,
+            }
+            for c in deps.config.chains
+        }
+        ok = store_error is None and all(v["healthy"] for v in chains.values())
+        body: dict[str, Any] = {"ok": ok, "chains": chains}
+        if store_error is not None:
+            body["store_error"] = store_error
+        return JSONResponse(body, status_code=200 if ok else 503)
+
+    @api.get("/metrics")
+    def metrics() -> PlainTextResponse:
+        """Prometheus text format."""
+        return PlainTextResponse(
+            generate_latest(registry).decode(), media_type="text/plain; version=0.0.4"
+        )
+
+    return api

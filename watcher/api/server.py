@@ -1,0 +1,45 @@
+"""The HTTP application: every router mounted over one :class:`~watcher.api.deps.ApiDeps`.
+
+This is the only module that knows all the routers; each router knows only ``deps`` and the
+shared views and errors. Building the application starts nothing and registers no job.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI
+
+from watcher.api import (
+    chains,
+    deliveries,
+    events,
+    handoff,
+    health,
+    receipts,
+    settlements,
+    sources,
+)
+from watcher.api.deps import ApiDeps, deps_of
+from watcher.api.errors import install
+
+if TYPE_CHECKING:
+    from watcher.app import Service
+
+
+def build_app(deps: ApiDeps) -> FastAPI:
+    """The API over ``deps``."""
+    app = FastAPI(
+        title="Finality Watcher",
+        version="1",
+        description="Says when a settlement is final, with the evidence, and never before.",
+    )
+    install(app)
+    for topic in (settlements, chains, events, health, receipts, deliveries, sources, handoff):
+        app.include_router(topic.router(deps))
+    return app
+
+
+def create_app(service: Service) -> FastAPI:
+    """The API bound to a built daemon (what ``finality run`` serves)."""
+    return build_app(deps_of(service))

@@ -1,0 +1,100 @@
+"""What several routers show the same way: a settlement with its receipt parts, a
+chain's endpoints, and the lookups they start from (a configured chain, its head)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from watcher.api.deps import ApiDeps
+from watcher.api.errors import ApiError
+from watcher.api.recorded_heads import recorded_head
+from watcher.config.chains import ChainConfig
+from watcher.config.errors import UnknownChainName
+from watcher.settlements import settlement_view
+from watcher.store import SettlementNotFound, SettlementRecord
+from watcher.store.receipts_store import receipt_store
+
+RECEIPT_WAIT_S = 3.0
+"""How long ``GET …/receipt`` waits for the receipt of a verdict that just committed."""
+
+TERMINAL = ("FINALITY_CONFIRMED", "SETTLEMENT_FAILED", "TIMEOUT_TREATED_AS_FAILURE")
+
+
+def chain_or_error(deps: ApiDeps, name: str, status: int = 404) -> ChainConfig:
+    """The configured chain ``name``; an :class:`ApiError` listing the known ones if none."""
+    try:
+        return deps.config.chain(name)
+    except UnknownChainName:
+        known = [c.name for c in deps.config.chains]
+        raise ApiError(
+            status,
+            f"chain: unknown chain {name!r}; known chains: {', '.join(known)}",
+            known_chains=known,
+        ) from None
+
+
+def settlement_or_error(deps: ApiDeps, settlement_id: str) -> SettlementRecord:
+    """The stored settlement; a 404 :class:`ApiError` if there is none."""
+    try:
+        return deps.store.settlement(settlement_id)
+    except SettlementNotFound:
+        raise ApiError(404, f"settlement_id: no settlement {settlement_id!r}") from None
+
+
+def head_of(deps: ApiDeps, chain: str) -> int | None:
+    """The chain's head as its owner recorded it (not this instance's tracker)."""
+    return recorded_head(deps.store, chain)
+
+
+def latest_signed(deps: ApiDeps, settlement_id: str) -> dict[str, Any] | None:
+    """The latest decision receipt no revocation withdraws (None if not signed yet)."""
+    record = receipt_store(deps.store).latest(settlement_id)
+    return None if record is None else record.body
+
+
+def wait_signed(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any] | None:
+    """:func:`latest_signed`, waiting briefly when the verdict is terminal: the receipt is
+    built right after the verdict commits, by the receipts thread."""
+    deadline = time.monotonic() + RECEIPT_WAIT_S
+    while True:
+        receipt = latest_signed(deps, rec.settlement_id)
+        if receipt is not None or deps.receipts is None or time.monotonic() > deadline:
+            return receipt
+        time.sleep(0.05)
+
+
+def binding_for(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any] | None:
+    """The binding receipt of a registration (made now if missing); None without dependent
+    state or without a receipts component."""
+    if rec.dependent_state is None or deps.receipts is None:
+        return None
+    return deps.receipts.binding(rec)
+
+
+def view_parts(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any]:
+    """The ``receipt`` and ``binding`` arguments of ``settlement_view`` for ``rec``."""
+    receipt = latest_signed(deps, rec.settlement_id) if rec.verdict in TERMINAL else None
+    return {"receipt": receipt, "binding": binding_for(deps, rec)}
+
+
+def chain_settlement_view(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any]:
+    """A chain settlement's view, at its chain's recorded head, with its receipt parts."""
+    return settlement_view(rec, head_of(deps, rec.chain), **view_parts(deps, rec))
+
+
+def endpoints(urls: list[str], health: list[dict[str, object]] | None) -> list[dict[str, object]]:
+    """The chain's endpoints (redacted), with each one's health when there are several."""
+    if health is None:
+        return [{"endpoint": redact(url)} for url in urls]
+    return [{**h, "endpoint": redact(url)} for url, h in zip(urls, health, strict=True)]
+
+
+def redact(url: str) -> str:
+    """Hide credentials and API keys in an endpoint URL (keep scheme and host)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    tail = "/…" if parts.path.strip("/") or parts.query else ""
+    return f"{parts.scheme}://{host}{port}{tail}"
