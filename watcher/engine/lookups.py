@@ -1,0 +1,226 @@
+"""Watched txs looked up by hash: new ones at once, still-unseen ones within a budget.
+
+A lookup records a pending tx's sender, nonce and signed bytes (a replacement is provable
+only then) and an inclusion in a block already processed (decided at once: it may be deep
+enough already). After a rebase (a reorg that replaced the whole window) every watched tx
+not included for us is asked again, receipts too: the new branch below the window is never
+scanned. The calls themselves are in :mod:`watcher.engine.probes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from chains.models import BlockHeader
+from chains.quorum import Anchor, GateResult
+from watcher.engine.probes import located_info, lookup, receipts_by_block
+from watcher.engine.settle import decide_settlement
+from watcher.engine.state import ChainState
+from watcher.store.block_txn import BlockTxn
+from watcher.store.records import SettlementRecord
+
+
+@dataclass
+class Answers:
+    """What the node said about the txs looked up."""
+
+    infos: list[Any]
+    """TxInfo (or None) per tx asked, in order."""
+    included: list[tuple[SettlementRecord, Any]]
+    """(settlement, TxInfo) of those the node shows in a block (or with a receipt)."""
+    receipts: list[Any]
+    """The receipt (or None) of each of ``included``."""
+    raws: dict[str, str | None]
+    """Signed bytes of the pending ones, by settlement id."""
+
+
+class TxLookups(ChainState):
+    """The by-hash part of a chain's engine."""
+
+    probe_batch: int
+    reprobe_per_minute: int
+    _reprobe_tokens: float
+    _reprobe_at: int
+    _probe_limit: int = 1_000_000
+
+    def _probe(self) -> int:
+        """Look up watched txs by hash: all new ones, and a budget of still-unseen ones."""
+        now = self.clock()
+        elapsed_min = (now - self._reprobe_at) / 60_000 if self._reprobe_at else 0.0
+        self._reprobe_at = now
+        self._reprobe_tokens = min(
+            float(self.reprobe_per_minute),
+            self._reprobe_tokens + elapsed_min * self.reprobe_per_minute,
+        )
+        due = self.store.due_probes(self.name, now, min(self.probe_batch, self._probe_limit))
+        fresh = [r for r in due if r.probe_count == 0]
+        budget = int(self._reprobe_tokens)
+        again = [r for r in due if r.probe_count > 0][:budget]
+        self._reprobe_tokens -= len(again)
+        return self._look_up(fresh + again, now)
+
+    def _recheck_after_rebase(self) -> int:
+        """After a reorg that replaced the whole window (a rebase), look every watched tx
+        not included for us up by hash once: the new branch below the window is never
+        scanned, and a tx may have been (re-)included there."""
+        todo = self.store.unanchored_watching(self.name)
+        return self._look_up(todo, self.clock(), by_receipt=True)
+
+    def _look_up(self, todo: list[SettlementRecord], now: int, by_receipt: bool = False) -> int:
+        """Look ``todo`` up by hash (batched): record sender and nonce, and inclusions in
+        blocks already processed (then decide them at once). ``by_receipt``: ask every tx's
+        receipt too, not only of those the node shows in a block (after a reorg a node may
+        still show a re-included tx as pending, as anvil does)."""
+        if not todo:
+            return 0
+        answers = self._answers(todo, by_receipt)
+        head = self.window.head
+        # Included where we cannot judge it yet (no head before the first block is stored, or
+        # no receipt yet at a height already processed): leave it untouched so the next poll
+        # looks it up again. Recording its sender would end its probing for good, and block
+        # scanning will never revisit a block at or below the head.
+        deferred = {
+            rec.settlement_id
+            for (rec, info), receipt in zip(answers.included, answers.receipts, strict=True)
+            if head is None or (receipt is None and (info.block_number or 0) <= head.number)
+        }
+        approval = self._probe_approval(answers, deferred, head)
+        self._confirmed_blocks = []
+        with self.store.block_txn(self.name, now, self.fence) as txn:
+            self._note_senders(txn, todo, answers, deferred, now)
+            found = self._inclusions(txn, answers, deferred, head)
+            if found and head is not None:
+                # Included in a block processed before registration: decide now (it may
+                # already be deep enough), not only when the next block arrives.
+                pos = self._position(head.number, head.hash)
+                rules = self._rules(approval)
+                for rec in txn.by_ids(found):
+                    self._count(decide_settlement(txn, rec, pos, now, rules))
+                self.plan.on_progress(txn, head.number, head.hash, set(found))
+            changed = txn.by_ids([r.settlement_id for r in todo])
+        for rec in changed:
+            self.index.update(rec)
+        self._observe_confirmed(now)
+        return len(todo)
+
+    def _answers(self, todo: list[SettlementRecord], by_receipt: bool) -> Answers:
+        """Ask the node about ``todo``: one call per tx at most, one per block for receipts
+        (watcher/engine/probes.py); with ``by_receipt`` every receipt and raw tx is asked."""
+        hashes = [r.tx_hash for r in todo]
+        rebuilt: dict[str, str | None] = {}
+        infos = self.client.transactions(hashes) if by_receipt else self._infos(todo, rebuilt)
+        every = self.client.receipts(hashes) if by_receipt else [None] * len(todo)
+        hits = [
+            (r, i, receipt)
+            for r, i, receipt in zip(todo, infos, every, strict=True)
+            if i is not None and (i.block_number is not None or receipt is not None)
+        ]
+        included = [(r, i) for r, i, _ in hits]
+        if by_receipt:
+            receipts = [receipt for _, _, receipt in hits]
+        else:
+            by_hash = receipts_by_block(
+                self.client,
+                self.facts,
+                [(r.tx_hash, i.block_hash) for r, i in included if i.block_hash is not None],
+            )
+            receipts = [by_hash.get(r.tx_hash) for r, _ in included]
+        included_ids = {r.settlement_id for r, _ in included}
+        # The signed bytes of a pending tx prove its sender and nonce later, after a
+        # replacement has made it vanish from every node.
+        pending = [
+            r
+            for r, i in zip(todo, infos, strict=True)
+            if i and i.block_number is None and r.settlement_id not in included_ids
+        ]
+        if not by_receipt:
+            raws = {r.settlement_id: rebuilt.get(r.settlement_id) for r in pending}
+        else:
+            fetched = self.client.raw_transactions([r.tx_hash for r in pending]) if pending else []
+            raws = dict(zip((r.settlement_id for r in pending), fetched, strict=True))
+        return Answers(infos, included, receipts, raws)
+
+    def _note_senders(
+        self,
+        txn: BlockTxn,
+        todo: list[SettlementRecord],
+        answers: Answers,
+        deferred: set[str],
+        now: int,
+    ) -> None:
+        """Record each answered tx's sender, nonce and signed bytes; schedule its next
+        probe with a growing backoff."""
+        for rec, info in zip(todo, answers.infos, strict=True):
+            if rec.settlement_id in deferred:
+                continue
+            if info is not None:
+                txn.set_sender(rec, info.sender, info.nonce, answers.raws.get(rec.settlement_id))
+            backoff = min(300_000, 5_000 * 2 ** min(rec.probe_count, 6))
+            txn.set_probe(rec, now + backoff)
+
+    def _inclusions(
+        self, txn: BlockTxn, answers: Answers, deferred: set[str], head: BlockHeader | None
+    ) -> list[str]:
+        """Record inclusions in blocks already processed here; returns their ids."""
+        found: list[str] = []
+        for (rec, info), receipt in zip(answers.included, answers.receipts, strict=True):
+            if rec.settlement_id in deferred:
+                continue
+            if receipt is None or head is None or receipt.block_number > head.number:
+                continue  # not yet processed here: block scanning will find it
+            held = self.window.get(receipt.block_number)
+            if held is not None and held.hash != receipt.block_hash:
+                continue  # the node's receipt is on another branch: not included for us
+            txn.set_inclusion(
+                rec,
+                receipt.block_number,
+                receipt.block_hash,
+                receipt.tx_index,
+                receipt.status,
+                info.sender,
+                info.nonce,
+            )
+            found.append(rec.settlement_id)
+        return found
+
+    def _probe_approval(
+        self, answers: Answers, deferred: set[str], head: BlockHeader | None
+    ) -> GateResult | None:
+        """The gate's answer about txs a probe found in blocks already processed (asked
+        before the transaction, as for a block): such a settlement may be deep enough at
+        once, and the gate asked at the last block did not know it. Without this it would
+        wait for the next block, for ever on a chain that went quiet."""
+        if self.gate.trivial or head is None:
+            return None
+        anchors = [
+            Anchor(
+                settlement_id=rec.settlement_id,
+                block_number=receipt.block_number,
+                block_hash=receipt.block_hash,
+                confirm_height=receipt.block_number + rec.required_confirmations - 1,
+            )
+            for (rec, _), receipt in zip(answers.included, answers.receipts, strict=True)
+            if rec.settlement_id not in deferred
+            and receipt is not None
+            and receipt.block_number <= head.number
+        ]
+        return self.gate.approve(anchors, head) if anchors else None
+
+    def _infos(self, todo: list[SettlementRecord], rebuilt: dict[str, str | None]) -> list[Any]:
+        """What the node says of each of ``todo`` (TxInfo or None), filling ``rebuilt`` with
+        the signed bytes of pending ones. A registration that gave sender and nonce is not
+        asked: it is found in the blocks the tracker holds, or left to block scanning."""
+        asked = [r for r in todo if r.sender is None or r.nonce is None]
+        looked = lookup(self.client, [r.tx_hash for r in asked])
+        answers = dict(zip((r.settlement_id for r in asked), looked, strict=True))
+        infos: list[Any] = []
+        for r in todo:
+            if r.settlement_id in answers:
+                info, signed = answers[r.settlement_id]
+                rebuilt[r.settlement_id] = signed
+            else:
+                assert r.sender is not None and r.nonce is not None
+                info = located_info(self.facts, r.tx_hash, r.sender, r.nonce)
+            infos.append(info)
+        return infos
