@@ -1,12 +1,13 @@
 """What the package declares is what the code imports, and the two locks agree with it.
 
 An EVM-only user installs ``finality-watcher`` without Stripe, RQ, Celery or the PostgreSQL
-driver; so every third-party module the core imports must be a declared dependency (not only
-something web3 happens to bring today), and a module that imports an extra's package must be
-that extra's own adapter (its file named after the extra), never something the core imports.
-Every ``.py`` file under guard/, chains/ and watcher/ is parsed, not imported, so imports inside
-functions and under ``TYPE_CHECKING`` count too. The pins of ``pyproject.toml`` are the ones in
-``requirements.lock``/``requirements-dev.lock``, or an install with those constraints fails.
+driver. So every third-party module guard/, chains/ and watcher/ import must be a declared
+dependency (not only something web3 happens to bring today); an extra's package may be
+imported only by that extra's own modules (their file names spell it: ``stripe_source.py``);
+and importing any core module must never load one of those (an adapter is loaded by its kind,
+when a ``[[sources]]`` table uses it). Files are parsed, not imported: for the first rule every
+import counts, in functions and under ``TYPE_CHECKING`` too; for the last one, what runs at
+import time. The pins of ``pyproject.toml`` are the locked ones, or a constrained install fails.
 """
 
 from __future__ import annotations
