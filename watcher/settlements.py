@@ -17,8 +17,14 @@ from guard.settlement import (
 )
 from guard.types import SettlementId, UnixMillis
 from watcher.config.chains import ChainConfig
-from watcher.engine.observe import depth_of
 from watcher.store import NewSettlement, SettlementRecord, Store
+
+
+def depth_of(block_number: int | None, head_number: int | None) -> int:
+    """Confirmations: head - block + 1, 0 when not included (or head unknown)."""
+    if block_number is None or head_number is None or head_number < block_number:
+        return 0
+    return head_number - block_number + 1
 
 
 def settlement_id_for(chain: str, tx_hash: str) -> str:

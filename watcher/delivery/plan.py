@@ -40,7 +40,7 @@ from watcher.config.sections import AlertChannelConfig
 from watcher.delivery.channel import EventBody
 from watcher.delivery.channels import channel as channel_named
 from watcher.delivery.format import EVENT_KINDS, SEVERITY_RANK, provisional_body
-from watcher.engine.observe import depth_of
+from watcher.settlements import depth_of
 from watcher.store import BlockTxn, SettlementRecord
 from watcher.store.outbox_store import (
     COMMIT_CHANNEL,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chains.finality_modes import NEEDS_SAFE
+from chains.models import BlockHeader, TxInfo, TxReceipt
 from chains.rpc import RpcClient
 from guard.settlement import (
     Observation,
@@ -21,8 +22,8 @@ from guard.settlement import (
 )
 from guard.types import SettlementId, UnixMillis
 from watcher.config.chains import ChainConfig
-from watcher.engine.observe import ChainPosition, depth_of, observe
-from watcher.settlements import settlement_id_for
+from watcher.engine.observe import ChainPosition, observe
+from watcher.settlements import depth_of, settlement_id_for
 
 
 @dataclass(frozen=True)
@@ -52,22 +53,7 @@ def live_view(
 ) -> dict[str, Any]:
     """The settlement view of an unregistered tx, computed from the node right now."""
     required = confirmations or chain.resolved_confirmations
-    calls: list[tuple[str, list[Any]]] = [
-        ("eth_getTransactionByHash", [tx_hash]),
-        ("eth_getTransactionReceipt", [tx_hash]),
-        ("eth_getBlockByNumber", ["latest", False]),
-    ]
-    tag = "safe" if chain.resolved_finality in NEEDS_SAFE else "finalized"
-    if chain.resolved_finality != "depth":
-        calls.append(("eth_getBlockByNumber", [tag, False]))
-    raw = client.batch(calls)
-    tx = None if raw[0] is None else client.parse_tx_info(raw[0])
-    receipt = None if raw[1] is None else client.parse_receipt(raw[1], "eth_getTransactionReceipt")
-    head = client.parse_block(raw[2], "eth_getBlockByNumber").header
-    tagged = None
-    if len(raw) > 3 and raw[3] is not None:
-        tagged = client.parse_block(raw[3], "eth_getBlockByNumber").header.number
-    finalized, safe = (None, tagged) if tag == "safe" else (tagged, None)
+    tx, receipt, head, finalized, safe = _ask(client, chain, tx_hash)
     sid = settlement_id_for(chain.name, tx_hash)
     looked_up = LiveTx(
         chain=chain.name,
@@ -111,3 +97,27 @@ def live_view(
         "evidence": decision_as_json(decision)["evidence"],
         "receipt": None,
     }
+
+
+def _ask(
+    client: RpcClient, chain: ChainConfig, tx_hash: str
+) -> tuple[TxInfo | None, TxReceipt | None, BlockHeader, int | None, int | None]:
+    """One batch: the tx, its receipt, the head and (unless the chain uses depth only) its
+    ``finalized`` or ``safe`` tag. Returns (tx, receipt, head, finalized, safe)."""
+    calls: list[tuple[str, list[Any]]] = [
+        ("eth_getTransactionByHash", [tx_hash]),
+        ("eth_getTransactionReceipt", [tx_hash]),
+        ("eth_getBlockByNumber", ["latest", False]),
+    ]
+    tag = "safe" if chain.resolved_finality in NEEDS_SAFE else "finalized"
+    if chain.resolved_finality != "depth":
+        calls.append(("eth_getBlockByNumber", [tag, False]))
+    raw = client.batch(calls)
+    tx = None if raw[0] is None else client.parse_tx_info(raw[0])
+    receipt = None if raw[1] is None else client.parse_receipt(raw[1], "eth_getTransactionReceipt")
+    head = client.parse_block(raw[2], "eth_getBlockByNumber").header
+    tagged = None
+    if len(raw) > 3 and raw[3] is not None:
+        tagged = client.parse_block(raw[3], "eth_getBlockByNumber").header.number
+    finalized, safe = (None, tagged) if tag == "safe" else (tagged, None)
+    return tx, receipt, head, finalized, safe

@@ -21,6 +21,7 @@ from guard.settlement import (
     evaluate_settlement,
 )
 from guard.types import SettlementId, UnixMillis
+from watcher.settlements import depth_of
 from watcher.store.records import SettlementRecord
 
 
@@ -72,13 +73,6 @@ class ChainPosition:
     (a tag running ahead of the other endpoints'); shown as the reason to wait."""
     safe_number: int | None = None
     """The ``safe`` tag's height, when fetched (the ``safe`` rule)."""
-
-
-def depth_of(block_number: int | None, head_number: int | None) -> int:
-    """Confirmations: head - block + 1, 0 when not included (or head unknown)."""
-    if block_number is None or head_number is None or head_number < block_number:
-        return 0
-    return head_number - block_number + 1
 
 
 def _is_final(mode: str, block_number: int, required: int, pos: ChainPosition) -> str | None:
