@@ -18,7 +18,7 @@ from watcher.settlements import Registration, new_settlement
 from watcher.store import Store
 
 if TYPE_CHECKING:
-    from watcher.app import Service
+    from watcher.app.daemon import App
 
 
 def chain_config(rpc: str, **overrides: object) -> ChainConfig:
@@ -62,16 +62,16 @@ def watcher_for(store: Store, chain: ChainConfig, clock: Clock = wall_clock_ms) 
 __all__ = ["Anvil", "chain_config", "fresh_store", "register_synthetic", "watcher_for"]
 
 
-def started_service(chain: ChainConfig) -> Service:
+def started_service(chain: ChainConfig) -> App:
     """A daemon's service (no API) following ``chain`` on a fresh SQLite store, its chain
     started and its pollers running: what the latency benchmarks measure. Stop it after."""
-    from watcher.app import Service
+    from watcher.app.build import build
     from watcher.config.model import Config
 
     store = fresh_store()
     config = Config(store={"url": store.url}, chains=[chain])  # type: ignore[arg-type]
     store.close()
-    service = Service(config)
+    service = build(config)
     service.start_chain(chain.name)
     service.start_polling()
     return service

@@ -215,12 +215,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Imported after the config is read: a broken config is reported at once, not after
     # web3 and the rest have loaded.
     from chains.errors import ChainIdMismatch
-    from watcher.app import Service
+    from watcher.app.build import build
     from watcher.signer import SigningKeyError
     from watcher.store import StoreError
 
     try:
-        service = Service(config)
+        service = build(config)
     except (StoreError, SigningKeyError) as exc:
         raise CliError(str(exc), EX_CONFIG) from None
     from watcher.api.server import create_app

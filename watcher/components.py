@@ -1,14 +1,22 @@
 """Parts of the daemon that run beside the chain pollers (receipts, delivery, sources...).
 
-Each part implements :class:`Component`; :func:`watcher.app.build_components` lists them.
-The daemon (watcher/app.py) starts them after the pollers, calls ``after_poll(chain)`` after every poll job of a chain
+Each part implements :class:`Component`; :func:`watcher.app.build.build` constructs them in
+order and hands each one its narrow collaborators. The daemon (:mod:`watcher.app.daemon`)
+starts them after the pollers, calls ``after_poll(chain)`` after every poll job of a chain
 (in the poll thread, so per-chain work is never concurrent with itself), and stops them
 before the store closes.
+
+:class:`HasComponents` is all a lookup such as ``issuer_of(app)`` needs of the built
+daemon: its components, in start order. It lets the parts below the wiring point accept the
+daemon without importing it (the wiring point sits above them).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
 
 
 class Component(Protocol):
@@ -25,3 +33,15 @@ class Component(Protocol):
     def stop(self) -> None:
         """Finish or checkpoint in-flight work and stop; called once at shutdown."""
         ...
+
+
+class HasComponents(Protocol):
+    """The built daemon as its components see it: the list, in start order."""
+
+    @property
+    def components(self) -> Sequence[Component]: ...
+
+
+def first_of(parts: HasComponents, kind: type[T]) -> T | None:
+    """The first component of ``parts`` that is a ``kind``, if any."""
+    return next((c for c in parts.components if isinstance(c, kind)), None)

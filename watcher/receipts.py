@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -51,16 +51,19 @@ from guard.receipts import (
     revocation_body,
 )
 from guard.verify import verify_receipt
+from watcher.components import HasComponents, first_of
 from watcher.receipt_builder import ReceiptBuilder
 from watcher.receipt_sources import SourceReceiptBuilder
-from watcher.signer import Signer, load_signer
+from watcher.signer import Signer
 from watcher.store import SettlementNotFound, SettlementRecord, StaleFencingToken, StoreError
 from watcher.store.leaves_store import leaves_store
 from watcher.store.receipts_store import ReceiptStore, current_receipts, receipt_store
 from watcher.store.records import ReceiptRecord
 
 if TYPE_CHECKING:
-    from watcher.app import Service
+    from chains.rpc import RpcClient
+    from watcher.config.model import Config
+    from watcher.store.store import Store
 
 log = logging.getLogger("finality.receipts")
 
@@ -96,6 +99,10 @@ class ReceiptIssuer:
         load: Callable[[str], SettlementRecord],
         builders: dict[str, ReceiptBuilder | SourceReceiptBuilder],
         clock: Callable[[], int],
+        *,
+        fence_of: Callable[[str], tuple[str, int] | None] = lambda _name: None,
+        on_lost: Callable[[str, int], None] = lambda _name, _token: None,
+        on_issued: Callable[[], None] = lambda: None,
     ) -> None:
         self.signer = signer
         self.receipts = receipts
@@ -109,13 +116,13 @@ class ReceiptIssuer:
         (API) threads, so its work is serialised here."""
         self.issued = 0
         """Receipts signed and stored since start."""
-        self.fence_of: Callable[[str], tuple[str, int] | None] = lambda _name: None
+        self.fence_of = fence_of
         """(owner, fencing token) a receipt of a chain or source is stored under (the
         handoff manager's ``fence``); None: unfenced (one instance)."""
-        self.on_lost: Callable[[str, int], None] = lambda _name, _token: None
+        self.on_lost = on_lost
         """Called when the store refused a receipt for a stale token (the lease is gone)."""
         self._binding_lock = threading.Lock()
-        self.on_issued: Callable[[], None] = lambda: None
+        self.on_issued = on_issued
         """Called after receipts were stored (the delivery sender's wake-up: a commit waiting
         for its receipt goes at once)."""
 
@@ -341,24 +348,26 @@ def _has_current(stored: list[ReceiptRecord], decision_digest: str | None) -> bo
     )
 
 
-def components(service: Service) -> list[ReceiptIssuer]:
-    """The receipts component of a daemon; raises SigningKeyError without a usable key."""
-    return [issuer_for(service)]
-
-
-def issuer_for(service: Service) -> ReceiptIssuer:
-    """Load the key, record it as the current signer, and build the component."""
-    config = service.config
-    signer = load_signer(config.signing, [(c.name, c.chain_id) for c in config.chains])
-    receipts = receipt_store(service.store)
-    receipts.use_signer(signer.address, signer.source, service.clock())
+def build_issuer(
+    config: Config,
+    store: Store,
+    clients: Mapping[str, RpcClient],
+    signer: Signer,
+    clock: Callable[[], int],
+    *,
+    fence_of: Callable[[str], tuple[str, int] | None],
+    on_lost: Callable[[str, int], None],
+    on_issued: Callable[[], None],
+) -> ReceiptIssuer:
+    """The receipts component over ``signer`` (recorded here as the current signer): a
+    builder per chain (its client) and per source. With several instances on one store a
+    receipt is a processing write of its chain or source, fenced by its lease like a block
+    (``fence_of``/``on_lost``: the handoff manager's); ``on_issued`` wakes the sender."""
+    receipts = receipt_store(store)
+    receipts.use_signer(signer.address, signer.source, clock())
     builders: dict[str, ReceiptBuilder | SourceReceiptBuilder] = {
         c.name: ReceiptBuilder(
-            c,
-            service.clients[c.name],
-            signer.address,
-            service.store.compact_headers,
-            leaves_store(service.store),
+            c, clients[c.name], signer.address, store.compact_headers, leaves_store(store)
         )
         for c in config.chains
     }
@@ -367,22 +376,25 @@ def issuer_for(service: Service) -> ReceiptIssuer:
             source.name, source.kind, signer.address, receipts.lifecycle
         )
     log.info("receipts are signed by %s (key from %s)", signer.address, signer.source)
-    issuer = ReceiptIssuer(signer, receipts, service.store.settlement, builders, service.clock)
-    # Several instances on one store: a receipt is a processing write of its chain or source,
-    # fenced by its lease like a block; the same key signs each takeover's recorded elements.
-    issuer.fence_of = service.handoff.fence
-    issuer.on_lost = service.handoff.lost
-    service.handoff.signer = signer
-    return issuer
+    return ReceiptIssuer(
+        signer,
+        receipts,
+        store.settlement,
+        builders,
+        clock,
+        fence_of=fence_of,
+        on_lost=on_lost,
+        on_issued=on_issued,
+    )
 
 
-def issuer_of(service: Service) -> ReceiptIssuer | None:
+def issuer_of(parts: HasComponents) -> ReceiptIssuer | None:
     """The daemon's receipts component, if it has one."""
-    return next((c for c in service.components if isinstance(c, ReceiptIssuer)), None)
+    return first_of(parts, ReceiptIssuer)
 
 
-def binding_for(service: Service, rec: SettlementRecord) -> dict[str, Any] | None:
+def binding_for(parts: HasComponents, rec: SettlementRecord) -> dict[str, Any] | None:
     """The binding receipt of a registration (made now if missing); None without dependent
     state or without a receipts component."""
-    issuer = issuer_of(service)
+    issuer = issuer_of(parts)
     return None if issuer is None else issuer.binding(rec)

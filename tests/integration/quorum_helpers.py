@@ -18,7 +18,8 @@ from tests.integration.helpers import CHAIN, FakeClock, Rig, chain_config
 from tests.support.anvil import Anvil
 from tests.support.daemon import toml_value
 from tests.support.faulty_proxy import FaultyProxy
-from watcher.app import Service
+from watcher.app.build import build
+from watcher.app.daemon import App
 from watcher.config.loading import parse_config
 from watcher.engine.chain_watcher import ChainWatcher
 from watcher.engine.disagreement import event_recorder
@@ -101,8 +102,8 @@ def service_over(
     rpc: list[str],
     monotonic: Callable[[], float] | None = None,
     **chain: Any,
-) -> Service:
-    """A :class:`Service` (not started) following chain ``local`` through ``rpc``, on a
+) -> App:
+    """A built daemon (not started) following chain ``local`` through ``rpc``, on a
     SQLite store in ``tmp_path``; ``chain`` adds keys to its ``[[chains]]`` table."""
     text = "\n".join(
         [
@@ -118,4 +119,4 @@ def service_over(
         ]
     )
     config = parse_config(text, "<test>")
-    return Service(config) if monotonic is None else Service(config, monotonic=monotonic)
+    return build(config) if monotonic is None else build(config, monotonic=monotonic)

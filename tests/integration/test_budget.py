@@ -21,7 +21,7 @@ from tests.integration.quorum_helpers import service_over
 from tests.support.anvil import Anvil
 from tests.support.daemon import Daemon, wait_for
 from tests.support.faulty_proxy import FaultyProxy
-from watcher.app import Service
+from watcher.app.daemon import App as Service
 from watcher.engine.chain_watcher import ChainWatcher
 from watcher.store import Store
 

@@ -2,7 +2,7 @@
 
 The source tests need what ``finality run`` runs (the store, the sources component, the
 delivery sender, the API under uvicorn) but not the chain pollers: :class:`LiveApp` builds
-the real :class:`~watcher.app.Service` from a real config file, serves
+the real daemon (:func:`watcher.app.build.build`) from a real config file, serves
 :func:`watcher.api.server.create_app` with uvicorn on a free port, and starts the
 components on the service's own scheduler. Requests go over real HTTP; only the process boundary is saved.
 """
@@ -20,7 +20,7 @@ import uvicorn
 
 from tests.support.anvil import free_port
 from tests.support.daemon import config_text, toml_value
-from watcher.app import Service
+from watcher.app.build import build
 from watcher.config.loading import load_config
 
 UNUSED_RPC = "http://127.0.0.1:9"
@@ -63,7 +63,7 @@ class LiveApp:
         from watcher.api.server import create_app
 
         self.config = load_config(config_path)
-        self.service = Service(self.config) if clock is None else Service(self.config, clock)
+        self.service = build(self.config) if clock is None else build(self.config, clock)
         app = create_app(self.service)
         self.url = f"http://127.0.0.1:{self.config.api.port}"
         self.server = uvicorn.Server(
@@ -89,7 +89,7 @@ class LiveApp:
             self.start_components()
 
     def start_components(self) -> None:
-        """What ``Service.start_polling`` does, without the chain jobs."""
+        """What ``App.start_polling`` does, without the chain jobs."""
         self.service.scheduler.start()
         for component in self.service.components:
             component.start()

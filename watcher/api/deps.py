@@ -19,7 +19,7 @@ from watcher.sources.poller import SourcePoller
 if TYPE_CHECKING:
     from chains.budget import CallBudget
     from chains.rpc import RpcClient
-    from watcher.app import Service
+    from watcher.app.daemon import App as Service
     from watcher.clock import Clock
     from watcher.config.model import Config
     from watcher.engine.chain_watcher import ChainWatcher

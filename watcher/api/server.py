@@ -24,7 +24,7 @@ from watcher.api.deps import ApiDeps, deps_of
 from watcher.api.errors import install
 
 if TYPE_CHECKING:
-    from watcher.app import Service
+    from watcher.app.daemon import App as Service
 
 
 def build_app(deps: ApiDeps) -> FastAPI:

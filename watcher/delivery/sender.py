@@ -36,7 +36,6 @@ import random
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import httpx
 
@@ -48,7 +47,7 @@ from watcher.delivery.format import (
     headers,
 )
 from watcher.delivery.log_channel import EventLog
-from watcher.delivery.plan import OutboxPlan, commit_key, routes_from_config
+from watcher.delivery.plan import commit_key
 from watcher.store.errors import StoreError
 from watcher.store.outbox_store import (
     CANCELLED,
@@ -59,9 +58,6 @@ from watcher.store.outbox_store import (
     Outcome,
 )
 from watcher.store.store import Store
-
-if TYPE_CHECKING:
-    from watcher.app import Service
 
 log = logging.getLogger("finality.delivery")
 
@@ -316,12 +312,3 @@ class Sender:
         """Rows claimed by this sender whose outcome is not recorded yet."""
         with self._lock:
             return self._in_flight
-
-
-def components(service: Service) -> list[Sender]:
-    """The sender, and the alert routes handed to every chain's engine."""
-    plan = OutboxPlan(routes_from_config(service.config.alerts))
-    for watcher in service.watchers.values():
-        watcher.plan = plan
-    log_channels = [c for c in service.config.alerts if c.type == "log"]
-    return [Sender(service.store, service.config.delivery, service.clock, log_channels)]

@@ -21,14 +21,15 @@ Events go through the store like every alert: webhooks, Slack, logs and ``/v1/ev
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from chains import pool
 from chains.health import redact
 
 if TYPE_CHECKING:
-    from watcher.app import Service
-    from watcher.components import Component
+    from chains.rpc import RpcClient
+    from watcher.engine.chain_watcher import ChainWatcher
 
 BAD_STATES = frozenset({"open", "stalled", "forked", "wrong_chain"})
 """States in which an endpoint is not used."""
@@ -37,8 +38,13 @@ BAD_STATES = frozenset({"open", "stalled", "forked", "wrong_chain"})
 class EndpointAlerts:
     """The daemon component (see the module doc)."""
 
-    def __init__(self, service: Service) -> None:
-        self.service = service
+    def __init__(
+        self, clients: Mapping[str, RpcClient], watchers: Mapping[str, ChainWatcher]
+    ) -> None:
+        """Reads each chain's endpoint health from ``clients`` and stores the alerts through
+        the chain's engine in ``watchers`` (its fence and plan)."""
+        self.clients = clients
+        self.watchers = watchers
         self._reported: dict[tuple[str, int], str] = {}
         """Per (chain, endpoint index): the state last reported, ``closed`` or a bad one."""
         self._seen: set[str] = set()
@@ -51,12 +57,12 @@ class EndpointAlerts:
 
     def after_poll(self, chain: str) -> None:
         """In the chain's poll thread: report the endpoints whose state changed."""
-        report = pool.health_report(self.service.clients[chain])
+        report = pool.health_report(self.clients[chain])
         if report is None:
             return
         first = chain not in self._seen
         self._seen.add(chain)
-        watcher = self.service.watchers[chain]
+        watcher = self.watchers[chain]
         for i, endpoint in enumerate(report):
             state = str(endpoint["state"])
             key = (chain, i)
@@ -74,12 +80,9 @@ class EndpointAlerts:
                 )
                 if watcher.endpoint_event("rpc_unhealthy", "warning", url, state, str(reason)):
                     self._reported[key] = state
-            elif state == "closed" and last != "closed":
-                if watcher.endpoint_event("rpc_recovered", "info", url, state, "usable again"):
-                    self._reported[key] = state
-
-
-def components(service: Service) -> list[Component]:
-    """The endpoint alerts of a daemon: one component when some chain has several endpoints."""
-    several = any(len(c.rpc) > 1 for c in service.config.chains)
-    return [EndpointAlerts(service)] if several else []
+            elif (
+                state == "closed"
+                and last != "closed"
+                and watcher.endpoint_event("rpc_recovered", "info", url, state, "usable again")
+            ):
+                self._reported[key] = state

@@ -15,7 +15,7 @@ Why a one-shot job rather than moving the interval job's next run: APScheduler s
 of a job that is still running (``max_instances = 1``), so a head arriving during a poll
 would be lost until the next interval. A one-shot job per wake (at most one queued per
 chain; the flag is cleared when it starts, so a head that arrives during it queues the
-next) runs :meth:`watcher.app.Service.poll_chain`, whose per-chain lock serialises it
+next) runs :meth:`watcher.app.chains.ChainRunner.poll`, whose per-chain lock serialises it
 with the interval job: a wake is never lost and never runs concurrently with another poll
 of the same chain. It runs in the scheduler, so shutdown waits for it like for any poll.
 """
@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from apscheduler.schedulers import SchedulerNotRunningError
@@ -32,11 +33,11 @@ from apscheduler.schedulers import SchedulerNotRunningError
 from chains.heads import HeadSubscription, NewHead
 from chains.health import redact
 from chains.registry import known_chain
+from watcher.components import HasComponents, first_of
 from watcher.config.chains import ChainConfig
 
 if TYPE_CHECKING:
-    from watcher.app import Service
-    from watcher.components import Component
+    from apscheduler.schedulers.base import BaseScheduler
 
 log = logging.getLogger("finality.heads")
 
@@ -64,8 +65,19 @@ def silence_for(chain: ChainConfig) -> float:
 class HeadsWaker:
     """The daemon component: one :class:`HeadSubscription` per ``heads = "ws"`` chain."""
 
-    def __init__(self, service: Service, chains: list[ChainConfig]) -> None:
-        self.service = service
+    def __init__(
+        self,
+        chains: list[ChainConfig],
+        poll: Callable[[str], None],
+        scheduler: BaseScheduler,
+        stopping: threading.Event,
+    ) -> None:
+        """``poll`` is the daemon's per-chain poll (under the chain's lock), run in a one-shot
+        ``scheduler`` job per wake; none is queued once ``stopping`` is set."""
+        self.poll = poll
+        self.scheduler = scheduler
+        self.stopping = stopping
+        self.chains = {c.name: c for c in chains}
         self.subscriptions: dict[str, HeadSubscription] = {}
         self.wakes: Counter[str] = Counter()
         """Polls run because a head arrived, by chain."""
@@ -110,11 +122,11 @@ class HeadsWaker:
             log.info("chain %s: new heads over WebSocket are back (head %d)", name, head.number)
             self._failing[name] = 0
         queued = self._queued[name]
-        if queued.is_set() or self.service.stopping.is_set():
+        if queued.is_set() or self.stopping.is_set():
             return
         queued.set()
         try:
-            self.service.scheduler.add_job(
+            self.scheduler.add_job(
                 self._wake,
                 args=[name],
                 name=f"wake:{name}",
@@ -128,13 +140,13 @@ class HeadsWaker:
         self._queued[name].clear()  # a head from now on queues another poll
         with self._wakes_lock:
             self.wakes[name] += 1
-        self.service.poll_chain(name)
+        self.poll(name)
 
     def _on_error(self, name: str, reason: str) -> None:
         self._failing[name] += 1
         n = self._failing[name]
         if n == 1 or n % 50 == 0:
-            interval = self.service.chain_config(name).resolved_poll_interval_s
+            interval = self.chains[name].resolved_poll_interval_s
             log.warning(
                 "chain %s: new heads over WebSocket unavailable (%s, failure #%d); "
                 "polling every %g s until it is back",
@@ -174,19 +186,13 @@ class HeadsWaker:
         }
 
 
-def components(service: Service) -> list[Component]:
-    """The head subscriptions of a daemon: one component, or none when every chain polls."""
-    chains = [c for c in service.config.chains if c.heads == "ws"]
-    return [HeadsWaker(service, chains)] if chains else []
-
-
-def waker_of(service: Service) -> HeadsWaker | None:
+def waker_of(parts: HasComponents) -> HeadsWaker | None:
     """The daemon's heads component, if any chain subscribes."""
-    return next((c for c in service.components if isinstance(c, HeadsWaker)), None)
+    return first_of(parts, HeadsWaker)
 
 
-def heads_report(service: Service, name: str) -> dict[str, Any]:
+def heads_report(parts: HasComponents, name: str) -> dict[str, Any]:
     """What ``GET /v1/chains`` shows under ``heads`` for chain ``name``."""
-    waker = waker_of(service)
+    waker = waker_of(parts)
     report = None if waker is None else waker.report(name)
     return report if report is not None else {"mode": "poll"}

@@ -82,6 +82,8 @@ class HandoffManager:
         balance: bool = True,
         signer: Sealer | None = None,
     ) -> None:
+        """``signer`` signs the four recorded elements of each takeover (None: digests
+        only); the daemon passes the receipts key (watcher.app.build)."""
         self.store = HandoffStore(store)
         self.names = list(names)
         self.instance_id = instance_id
@@ -123,18 +125,6 @@ class HandoffManager:
         self._last_gave = NEVER
         self.spread: Spread | None = None
         """The spread seen at the last check (GET /v1/leases)."""
-        self.after_tick: list[Callable[[], None]] = []
-        """Run after every lease check (every ``tick_s`` with leases on, once at start on
-        SQLite), in the scheduler's lease job; each decides itself what this instance owns."""
-
-    @property
-    def signer(self) -> Sealer | None:
-        """Signs the four recorded elements of each takeover (None: digests only)."""
-        return self.takeovers.signer
-
-    @signer.setter
-    def signer(self, signer: Sealer | None) -> None:
-        self.takeovers.signer = signer
 
     # -- what the pollers ask ------------------------------------------------------------
 
@@ -178,11 +168,6 @@ class HandoffManager:
             if not self.keeper.running:
                 self.keeper.keep_alive()
             self._check_leases()
-        for hook in list(self.after_tick):
-            try:
-                hook()
-            except StoreError as exc:
-                log.warning("after the lease check: %s", exc)
 
     def _check_leases(self) -> None:
         now = self.clock()

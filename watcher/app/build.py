@@ -1,0 +1,237 @@
+"""The one wiring point: every part of the daemon, built in order from a :class:`Config`.
+
+Each part gets the narrow collaborators it uses, at construction, never the daemon itself:
+
+1. the store, then the outbox plan (the alert routes every decision writer shares);
+2. per chain: its call budget, its client, its engine (store, client, clock, plan, gate);
+3. the signing key, then the handoff manager (it signs each takeover's elements with it);
+4. the delivery sender, the receipts issuer (fenced by the handoff manager's leases; it
+   wakes the sender when a receipt is stored), the sources poller and its webhook inbox,
+   the endpoint alerts; then the chain runner (the poll jobs, running the components'
+   after-poll hooks) and the WebSocket heads (they run the runner's poll).
+
+Nothing registers a background job here: :class:`~watcher.app.daemon.App` schedules them
+when it starts. A part that fails to build (no usable signing key) closes the store.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from chains import pool
+from chains.budget import CallBudget
+from chains.rpc import RpcClient
+from watcher.app.chains import ChainRunner
+from watcher.app.daemon import App
+from watcher.clock import Clock, wall_clock_ms
+from watcher.components import Component
+from watcher.config.chains import ChainConfig
+from watcher.config.model import Config
+from watcher.delivery.plan import OutboxPlan, routes_from_config
+from watcher.delivery.sender import Sender
+from watcher.engine.chain_watcher import ChainWatcher
+from watcher.engine.disagreement import event_recorder
+from watcher.engine.endpoint_alerts import EndpointAlerts
+from watcher.engine.heads import HeadsWaker
+from watcher.handoff.manager import HandoffManager, default_instance_id
+from watcher.receipts import ReceiptIssuer, build_issuer
+from watcher.signer import Signer, load_signer
+from watcher.sources.inbox import WebhookInbox
+from watcher.sources.poller import SourcePoller
+from watcher.store import Store
+
+
+@dataclass(frozen=True)
+class _Chains:
+    """Per chain: its client, budget (if any), engine and lock."""
+
+    clients: dict[str, RpcClient]
+    budgets: dict[str, CallBudget]
+    watchers: dict[str, ChainWatcher]
+    locks: dict[str, threading.Lock]
+
+
+def build(
+    config: Config,
+    clock: Clock = wall_clock_ms,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> App:
+    """The daemon for ``config``, built and not started (``monotonic`` is the clock of the
+    chains' call budgets). Raises ``SigningKeyError`` without a usable signing key."""
+    store = Store.open(config.store.url)
+    try:
+        return _build(config, store, clock, monotonic)
+    except BaseException:
+        store.close()  # e.g. no usable signing key: nothing may stay open
+        raise
+
+
+def _build(config: Config, store: Store, clock: Clock, monotonic: Callable[[], float]) -> App:
+    started_at = clock()
+    plan = OutboxPlan(routes_from_config(config.alerts))
+    chains = _build_chains(config, store, clock, monotonic, plan)
+    signer = load_signer(config.signing, [(c.name, c.chain_id) for c in config.chains])
+    handoff = HandoffManager(
+        store,
+        [c.name for c in config.chains] + [src.name for src in config.sources],
+        config.handoff.instance_id or default_instance_id(),
+        config.handoff.lease_s,
+        config.handoff.renew_s,
+        clock,
+        chains.watchers,
+        chains.locks,
+        balance=config.handoff.balance,
+        signer=signer,
+    )
+    scheduler = BackgroundScheduler(timezone="UTC")
+    parts = _build_parts(config, store, clock, plan, chains, handoff, signer, scheduler)
+    stopping = threading.Event()
+    runner = ChainRunner(
+        config.chains,
+        chains.clients,
+        chains.watchers,
+        chains.budgets,
+        chains.locks,
+        handoff.owns,
+        handoff.lost,
+        clock,
+        stopping,
+        [c.after_poll for c in parts.polled],
+    )
+    ws = [c for c in config.chains if c.heads == "ws"]
+    heads = HeadsWaker(ws, runner.poll, scheduler, stopping) if ws else None
+    return App(
+        config=config,
+        store=store,
+        clock=clock,
+        clients=chains.clients,
+        budgets=chains.budgets,
+        watchers=chains.watchers,
+        chains=runner,
+        handoff=handoff,
+        scheduler=scheduler,
+        stopping=stopping,
+        receipts=parts.issuer,
+        senders=[parts.sender],
+        sources=parts.sources,
+        inbox=parts.inbox,
+        heads=heads,
+        components=parts.in_start_order(heads),
+        started_at=started_at,
+    )
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """The components that work after each poll, and the sources' webhook inbox."""
+
+    issuer: ReceiptIssuer
+    sender: Sender
+    sources: SourcePoller | None
+    inbox: WebhookInbox | None
+    endpoints: EndpointAlerts | None
+
+    @property
+    def polled(self) -> list[Component]:
+        """The components with work after a chain's poll, in the order they run it (a heads
+        waker has none: its wake-ups come from the node)."""
+        optional = [c for c in (self.sources, self.endpoints) if c is not None]
+        return [self.issuer, self.sender, *optional]
+
+    def in_start_order(self, heads: HeadsWaker | None) -> list[Component]:
+        """Every component, in start order (stopped in reverse)."""
+        optional = [c for c in (self.sources, heads, self.endpoints) if c is not None]
+        return [self.issuer, self.sender, *optional]
+
+
+def _build_parts(
+    config: Config,
+    store: Store,
+    clock: Clock,
+    plan: OutboxPlan,
+    chains: _Chains,
+    handoff: HandoffManager,
+    signer: Signer,
+    scheduler: BackgroundScheduler,
+) -> _Parts:
+    """Delivery, receipts (fenced by the leases; a stored receipt wakes the sender at once),
+    the sources poller and its inbox, the endpoint alerts."""
+    log_channels = [c for c in config.alerts if c.type == "log"]
+    sender = Sender(store, config.delivery, clock, log_channels)
+    issuer = build_issuer(
+        config,
+        store,
+        chains.clients,
+        signer,
+        clock,
+        fence_of=handoff.fence,
+        on_lost=handoff.lost,
+        on_issued=sender.wake.set,
+    )
+    sources = inbox = None
+    if config.sources:
+        # The receipts issuer first (it signs what was just decided), then the sender.
+        notify = [issuer.after_poll, sender.after_poll]
+        sources = SourcePoller(
+            store,
+            config.sources,
+            plan,
+            clock,
+            scheduler,
+            notify,
+            owns=handoff.owns,
+            fence_of=handoff.fence,
+        )
+        inbox = WebhookInbox(store, sources, handoff, clock)
+    several = any(len(c.rpc) > 1 for c in config.chains)
+    endpoints = EndpointAlerts(chains.clients, chains.watchers) if several else None
+    return _Parts(issuer, sender, sources, inbox, endpoints)
+
+
+def _build_chains(
+    config: Config,
+    store: Store,
+    clock: Clock,
+    monotonic: Callable[[], float],
+    plan: OutboxPlan,
+) -> _Chains:
+    """Each configured chain's budget, client (failover over its endpoints), engine and lock."""
+    built = _Chains({}, {}, {}, {})
+    for chain in config.chains:
+        budget = None
+        if chain.calls_per_minute is not None:
+            budget = CallBudget(chain.calls_per_minute, clock=monotonic)
+            built.budgets[chain.name] = budget
+        client = _client(chain, budget)
+        built.clients[chain.name] = client
+        alert = event_recorder(store, chain.name, clock, lambda: plan)
+        built.watchers[chain.name] = ChainWatcher(
+            chain,
+            store,
+            client,
+            clock=clock,
+            gate=pool.gate_for(chain.rpc, chain.quorum, client, alert=alert),
+            budget=budget,
+            plan=plan,
+        )
+        built.locks[chain.name] = threading.Lock()
+    return built
+
+
+def _client(chain: ChainConfig, budget: CallBudget | None) -> RpcClient:
+    """The chain's client over its endpoints (weights, timeouts, limits, stall period)."""
+    return pool.client_for(
+        chain.rpc,
+        chain_id=chain.chain_id,
+        weights=chain.rpc_weights,
+        timeout_s=chain.rpc_timeout_s,
+        base_backoff_s=chain.rpc_backoff_s,
+        budget=budget,
+        rate_limits=chain.rpc_rate_limits,
+        stall_s=pool.stall_period_of(chain.chain_id, chain.resolved_poll_interval_s),
+    )
