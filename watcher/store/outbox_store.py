@@ -34,7 +34,6 @@ row of the same settlement is still pending or sending. Alert rows have no such 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
@@ -64,30 +63,10 @@ from watcher.store.outbox_states import (
     Outcome,
 )
 from watcher.store.outbox_writes import cancel_undelivered, enqueue, retire_commit, sql_body
-from watcher.store.records import DeliveryRecord, from_row
+from watcher.store.records import DeliveryRecord, ReceiptRecord, from_row
 
-
-@dataclass(frozen=True)
-class ReceiptRow:
-    """A signed receipt as stored by the receipts component (read-only here).
-
-    Being retired: the receipts table's row type is :class:`~watcher.store.records.ReceiptRecord`
-    (this one goes once the delivery package no longer builds it by position)."""
-
-    id: int
-    """Sequence."""
-    kind: str
-    """``settlement_finality_receipt``, ``settlement_failure_receipt``..."""
-    signer: str
-    """Address of the signing key."""
-    digest: str
-    """Digest of the receipt."""
-    body: dict[str, Any]
-    """The receipt document."""
-    created_at: int
-    """When it was made (ms)."""
-    revokes: int | None = None
-    """For a revocation: the id of the receipt it withdraws."""
+ReceiptRow = ReceiptRecord
+"""A stored receipt as the outbox reads it: the receipts table has one row type."""
 
 
 # -- the sender's and the API's side -----------------------------------------------------------
