@@ -17,19 +17,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
-from watcher.cli import EX_FAILED, EX_OK, EX_UNAVAILABLE, EX_USAGE, CliError
-
-Command = Callable[[argparse.Namespace], int]
+from watcher.cli.common import EX_FAILED, EX_OK, EX_UNAVAILABLE, EX_USAGE, CliError, Commands, Query
 
 
 def add_commands(
     sub: argparse._SubParsersAction,  # type: ignore[type-arg]
-    commands: MutableMapping[str, Command],
-    query: Callable[[str, str], argparse.ArgumentParser],
+    commands: Commands,
+    query: Query,
 ) -> None:
     """Register ``verify``."""
     verify = sub.add_parser(

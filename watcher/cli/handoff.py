@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, MutableMapping
 from datetime import UTC, datetime
 from typing import Any
 
 from guard.handoff_receipts import HANDOFF_KINDS
-
-Command = Callable[[argparse.Namespace], int]
+from watcher.cli.common import EX_OK, Api, CliError, Commands, Query, api_url, positive_int, show
 
 
 def _line(h: dict[str, Any]) -> str:
@@ -48,9 +46,8 @@ def _detail(h: dict[str, Any]) -> str:
 
 
 def cmd_handoffs(args: argparse.Namespace) -> int:
-    from watcher.cli import EX_OK, Api, CliError, _api_url, _print
 
-    api = Api(_api_url(args))
+    api = Api(api_url(args))
     if args.receipt and args.id is None:
         raise CliError("handoffs: --receipt needs --id (the takeover, see `finality handoffs`)")
     if args.id is not None:
@@ -64,28 +61,27 @@ def cmd_handoffs(args: argparse.Namespace) -> int:
                 )
             print(json.dumps(receipt, indent=2, sort_keys=True))
             return EX_OK
-        _print(args, row, _detail(row))
+        show(args, row, _detail(row))
         return EX_OK
     params: dict[str, Any] = {"limit": args.limit}
     if args.name:
         params["name"] = args.name
     rows = api.request("GET", "/v1/handoffs", params=params)
-    _print(args, rows, "\n".join(_line(r) for r in rows) or "no handoffs")
+    show(args, rows, "\n".join(_line(r) for r in rows) or "no handoffs")
     return EX_OK
 
 
 def add_commands(
     sub: argparse._SubParsersAction,  # type: ignore[type-arg]
-    commands: MutableMapping[str, Command],
-    query: Callable[[str, str], argparse.ArgumentParser],
+    commands: Commands,
+    query: Query,
 ) -> None:
     """Register ``handoffs`` (query(name, help) adds --api/--config/--json)."""
-    from watcher.cli import _positive_int
 
     p = query("handoffs", "takeovers between instances: who, when, verdict, recovery")
     p.add_argument("--name", help="only this chain or source")
-    p.add_argument("--limit", type=_positive_int, default=100)
-    p.add_argument("--id", type=_positive_int, help="one takeover, with its signed elements")
+    p.add_argument("--limit", type=positive_int, default=100)
+    p.add_argument("--id", type=positive_int, help="one takeover, with its signed elements")
     p.add_argument(
         "--receipt",
         choices=HANDOFF_KINDS,

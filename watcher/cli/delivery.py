@@ -12,10 +12,9 @@ Both talk to the running daemon's API (``GET /v1/deliveries``,
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, MutableMapping
 from typing import Any
 
-Command = Callable[[argparse.Namespace], int]
+from watcher.cli.common import EX_OK, Api, CliError, Commands, Query, api_url, positive_int, show
 
 STATES = ("pending", "sending", "delivered", "dead", "cancelled")
 
@@ -30,14 +29,13 @@ def _line(d: dict[str, Any]) -> str:
 
 
 def cmd_deliveries(args: argparse.Namespace) -> int:
-    from watcher.cli import EX_OK, Api, CliError, _api_url, _print
 
-    api = Api(_api_url(args))
+    api = Api(api_url(args))
     if args.action == "replay":
         if args.id is None:
             raise CliError("deliveries replay: give the delivery ID (see `finality deliveries`)")
         row = api.request("POST", f"/v1/deliveries/{args.id}/replay")
-        _print(args, row, f"replaying: {_line(row)}")
+        show(args, row, f"replaying: {_line(row)}")
         return EX_OK
     if args.id is not None:
         raise CliError(
@@ -50,22 +48,21 @@ def cmd_deliveries(args: argparse.Namespace) -> int:
         params["settlement_id"] = args.settlement
     rows = api.request("GET", "/v1/deliveries", params=params)
     empty = f"no {args.state} deliveries" if args.state else "no deliveries"
-    _print(args, rows, "\n".join(_line(r) for r in rows) or empty)
+    show(args, rows, "\n".join(_line(r) for r in rows) or empty)
     return EX_OK
 
 
 def add_commands(
     sub: argparse._SubParsersAction,  # type: ignore[type-arg]
-    commands: MutableMapping[str, Command],
-    query: Callable[[str, str], argparse.ArgumentParser],
+    commands: Commands,
+    query: Query,
 ) -> None:
     """Register ``deliveries`` (query(name, help) adds --api/--config/--json)."""
-    from watcher.cli import _positive_int
 
     p = query("deliveries", "outbox deliveries (commits, alerts); `deliveries replay ID`")
     p.add_argument("action", nargs="?", choices=["list", "replay"], default="list")
-    p.add_argument("id", nargs="?", type=_positive_int, help="delivery id (for replay)")
+    p.add_argument("id", nargs="?", type=positive_int, help="delivery id (for replay)")
     p.add_argument("--state", choices=STATES, help="only rows in this state (e.g. dead)")
     p.add_argument("--settlement", help="only rows of this settlement id")
-    p.add_argument("--limit", type=_positive_int, default=100)
+    p.add_argument("--limit", type=positive_int, default=100)
     commands["deliveries"] = cmd_deliveries

@@ -1,0 +1,169 @@
+"""What every ``finality`` command uses: exit codes, the one error type, where the daemon
+is, a client of its HTTP API, and the output helpers.
+
+Exit codes: 0 ok (``watch``: final), 1 failed, 2 timed out, 64 bad input (one line on stderr
+naming the problem), 69 daemon or node unreachable, 78 bad configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Callable, MutableMapping
+from typing import Any, NoReturn
+
+import httpx
+
+EX_OK, EX_FAILED, EX_TIMEOUT = 0, 1, 2
+EX_USAGE, EX_UNAVAILABLE, EX_CONFIG = 64, 69, 78
+DEFAULT_API = "http://127.0.0.1:8710"
+DEFAULT_CONFIG = "config/local.toml"
+
+Command = Callable[[argparse.Namespace], int]
+"""A command: its parsed arguments in, its exit code out."""
+
+Commands = MutableMapping[str, Command]
+"""The command table each group adds its commands to."""
+
+Query = Callable[[str, str], argparse.ArgumentParser]
+"""Adds a query command (``--api``, ``--config``, ``--json``) by name and help."""
+
+
+class CliError(Exception):
+    """A one-line reason and the exit code that goes with it."""
+
+    def __init__(self, message: str, code: int = EX_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are :class:`CliError` (exit 64, one line)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CliError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+class Api:
+    """A thin client of the daemon's HTTP API that turns failures into :class:`CliError`."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base.rstrip("/")
+        self.http = httpx.Client(base_url=self.base, timeout=15.0)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """The JSON answer; :class:`CliError` (69 unreachable or 5xx, 64 for 4xx) if none."""
+        try:
+            response = self.http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise CliError(
+                f"cannot reach the finality daemon at {self.base}: {exc} "
+                "(start it with `finality run`, or pass --api)",
+                EX_UNAVAILABLE,
+            ) from None
+        try:
+            body = response.json()
+        except ValueError:
+            raise CliError(
+                f"{self.base}{path}: HTTP {response.status_code}, not JSON", EX_UNAVAILABLE
+            ) from None
+        if response.status_code >= 500:
+            raise CliError(str(body.get("error", body)), EX_UNAVAILABLE)
+        if response.status_code >= 400:
+            raise CliError(str(body.get("error", body)), EX_USAGE)
+        return body
+
+    def default_chain(self, given: str | None) -> str:
+        """``given``, or the daemon's only chain; :class:`CliError` if it follows several."""
+        if given:
+            return given
+        chains = [c["name"] for c in self.request("GET", "/v1/chains")]
+        if len(chains) == 1:
+            return str(chains[0])
+        raise CliError(f"the daemon follows several chains ({', '.join(chains)}): give --chain")
+
+
+def api_url(args: argparse.Namespace) -> str:
+    """The daemon's URL: ``--api``, else ``--config``'s ``api.listen``, else
+    ``$FINALITY_API``, else :data:`DEFAULT_API`."""
+    if args.api:
+        return str(args.api)
+    if args.config:
+        from watcher.config.errors import ConfigError
+        from watcher.config.loading import load_config
+
+        try:
+            listen = load_config(args.config).api
+        except ConfigError as exc:
+            raise CliError(str(exc), EX_CONFIG) from None
+        return f"http://{listen.host}:{listen.port}"
+    return os.environ.get("FINALITY_API", DEFAULT_API)
+
+
+def api_of(args: argparse.Namespace) -> Api:
+    """A client of the daemon the arguments name."""
+    return Api(api_url(args))
+
+
+def check_hash(value: str) -> str:
+    """A tx hash in canonical form; :class:`CliError` naming the problem if it is not one."""
+    from guard.errors import InvalidHash
+    from guard.hexes import parse_tx_hash
+
+    try:
+        return str(parse_tx_hash(value))
+    except InvalidHash as exc:
+        raise CliError(str(exc)) from None
+
+
+def short(value: str | None) -> str:
+    """A hash shortened for a line of text (``-`` for none)."""
+    return "-" if value is None else f"{value[:6]}…{value[-4:]}"
+
+
+def progress(view: dict[str, Any]) -> str:
+    """Where a chain settlement stands, in words."""
+    if view["verdict"] == "NO_SETTLEMENT":
+        return "the node does not know this transaction"
+    if view["block_number"] is None:
+        if view.get("replaced_by"):
+            return f"replaced by {view['replaced_by']}"
+        return f"waiting for inclusion; 0/{view['required_confirmations']} confirmations"
+    return (
+        f"included in block {view['block_number']} ({short(view['block_hash'])}), "
+        f"{min(view['confirmations'], view['required_confirmations'])}"
+        f"/{view['required_confirmations']} confirmations"
+    )
+
+
+def status_line(view: dict[str, Any]) -> str:
+    """One line for a chain settlement: verdict, chain, tx and progress."""
+    return f"{view['verdict']}  {view['chain']} {view['tx_hash']}  {progress(view)}"
+
+
+def show(args: argparse.Namespace, data: Any, human: str) -> None:
+    """Print ``data`` as JSON under ``--json``, else the ``human`` text."""
+    print(json.dumps(data, indent=2, sort_keys=True) if args.json else human)

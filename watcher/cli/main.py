@@ -1,0 +1,57 @@
+"""``finality``: run the daemon, or ask a running one about settlements.
+
+Exit codes: 0 ok (``watch``: final), 1 failed, 2 timed out, 64 bad input (one line on stderr
+naming the problem), 69 daemon or node unreachable, 78 bad configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from watcher.cli import chains, daemon, delivery, handoff, receipts, settlements
+from watcher.cli.common import DEFAULT_API, CliError, Commands, Parser
+
+GROUPS = (
+    daemon.add_commands,
+    settlements.add_tx_commands,
+    chains.add_commands,
+    settlements.add_commands,
+    receipts.add_commands,
+    delivery.add_commands,
+    handoff.add_commands,
+)
+"""Each command group registers its commands, in the order ``--help`` lists them."""
+
+
+def build_parser(commands: Commands) -> argparse.ArgumentParser:
+    """The parser of every command; fills ``commands`` (name → function)."""
+    parser = Parser(prog="finality", description=__doc__.split("\n")[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    def query(name: str, help_: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_)
+        p.add_argument(
+            "--api", help=f"daemon URL (default {DEFAULT_API}, or --config's api.listen)"
+        )
+        p.add_argument("--config", help="take the API address from this config file")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+        return p
+
+    for group in GROUPS:
+        group(sub, commands, query)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``finality`` command."""
+    commands: Commands = {}
+    try:
+        args = build_parser(commands).parse_args(argv)
+        return commands[args.command](args)
+    except CliError as exc:
+        print(f"finality: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130

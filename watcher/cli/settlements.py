@@ -1,0 +1,183 @@
+"""``finality status``, ``watch`` and ``settlement``: settlements from the command line.
+
+::
+
+    finality status 0xTX [--chain C]                       verdict, depth, required depth
+    finality watch 0xTX [--confirmations N] [--timeout S]  register a tx and wait
+    finality watch --kind stripe_payment_intent --ref pi_…   register a payment or job and wait
+    finality settlement ID [--wait]                       one settlement by id (chain or source)
+
+A source settlement is registered by ``kind`` and ``ref`` (the same ``POST /v1/settlements``
+as the API); every wait has the same exit codes: 0 final, 1 failed, 2 timed out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from watcher.cli.common import (
+    EX_FAILED,
+    EX_OK,
+    EX_TIMEOUT,
+    Api,
+    CliError,
+    Commands,
+    Query,
+    api_of,
+    check_hash,
+    positive_float,
+    positive_int,
+    progress,
+    show,
+    status_line,
+)
+
+SOURCE_KINDS = ("stripe_payment_intent", "rq_job", "celery_task")
+"""The built-in source kinds (a plugin's kind is accepted too: the daemon checks it)."""
+
+
+def source_progress(view: dict[str, Any]) -> str:
+    """One line on where a payment or job stands: its kind, ref and the last evidence."""
+    evidence = view.get("evidence") or {}
+    facts = evidence.get("facts") or {}
+    status = facts.get("status") or facts.get("state")
+    said = evidence.get("kind", "no observation yet")
+    if status is not None:
+        said = f"{said} ({status})"
+    return f"{view.get('kind')} {view.get('ref')} via {view.get('source')}: {said}"
+
+
+def wait_for_verdict(api: Api, view: dict[str, Any], args: argparse.Namespace) -> int:
+    """Print progress to stderr until ``view``'s settlement is terminal; its exit code."""
+
+    codes = {
+        "FINALITY_CONFIRMED": EX_OK,
+        "SETTLEMENT_FAILED": EX_FAILED,
+        "TIMEOUT_TREATED_AS_FAILURE": EX_TIMEOUT,
+    }
+    sid = view["settlement_id"]
+    last = ""
+    while True:
+        line = source_progress(view) if view.get("source") else progress(view)
+        if line != last and not args.json:
+            label = view.get("ref") or view["tx_hash"][:10] + "…"
+            print(f"{label}: {line}", file=sys.stderr, flush=True)
+            last = line
+        code = codes.get(view["verdict"])
+        if code is not None:
+            show(args, view, f"{view['verdict']}: {view.get('directive', '')}")
+            return code
+        time.sleep(args.interval)
+        view = api.request("GET", f"/v1/settlements/{sid}")
+
+
+def watch_source(args: argparse.Namespace) -> int:
+    """``finality watch --kind K --ref R``: register a source settlement and wait."""
+
+    if args.tx_hash is not None:
+        raise CliError(f"watch: --kind {args.kind} takes --ref, not a tx hash ({args.tx_hash})")
+    if not args.ref:
+        raise CliError(f"watch: --kind {args.kind} needs --ref (the payment, job or task id)")
+    for option in ("chain", "confirmations"):
+        if getattr(args, option):
+            raise CliError(f"watch: --{option} is for EVM txs, not --kind {args.kind}")
+    body: dict[str, Any] = {"kind": args.kind, "ref": args.ref}
+    if args.source:
+        body["source"] = args.source
+    if args.timeout:
+        body["timeout_s"] = args.timeout
+    api = api_of(args)
+    return wait_for_verdict(api, api.request("POST", "/v1/settlements", json=body), args)
+
+
+def cmd_settlement(args: argparse.Namespace) -> int:
+    """``finality settlement ID [--wait]``."""
+
+    api = api_of(args)
+    view = api.request("GET", f"/v1/settlements/{args.settlement_id}")
+    if args.wait:
+        return wait_for_verdict(api, view, args)
+    if view.get("source"):
+        line = f"{view['verdict']}  {source_progress(view)}"
+    else:
+        line = status_line(view)
+    show(args, view, line)
+    return EX_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """``finality status 0xTX``."""
+    tx = check_hash(args.tx_hash)
+    api = api_of(args)
+    chain = api.default_chain(args.chain)
+    params = {"confirmations": args.confirmations} if args.confirmations else None
+    view = api.request("GET", f"/v1/chains/{chain}/txs/{tx}", params=params)
+    show(args, view, status_line(view))
+    return EX_OK
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """``finality watch 0xTX`` (or ``--kind K --ref R``): register and wait."""
+    if args.kind != "evm_tx":
+        return watch_source(args)
+    if args.ref or args.source:
+        raise CliError("watch: --ref and --source go with --kind (a payment, job or task)")
+    if args.tx_hash is None:
+        raise CliError("watch: give the tx hash (or --kind and --ref for a payment or job)")
+    tx = check_hash(args.tx_hash)
+    api = api_of(args)
+    chain = api.default_chain(args.chain)
+    body: dict[str, Any] = {"chain": chain, "tx_hash": tx}
+    if args.confirmations:
+        body["confirmations"] = args.confirmations
+    if args.timeout:
+        body["timeout_s"] = args.timeout
+    return wait_for_verdict(api, api.request("POST", "/v1/settlements", json=body), args)
+
+
+def add_tx_commands(
+    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    commands: Commands,
+    query: Query,
+) -> None:
+    """Register ``status`` and ``watch`` (query(name, help) adds --api/--config/--json)."""
+    status = query("status", "verdict, depth and required depth of a tx")
+    status.add_argument("tx_hash")
+    status.add_argument("--chain")
+    status.add_argument("--confirmations", type=positive_int)
+    commands["status"] = cmd_status
+
+    watch = query(
+        "watch",
+        "register a tx (or, with --kind/--ref, a payment or job) and wait: "
+        "exit 0 final, 1 failed, 2 timed out",
+    )
+    watch.add_argument("tx_hash", nargs="?")
+    watch.add_argument(
+        "--kind",
+        default="evm_tx",
+        help="evm_tx (default), stripe_payment_intent, rq_job, celery_task or a plugin's kind",
+    )
+    watch.add_argument("--ref", help="the payment intent, job or task id (with --kind)")
+    watch.add_argument("--source", help="which configured source (when several have --kind)")
+    watch.add_argument("--chain")
+    watch.add_argument("--confirmations", type=positive_int)
+    watch.add_argument("--timeout", type=positive_float, help="seconds until treated as failed")
+    watch.add_argument("--interval", type=positive_float, default=0.5, help="poll every S seconds")
+    commands["watch"] = cmd_watch
+
+
+def add_commands(
+    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    commands: Commands,
+    query: Query,
+) -> None:
+    """Register ``settlement`` (query(name, help) adds --api/--config/--json)."""
+    p = query("settlement", "one settlement by id (a tx, a payment or a job); --wait to follow")
+    p.add_argument("settlement_id")
+    p.add_argument("--wait", action="store_true", help="wait: exit 0 final, 1 failed, 2 timed out")
+    p.add_argument("--interval", type=positive_float, default=0.5, help="poll every S seconds")
+    commands["settlement"] = cmd_settlement
