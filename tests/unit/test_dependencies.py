@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import os
 import re
+import subprocess
 import sys
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -214,3 +216,38 @@ def test_metadata_names_its_license_and_readme() -> None:
     assert PROJECT["license-files"] == ["LICENSE"]
     assert "Apache License" in (ROOT / "LICENSE").read_text()[:200]
     assert (ROOT / PROJECT["readme"]).is_file()
+
+
+WITHOUT_STRIPE = """
+import runpy, sys
+sys.modules["stripe"] = None  # as in an install without the stripe extra: import fails
+sys.argv = ["finality", "run", "--config", sys.argv[1]]
+runpy.run_module("watcher.cli", run_name="__main__")
+"""
+
+
+def test_a_source_whose_extra_is_missing_is_a_config_error_naming_it_and_no_secret(
+    tmp_path: Path,
+) -> None:
+    """``finality run`` with a Stripe table but no ``stripe`` package: exit 78 and one line
+    that names the extra; the API key from the environment is not printed."""
+    config = tmp_path / "finality.toml"
+    config.write_text(
+        f'[store]\nurl = "sqlite:///{tmp_path}/f.db"\n'
+        '[[chains]]\nname = "local"\nchain_id = 31337\nrpc = ["http://127.0.0.1:9"]\n'
+        '[[sources]]\nname = "pay"\nkind = "stripe_payment_intent"\n'
+        'api_key = "${FW_TEST_STRIPE_KEY}"\n'
+    )
+    secret = "sk_live_" + "k3y" * 8
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_STRIPE, str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**os.environ, "FW_TEST_STRIPE_KEY": secret},
+    )
+    assert done.returncode == 78, done.stderr
+    assert "sources[0].kind: kind stripe_payment_intent cannot be loaded" in done.stderr
+    assert "extra" in done.stderr and "Traceback" not in done.stderr
+    assert secret[:10] not in done.stderr + done.stdout

@@ -88,10 +88,13 @@ class SourceConfig(Strict):
         try:
             model = kind_model(kind)
         except ImportError as exc:
-            raise ValueError(
+            # Reported at the kind, not the table: a table's error echoes the table, secrets
+            # from the environment included (api_key, webhook_secret).
+            message = (
                 f"kind {kind} cannot be loaded ({exc}): is the package that serves it "
                 "installed (e.g. the finality-watcher extra of that name)?"
-            ) from None
+            )
+            raise KeyedErrors([(("kind",), message)]) from None
         if model is None:
             return handler(data)
         try:
