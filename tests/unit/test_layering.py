@@ -376,7 +376,6 @@ def test_guard_and_chains_fit_the_size_limits() -> None:
     assert not bad, "\n".join(bad)
 
 
-@WATCHER_XFAIL
 def test_watcher_has_no_import_cycle() -> None:
     report = cycle_report(("watcher",))
     assert not report, report
@@ -396,7 +395,6 @@ def test_watcher_fits_the_size_limits() -> None:
     assert not bad, "\n".join(bad)
 
 
-@WATCHER_XFAIL
 def test_watcher_has_at_most_a_dozen_loose_modules() -> None:
     loose = loose_modules(ROOT)
     assert len(loose) <= MAX_LOOSE_WATCHER_MODULES, (
