@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import watcher.receipt_builder
+import watcher.receipts.builder
 from bench.common import Anvil
 from chains.proofs import (
     BlockTries,
@@ -44,7 +44,7 @@ from guard.tx_encode import encode_checked
 from guard.verify import verify_receipt
 from tests.integration.helpers import make_watcher
 from tests.integration.receipts_helpers import TxFactory, receipts_for
-from watcher.receipt_builder import ReceiptBuilder
+from watcher.receipts.builder import ReceiptBuilder
 
 
 def _median_ms(action: Callable[[], object], runs: int) -> float:
@@ -155,12 +155,12 @@ def build_500(runs: int) -> None:
         ours()
         unheld = _median_ms(ours, runs)
         builder.tx_objects = held
-        setattr(watcher.receipt_builder, "fetch_block_tries", _previous_tries)  # noqa: B010
+        setattr(watcher.receipts.builder, "fetch_block_tries", _previous_tries)  # noqa: B010
         try:
             ours()
             previous = _median_ms(ours, runs)
         finally:
-            setattr(watcher.receipt_builder, "fetch_block_tries", fetch_block_tries)  # noqa: B010
+            setattr(watcher.receipts.builder, "fetch_block_tries", fetch_block_tries)  # noqa: B010
         other = rig.register(hashes[251]).settlement_id
         rig.watcher.catch_up()
         warm = _median_ms(lambda: ours(rig.settlement(other), cold=False), runs)

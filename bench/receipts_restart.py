@@ -32,7 +32,7 @@ from chains.rpc import RpcClient, Web3Transport
 from guard.verify import verify_receipt
 from tests.integration.helpers import make_watcher
 from tests.integration.receipts_helpers import TxFactory, receipts_for
-from watcher.receipt_builder import ReceiptBuilder
+from watcher.receipts.builder import ReceiptBuilder
 from watcher.store.leaves_store import leaves_store
 
 

@@ -1,7 +1,7 @@
 """Bodies of the receipts about a chain settlement: finality, failure (reverted or
 replaced), timeout, binding and revocation.
 
-Builders are pure: the caller (watcher/receipts.py) fetches headers and proofs, these put
+Builders are pure: the caller (watcher/receipts/component.py) fetches headers and proofs, these put
 them in their place (:class:`InclusionProof`, :class:`FinalityBasis`, the terms), and
 :mod:`guard.receipt_format` seals the result. docs/receipts.md documents every field;
 :mod:`guard.verify` checks them.

@@ -29,7 +29,7 @@ one of the same three decision kinds, with ``chain_id`` 0, ``tx_hash`` = keccak2
 source's reference, and an ``offchain`` section instead of ``finality`` and ``proof``
 (:func:`offchain_body`; checked by :mod:`guard.verify_offchain`).
 
-Builders are pure: the caller (watcher/receipts.py) fetches headers and proofs, the
+Builders are pure: the caller (watcher/receipts/component.py) fetches headers and proofs, the
 builders put them in their place, the signer signs :func:`message_hash`, :func:`seal` adds
 the trailer.
 

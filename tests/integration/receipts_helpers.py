@@ -17,9 +17,9 @@ from eth_utils.address import to_checksum_address
 from guard import rlp
 from tests.integration.helpers import Rig
 from tests.support.anvil import Anvil
-from watcher.receipt_builder import ReceiptBuilder
-from watcher.receipts import ReceiptIssuer
-from watcher.signer import Signer
+from watcher.receipts.builder import ReceiptBuilder
+from watcher.receipts.component import ReceiptIssuer
+from watcher.receipts.signer import Signer
 from watcher.store.leaves_store import leaves_store
 from watcher.store.receipts_store import ReceiptStore, receipt_store
 

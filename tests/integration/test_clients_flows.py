@@ -28,7 +28,7 @@ from tests.support.anvil import Anvil, in_ci
 from tests.support.devnode import DevNode
 from tests.support.ganache import Ganache, ganache_installed
 from tests.support.hardhat import Hardhat, hardhat_installed
-from watcher.receipt_builder import ReceiptBuilder
+from watcher.receipts.builder import ReceiptBuilder
 
 pytestmark = pytest.mark.anvil
 

@@ -9,7 +9,7 @@ import pytest
 
 from guard.receipts import BindingTerms, Subject, binding_body
 from watcher.handoff.manager import HandoffManager
-from watcher.signer import Signer
+from watcher.receipts.signer import Signer
 from watcher.store import StaleFencingToken, Store
 from watcher.store import lease_store as ls
 from watcher.store.receipts_store import receipt_store

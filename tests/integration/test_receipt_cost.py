@@ -23,8 +23,8 @@ from guard.verify import verify_receipt
 from tests.integration.helpers import Rig, make_watcher
 from tests.integration.receipts_helpers import GWEI, TxFactory, receipts_for
 from tests.support.anvil import Anvil
-from watcher.receipt_builder import ReceiptBuilder
 from watcher.api.sender_facts import sender_facts
+from watcher.receipts.builder import ReceiptBuilder
 from watcher.settlements import Registration, register
 
 pytestmark = pytest.mark.anvil

@@ -23,7 +23,7 @@ from guard.verify import verify_receipt
 from tests.integration.helpers import Rig, make_watcher
 from tests.integration.receipts_helpers import Receipts, TxFactory, receipts_for
 from tests.support.anvil import Anvil
-from watcher.receipt_builder import ReceiptBuilder
+from watcher.receipts.builder import ReceiptBuilder
 
 pytestmark = pytest.mark.anvil
 

@@ -36,9 +36,9 @@ from tests.support.sources_app import LiveApp, source_config_file
 from tests.support.stripe_server import StripeServer
 from watcher.config.sources import SourceConfig
 from watcher.delivery.plan import OutboxPlan
-from watcher.receipt_sources import SourceReceiptBuilder
-from watcher.receipts import ReceiptIssuer
-from watcher.signer import Signer
+from watcher.receipts.component import ReceiptIssuer
+from watcher.receipts.signer import Signer
+from watcher.receipts.sources import SourceReceiptBuilder
 from watcher.sources.poller import SourcePoller
 from watcher.sources.settlements import new_source_settlement
 from watcher.store import Store

@@ -209,7 +209,7 @@ def _apply(receipt: dict[str, Any], path: list[Any], how: Any) -> dict[str, Any]
 def regenerate() -> None:
     """Write every vector file (needs anvil)."""
     from tests.integration.receipts_helpers import SIGNING_KEY
-    from watcher.signer import Signer
+    from watcher.receipts.signer import Signer
 
     signer = Signer(SIGNING_KEY, "env").address
     VECTORS.mkdir(parents=True, exist_ok=True)

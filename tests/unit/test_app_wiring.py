@@ -37,7 +37,7 @@ from watcher.config.loading import parse_config
 from watcher.delivery.sender import Sender
 from watcher.engine.endpoint_alerts import EndpointAlerts
 from watcher.engine.heads import HeadsWaker
-from watcher.receipts import ReceiptIssuer
+from watcher.receipts.component import ReceiptIssuer
 from watcher.sources.poller import SourcePoller
 from watcher.sources.settlements import new_source_settlement
 

@@ -22,7 +22,7 @@ from guard.handoff_receipts import (
 )
 from guard.receipts import ref_hash
 from guard.verify import verify_receipt
-from watcher.signer import Signer
+from watcher.receipts.signer import Signer
 
 KEY = "4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318"
 OTHER = "0x" + "11" * 32

@@ -4,7 +4,7 @@ checked by the offline verifier.
 A real HTTP JSON-RPC server on loopback serves one real block (tests/vectors/real-blocks/)
 as a node would: ``eth_getBlockByNumber``/``eth_getBlockByHash`` (hashes or full txs) and
 ``eth_getBlockReceipts``, single calls and batches. The daemon's
-:class:`~watcher.receipt_builder.ReceiptBuilder` then builds the body of a
+:class:`~watcher.receipts.builder.ReceiptBuilder` then builds the body of a
 FINALITY_CONFIRMED decision for a tx of that block (headers fetched and re-hashed, both
 tries rebuilt from the node's answers and checked against the header), the daemon's signer
 signs it, and :func:`guard.verify.verify_receipt` checks it with nothing but the receipt.
@@ -44,8 +44,8 @@ from guard.settlement import (
 from guard.types import SettlementId, UnixMillis
 from guard.verify import verify_receipt
 from watcher.config.chains import ChainConfig
-from watcher.receipt_builder import ReceiptBuilder
-from watcher.signer import Signer
+from watcher.receipts.builder import ReceiptBuilder
+from watcher.receipts.signer import Signer
 from watcher.store import SettlementRecord
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "real-blocks"

@@ -30,7 +30,7 @@ from guard.receipts import (
 )
 from guard.verify import verify_receipt
 from tests.integration.receipts_helpers import SIGNING_KEY
-from watcher.signer import Signer
+from watcher.receipts.signer import Signer
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "receipts"
 NAMES = ("offchain_stripe_final", "offchain_stripe_declined", "offchain_stripe_refunded")

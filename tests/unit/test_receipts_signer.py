@@ -13,7 +13,7 @@ from eth_account import Account
 from guard.receipts import BindingTerms, Subject, binding_body
 from guard.verify import verify_receipt
 from watcher.config.sections import SigningConfig
-from watcher.signer import Signer, SigningKeyError, load_signer
+from watcher.receipts.signer import Signer, SigningKeyError, load_signer
 
 KEY = "4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318"
 ADDRESS = Account.from_key(KEY).address.lower()

@@ -11,7 +11,7 @@ from chains.registry import FINALITY_MODES, KNOWN_CHAINS, KnownChain, known_chai
 from guard.finality_rule import finality_basis
 from guard.types import ChainId
 from watcher.config.chains import ChainConfig
-from watcher.receipt_attestation import attests_only
+from watcher.receipts.attestation import attests_only
 
 EXPECTED_IDS = {
     "local": 31337,

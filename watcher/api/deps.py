@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from watcher.delivery.sender import Sender
 from watcher.engine.heads import HeadsWaker
-from watcher.receipts import ReceiptIssuer
+from watcher.receipts.component import ReceiptIssuer
 from watcher.sources.poller import SourcePoller
 
 if TYPE_CHECKING:

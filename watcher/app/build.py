@@ -39,8 +39,8 @@ from watcher.engine.disagreement import event_recorder
 from watcher.engine.endpoint_alerts import EndpointAlerts
 from watcher.engine.heads import HeadsWaker
 from watcher.handoff.manager import HandoffManager, default_instance_id
-from watcher.receipts import ReceiptIssuer, build_issuer
-from watcher.signer import Signer, load_signer
+from watcher.receipts.component import ReceiptIssuer, build_issuer
+from watcher.receipts.signer import Signer, load_signer
 from watcher.sources.inbox import WebhookInbox
 from watcher.sources.poller import SourcePoller
 from watcher.store import Store

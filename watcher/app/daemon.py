@@ -35,7 +35,7 @@ from watcher.delivery.sender import Sender
 from watcher.engine.chain_watcher import ChainWatcher
 from watcher.engine.heads import HeadsWaker
 from watcher.handoff.manager import HandoffManager
-from watcher.receipts import ReceiptIssuer
+from watcher.receipts.component import ReceiptIssuer
 from watcher.sources.inbox import WebhookInbox
 from watcher.sources.poller import SourcePoller
 from watcher.store import Store, StoreError

@@ -26,7 +26,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from chains.errors import ChainIdMismatch
     from watcher.api.server import create_app
     from watcher.app.build import build
-    from watcher.signer import SigningKeyError
+    from watcher.receipts.signer import SigningKeyError
     from watcher.store import StoreError
 
     try:

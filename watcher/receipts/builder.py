@@ -52,8 +52,8 @@ from guard.receipts import (
     timeout_body,
 )
 from watcher.config.chains import ChainConfig
-from watcher.receipt_attestation import attestation_receipt, attests_only
-from watcher.receipt_headers import HeaderRows, stored_chain
+from watcher.receipts.attestation import attestation_receipt, attests_only
+from watcher.receipts.headers import HeaderRows, stored_chain
 from watcher.store import SettlementRecord
 from watcher.store.leaves_store import BlockLeaves, LeavesStore
 
@@ -86,7 +86,7 @@ class ReceiptBuilder:
         """Where the leaves of blocks already proven are kept (watcher/store/leaves_store.py):
         a block's later receipts, after a restart too, rebuild its tries from there."""
         self.header_rows = header_rows
-        """The store's header window (watcher/receipt_headers.py): a receipt's headers are
+        """The store's header window (watcher/receipts/headers.py): a receipt's headers are
         read there; None (or a gap) asks the node."""
         self.facts = facts_of(client)
         """The block receipts and tx hashes the engine and tracker fetched through

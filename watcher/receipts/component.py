@@ -11,7 +11,7 @@ receipt goes at once). Per chain its work is serialised (one lock):
 2. for each noted settlement: a ``finality_violation`` revokes the finality receipts of the
    reversed decision (a signed ``receipt_revocation`` citing the revoked digest); a terminal
    verdict without a current receipt for its decision gets one: built from the node
-   (watcher/receipt_builder.py), signed, checked with the offline verifier, and stored in
+   (watcher/receipts/builder.py), signed, checked with the offline verifier, and stored in
    one transaction.
 
 Crash safety without bookkeeping: the cursor lives in memory and starts at 0, so a restarted
@@ -22,7 +22,7 @@ a backoff; a settlement whose decision is reversed meanwhile gets its receipt wh
 terminal again.
 
 Source settlements (Stripe, RQ, Celery) are receipted the same way, keyed by the source's
-name instead of a chain's: their builder (watcher/receipt_sources.py) needs no node, only the
+name instead of a chain's: their builder (watcher/receipts/sources.py) needs no node, only the
 stored decision and the settlement's events. The source poller calls ``after_poll(source)``
 right after it stored a decision (its poll job, or a webhook), before it wakes the delivery
 sender, so the commit usually finds its receipt at once.
@@ -52,9 +52,9 @@ from guard.receipts import (
 )
 from guard.verify import verify_receipt
 from watcher.components import HasComponents, first_of
-from watcher.receipt_builder import ReceiptBuilder
-from watcher.receipt_sources import SourceReceiptBuilder
-from watcher.signer import Signer
+from watcher.receipts.builder import ReceiptBuilder
+from watcher.receipts.signer import Signer
+from watcher.receipts.sources import SourceReceiptBuilder
 from watcher.store import SettlementNotFound, SettlementRecord, StaleFencingToken, StoreError
 from watcher.store.leaves_store import leaves_store
 from watcher.store.receipts_store import ReceiptStore, current_receipts, receipt_store
