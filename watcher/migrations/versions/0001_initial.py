@@ -17,6 +17,13 @@ Hash = sa.String(66)
 
 
 def upgrade() -> None:
+    """The five tables and their indexes, in this order (one helper per table group)."""
+    _chains_and_headers()
+    _settlements()
+    _reorgs_and_events()
+
+
+def _chains_and_headers() -> None:
     op.create_table(
         "chains",
         sa.Column("name", sa.String(64), primary_key=True),
@@ -34,6 +41,9 @@ def upgrade() -> None:
         sa.Column("parent_hash", Hash, nullable=False),
         sa.Column("timestamp", sa.BigInteger, nullable=False),
     )
+
+
+def _settlements() -> None:
     op.create_table(
         "settlements",
         sa.Column("seq", AutoId, primary_key=True, autoincrement=True),
@@ -75,6 +85,9 @@ def upgrade() -> None:
     op.create_index("ix_settlements_deadline", "settlements", ["chain", "watching", "deadline"])
     op.create_index("ix_settlements_block", "settlements", ["chain", "block_number"])
     op.create_index("ix_settlements_replaced", "settlements", ["chain", "replaced_block_number"])
+
+
+def _reorgs_and_events() -> None:
     op.create_table(
         "reorgs",
         sa.Column("id", AutoId, primary_key=True, autoincrement=True),
