@@ -24,7 +24,7 @@ from watcher.api.deps import ApiDeps, deps_of
 from watcher.api.errors import install
 
 if TYPE_CHECKING:
-    from watcher.app.daemon import App as Service
+    from watcher.app.daemon import App
 
 
 def build_app(deps: ApiDeps) -> FastAPI:
@@ -40,6 +40,6 @@ def build_app(deps: ApiDeps) -> FastAPI:
     return app
 
 
-def create_app(service: Service) -> FastAPI:
+def create_app(app: App) -> FastAPI:
     """The API bound to a built daemon (what ``finality run`` serves)."""
-    return build_app(deps_of(service))
+    return build_app(deps_of(app))
