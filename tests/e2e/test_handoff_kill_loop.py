@@ -21,7 +21,7 @@ import pytest
 
 from tests.e2e.handoff_helpers import SECRET, commit_counts, owner, pg_daemon
 from tests.support.anvil import Anvil
-from tests.support.daemon import Daemon, wait_for
+from tests.support.daemon import START_TIMEOUT_S, Daemon, wait_for
 from tests.support.receiver import Receiver
 
 pytestmark = pytest.mark.anvil
@@ -51,7 +51,7 @@ def first_up(daemons: list[Daemon]) -> Daemon | None:
 
 def ready(daemon: Daemon) -> None:
     """Wait until a (re)spawned daemon answers ``/healthz``."""
-    wait_for(lambda: up(daemon), 20, what="the daemon up")
+    wait_for(lambda: up(daemon), START_TIMEOUT_S, what="the daemon up")  # 20 s: too short loaded
 
 
 def test_twenty_kill9_of_the_owner_lose_and_duplicate_nothing(
