@@ -389,7 +389,6 @@ def test_watcher_imports_only_downwards() -> None:
     )
 
 
-@WATCHER_XFAIL
 def test_watcher_fits_the_size_limits() -> None:
     bad = size_violations((MODULES[n] for n in names_in("watcher")), ROOT)
     assert not bad, "\n".join(bad)
