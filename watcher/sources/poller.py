@@ -1,7 +1,7 @@
 """The sources component: polls every configured source's watched settlements.
 
 One APScheduler job per source (``source:<name>``, every ``poll_interval_s``) on the
-service's scheduler. A poll:
+daemon's scheduler. A poll:
 
 1. lists the source's watched settlements (one indexed query);
 2. asks the source about up to :data:`MAX_FETCH_PER_POLL` of them, outside any store
@@ -15,9 +15,9 @@ what was fetched is decided, the rest waits for the next poll, and nothing is co
 silence (as for a chain whose node is down). The error is kept in :attr:`SourceSlot.health`
 and logged at the 1st, 10th and every 100th consecutive failure.
 
-Webhooks (watcher/api_sources.py) go through :meth:`SourcePoller.receive`: the same lock,
-the same transaction shape, so a webhook and a poll of the same source never interleave
-their decisions in this process.
+Webhooks (watcher/api/sources.py, through :mod:`watcher.sources.inbox`) go through
+:meth:`SourcePoller.receive`: the same lock, the same transaction shape, so a webhook and a
+poll of the same source never interleave their decisions in this process.
 
 A confirmed settlement of a *reversible* source (``source.reversible``; Stripe: refunds,
 disputes) stays watched for ``late_watch_s`` after it became final, so that polling still
@@ -106,7 +106,7 @@ class SourcePoller:
         """Which outbox rows a decision produces (the delivery component's alert routes)."""
         self.clock = clock
         self.scheduler = scheduler
-        """The service's APScheduler (None: poll by calling :meth:`poll`)."""
+        """The daemon's APScheduler (None: poll by calling :meth:`poll`)."""
         self.notify = list(notify)
         """Called with the source name after a poll or webhook stored something (wakes the
         delivery sender, so a commit goes out now rather than at its next idle tick)."""
@@ -281,7 +281,7 @@ def _in_turn(entries: list[WatchEntry], after_seq: int, limit: int) -> list[Watc
 
 
 class _Daemon(Protocol):
-    """Anything that lists its components (the daemon's service does)."""
+    """Anything that lists its components (the daemon's App does)."""
 
     @property
     def components(self) -> Sequence[object]: ...
