@@ -41,6 +41,14 @@ def test_an_unreachable_database_is_store_unavailable_and_names_no_password() ->
         store.close()
 
 
+def test_a_store_that_cannot_be_opened_names_its_url_without_the_password() -> None:
+    with pytest.raises(StoreError) as caught:
+        Store.open(f"postgresql://watcher:{PASSWORD}@127.0.0.1:1/test")
+    message = str(caught.value)
+    assert message.startswith("store postgresql://watcher:***@127.0.0.1:1/test: cannot open")
+    assert PASSWORD not in message
+
+
 def test_a_broken_schema_reads_as_store_unavailable(tmp_path: object) -> None:
     store = Store.open(f"sqlite:///{tmp_path}/finality.db")
     try:

@@ -19,7 +19,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import URL, Engine, create_engine, event
+from sqlalchemy import URL, Engine, create_engine, event, make_url
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import NullPool, Pool
@@ -35,6 +35,15 @@ def normalise_url(url: str) -> str:
     if url.startswith("postgresql://") or url.startswith("postgres://"):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
     return url
+
+
+def shown_url(url: str) -> str:
+    """``url`` as messages may show it: the password masked (``***``), as in logs and
+    errors a store URL must never carry its secret."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not even parseable: keep only the scheme
+        return url.split("://", 1)[0] + "://***"
 
 
 def mapped_error(exc: SQLAlchemyError) -> StoreError:
@@ -139,6 +148,6 @@ def open_dbs(url: str) -> tuple[Db, Db]:
             make_engine(driver_url, immediate=False) if driver_url.startswith("sqlite") else writer
         )
     except Exception as exc:  # SQLAlchemy raises several types for a bad URL
-        raise StoreError(f"store url {url!r}: {exc}") from exc
+        raise StoreError(f"store url {shown_url(url)!r}: {type(exc).__name__}") from exc
     write = Db(writer)
     return write, (Db(reader) if reader is not writer else write)

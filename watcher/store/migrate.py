@@ -11,7 +11,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
-from watcher.store.db import Db
+from watcher.store.db import Db, shown_url
 from watcher.store.errors import SchemaVersionUnknown, StoreError
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
@@ -37,11 +37,11 @@ def migrate(db: Db, url: str) -> None:
             current = MigrationContext.configure(conn).get_current_heads()
             unknown = [rev for rev in current if rev not in known]
             if unknown:
-                raise SchemaVersionUnknown(url, unknown[0])
+                raise SchemaVersionUnknown(shown_url(url), unknown[0])
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
     except OperationalError as exc:
-        raise StoreError(f"store {url}: cannot open: {exc.orig}") from exc
+        raise StoreError(f"store {shown_url(url)}: cannot open: {exc.orig}") from exc
 
 
 def revision(db: Db) -> str | None:
