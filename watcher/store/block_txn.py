@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 
 from watcher.store import schema as s
 from watcher.store.conditions import deadline_reasons, finality_reasons
+from watcher.store.events_store import insert_event
 from watcher.store.outbox_store import NewDelivery, cancel_undelivered, enqueue
 from watcher.store.records import SettlementRecord, from_row
 
@@ -220,36 +221,13 @@ class BlockTxn:
         self, kind: str, severity: str, payload: dict[str, Any], settlement_id: str | None = None
     ) -> None:
         """Record an alert or lifecycle event."""
-        self.conn.execute(
-            insert(s.events).values(
-                chain=self.chain,
-                settlement_id=settlement_id,
-                kind=kind,
-                severity=severity,
-                payload=payload,
-                created_at=self.now,
-            )
-        )
-
-    # -- appended for the outbox (issue 4) -------------------------------------------------
+        self.record_event(kind, severity, payload, settlement_id)
 
     def record_event(
         self, kind: str, severity: str, payload: dict[str, Any], settlement_id: str | None = None
     ) -> int:
-        """Like :meth:`add_event`, and return the event's id (deliveries refer to it)."""
-        result = self.conn.execute(
-            insert(s.events).values(
-                chain=self.chain,
-                settlement_id=settlement_id,
-                kind=kind,
-                severity=severity,
-                payload=payload,
-                created_at=self.now,
-            )
-        )
-        key = result.inserted_primary_key
-        assert key is not None
-        return int(key[0])
+        """Record an event and return its id (deliveries refer to it)."""
+        return insert_event(self.conn, self.chain, kind, severity, payload, settlement_id, self.now)
 
     def enqueue_delivery(self, new: NewDelivery) -> bool:
         """Put a delivery in the outbox, in this transaction; False if its key exists."""

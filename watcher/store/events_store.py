@@ -1,12 +1,19 @@
 """Reorg and alert/lifecycle events as stored (the ``reorgs`` and ``events`` tables).
 
-They are written inside a block's transaction (:class:`~watcher.store.block_txn.BlockTxn`);
-this module reads them back for the API, the CLI and the delivery planner.
+Every statement over the ``events`` table is here: the insert a block's transaction makes
+(:func:`insert_event`, through :class:`~watcher.store.block_txn.BlockTxn`), and the reads of
+the API and CLI (:class:`EventQueries`), of the outbox (:func:`event_at`) and of the
+receipts scan (:func:`terminal_events`, :func:`lifecycle`, :func:`last_event_id`).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, insert, select
+from sqlalchemy.engine import Connection
 
 from watcher.store import schema as s
 from watcher.store.db import Db
@@ -40,3 +47,91 @@ class EventQueries:
         with self._reader.connect() as conn:
             rows = conn.execute(query).mappings().all()
         return [from_row(EventRecord, r) for r in rows]
+
+
+@dataclass(frozen=True)
+class TerminalEvent:
+    """An event after which a receipt (or a revocation) may be due."""
+
+    id: int
+    """Event id (the scan's cursor)."""
+    settlement_id: str
+    """Settlement concerned."""
+    kind: str
+    """The event's kind (a verdict event)."""
+    payload: dict[str, Any]
+    """The event's payload."""
+    created_at: int = 0
+    """When it was recorded (ms; filled by :func:`lifecycle`)."""
+
+
+def insert_event(
+    conn: Connection,
+    chain: str,
+    kind: str,
+    severity: str,
+    payload: dict[str, Any],
+    settlement_id: str | None,
+    now: int,
+) -> int:
+    """Insert one event in the caller's transaction; returns its id."""
+    result = conn.execute(
+        insert(s.events).values(
+            chain=chain,
+            settlement_id=settlement_id,
+            kind=kind,
+            severity=severity,
+            payload=payload,
+            created_at=now,
+        )
+    )
+    key = result.inserted_primary_key
+    assert key is not None
+    return int(key[0])
+
+
+def event_at(db: Db, event_id: int) -> tuple[dict[str, Any], int] | None:
+    """(payload, created_at) of one stored event, None if there is no such event."""
+    e = s.events
+    with db.connect() as conn:
+        row = conn.execute(select(e.c.payload, e.c.created_at).where(e.c.id == event_id)).first()
+    return None if row is None else (dict(row[0]), int(row[1]))
+
+
+def last_event_id(db: Db) -> int:
+    """The newest event's id (0 when there is none)."""
+    with db.connect() as conn:
+        value = conn.execute(select(func.max(s.events.c.id))).scalar()
+    return 0 if value is None else int(value)
+
+
+def terminal_events(
+    db: Db, chain: str, kinds: Sequence[str], after_id: int, limit: int
+) -> list[TerminalEvent]:
+    """Events of ``chain`` of ``kinds`` about a settlement, after ``after_id``, in order."""
+    e = s.events
+    with db.connect() as conn:
+        rows = conn.execute(
+            select(e.c.id, e.c.settlement_id, e.c.kind, e.c.payload)
+            .where(
+                e.c.id > after_id,
+                e.c.chain == chain,
+                e.c.kind.in_(list(kinds)),
+                e.c.settlement_id.is_not(None),
+            )
+            .order_by(e.c.id)
+            .limit(limit)
+        ).all()
+    return [TerminalEvent(int(r[0]), str(r[1]), str(r[2]), dict(r[3])) for r in rows]
+
+
+def lifecycle(db: Db, settlement_id: str, kinds: Sequence[str]) -> list[TerminalEvent]:
+    """The events of ``kinds`` of one settlement, with their time, oldest first."""
+    e = s.events
+    with db.connect() as conn:
+        rows = conn.execute(
+            select(e.c.id, e.c.settlement_id, e.c.kind, e.c.payload, e.c.created_at)
+            .where(e.c.settlement_id == settlement_id, e.c.kind.in_(list(kinds)))
+            .order_by(e.c.id)
+        ).all()
+    return [TerminalEvent(int(r[0]), str(r[1]), str(r[2]), dict(r[3]), int(r[4])) for r in rows]

@@ -39,6 +39,7 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 
 from guard.receipts import REVOCATION
+from watcher.store import events_store
 from watcher.store import schema as s
 from watcher.store.db import Db
 from watcher.store.errors import DeliveryNotFound, DeliveryNotReplayable
@@ -262,19 +263,11 @@ class Outbox:
 
     def event(self, event_id: int) -> tuple[dict[str, Any], int] | None:
         """(payload, created_at) of a stored event: the decision a commit or discard reports."""
-        e = s.events
-        with self._reader.connect() as conn:
-            row = conn.execute(
-                select(e.c.payload, e.c.created_at).where(e.c.id == event_id)
-            ).first()
-        return None if row is None else (dict(row[0]), int(row[1]))
+        return events_store.event_at(self._reader, event_id)
 
     def last_event_id(self) -> int:
         """The newest event's id (0 when there is none)."""
-        e = s.events
-        with self._reader.connect() as conn:
-            value = conn.execute(select(func.max(e.c.id))).scalar()
-        return 0 if value is None else int(value)
+        return events_store.last_event_id(self._reader)
 
     def receipt_for(
         self, settlement_id: str, kind: str, decision_digest: str | None, not_before: int

@@ -16,16 +16,16 @@ one with :func:`receipt_store`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sqlalchemy import insert, select, update
 
 from guard.receipts import DECISION_KINDS, REVOCATION
-from watcher.store import lease_store
+from watcher.store import events_store, lease_store
 from watcher.store import schema as s
 from watcher.store.db import Db
 from watcher.store.errors import StaleFencingToken
+from watcher.store.events_store import TerminalEvent as TerminalEvent  # old home: importable here
 from watcher.store.records import ReceiptRecord as ReceiptRecord  # old home: importable here
 from watcher.store.records import SignerRecord as SignerRecord
 from watcher.store.records import from_row
@@ -37,22 +37,6 @@ TERMINAL_EVENTS = (
     "finality_violation",
 )
 """Event kinds after which a settlement may need a receipt or a revocation."""
-
-
-@dataclass(frozen=True)
-class TerminalEvent:
-    """An event after which a receipt (or a revocation) may be due."""
-
-    id: int
-    """Event id (the scan's cursor)."""
-    settlement_id: str
-    """Settlement concerned."""
-    kind: str
-    """One of :data:`TERMINAL_EVENTS`."""
-    payload: dict[str, Any]
-    """The event's payload."""
-    created_at: int = 0
-    """When it was recorded (ms; filled by :meth:`ReceiptStore.lifecycle`)."""
 
 
 def current_receipts(receipts: Sequence[ReceiptRecord]) -> list[ReceiptRecord]:
@@ -136,42 +120,18 @@ class ReceiptStore:
 
     def terminal_events(self, chain: str, after_id: int, limit: int = 1000) -> list[TerminalEvent]:
         """Events of ``chain`` after ``after_id`` that may call for a receipt, in order."""
-        e = s.events
-        with self._reader.connect() as conn:
-            rows = conn.execute(
-                select(e.c.id, e.c.settlement_id, e.c.kind, e.c.payload)
-                .where(
-                    e.c.id > after_id,
-                    e.c.chain == chain,
-                    e.c.kind.in_(TERMINAL_EVENTS),
-                    e.c.settlement_id.is_not(None),
-                )
-                .order_by(e.c.id)
-                .limit(limit)
-            ).all()
-        return [TerminalEvent(int(r[0]), str(r[1]), str(r[2]), dict(r[3])) for r in rows]
+        return events_store.terminal_events(self._reader, chain, TERMINAL_EVENTS, after_id, limit)
 
     def lifecycle(self, settlement_id: str) -> list[TerminalEvent]:
         """The verdict events of one settlement (:data:`TERMINAL_EVENTS` and
         ``late_finality``), oldest first: a source receipt's history."""
-        e = s.events
-        with self._reader.connect() as conn:
-            rows = conn.execute(
-                select(e.c.id, e.c.settlement_id, e.c.kind, e.c.payload, e.c.created_at)
-                .where(
-                    e.c.settlement_id == settlement_id,
-                    e.c.kind.in_((*TERMINAL_EVENTS, "late_finality")),
-                )
-                .order_by(e.c.id)
-            ).all()
-        return [TerminalEvent(int(r[0]), str(r[1]), str(r[2]), dict(r[3]), int(r[4])) for r in rows]
+        return events_store.lifecycle(
+            self._reader, settlement_id, (*TERMINAL_EVENTS, "late_finality")
+        )
 
     def last_event_id(self) -> int:
         """The newest event's id, 0 if none (a scan that found nothing can skip past it)."""
-        e = s.events
-        with self._reader.connect() as conn:
-            value = conn.execute(select(e.c.id).order_by(e.c.id.desc()).limit(1)).scalar()
-        return 0 if value is None else int(value)
+        return events_store.last_event_id(self._reader)
 
     # -- signers -------------------------------------------------------------------------
 
