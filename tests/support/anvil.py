@@ -6,7 +6,6 @@ Nothing here fakes the chain: every helper sends real JSON-RPC to a real anvil p
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -14,15 +13,13 @@ from typing import Any, cast
 
 import requests
 
+from tests.support.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 ANVIL_BIN = ROOT / ".tools/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil"
 
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now (loopback)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["ANVIL_BIN", "ROOT", "Anvil", "free_port", "in_ci"]
+"""``free_port`` lives in tests/support/ports.py; it is re-exported for the old imports."""
 
 
 class Anvil:
