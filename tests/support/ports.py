@@ -32,7 +32,12 @@ _rng = random.Random()  # seeded from the OS; never the tests' seeded global ran
 
 
 def port_range() -> tuple[int, int]:
-    """Ports to choose from: ``[low, high)``, ending below the ephemeral range."""
+    """Ports to choose from: ``[low, high)``, ending below the ephemeral range
+    (``FINALITY_TEST_PORTS=LOW-HIGH`` sets it, e.g. where that range is taken)."""
+    wanted = os.environ.get("FINALITY_TEST_PORTS")
+    if wanted:
+        low_text, _, high_text = wanted.partition("-")
+        return int(low_text), int(high_text)
     low, high = _DEFAULT_RANGE
     try:
         ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
