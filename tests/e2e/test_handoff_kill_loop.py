@@ -58,7 +58,6 @@ def test_twenty_kill9_of_the_owner_lose_and_duplicate_nothing(
     tmp_path: Path, anvil: Anvil, pg_url: str
 ) -> None:
     rng = random.Random(5)
-    started = time.monotonic()
     with Receiver(SECRET) as receiver:
         daemons = {
             name: pg_daemon(
@@ -131,8 +130,6 @@ def test_twenty_kill9_of_the_owner_lose_and_duplicate_nothing(
             verdicts = {r[0] for r in survivor.query("SELECT DISTINCT verdict FROM handoffs")}
             assert verdicts <= {"HANDOFF_SAFE", "NO_TRANSACTION"}, verdicts
             assert reorgs >= 1
-            took = time.monotonic() - started
-            assert took < 180, f"{took:.0f} s: meant to stay under 120 s on an idle machine"
         finally:
             for d in daemons.values():
                 d.close()

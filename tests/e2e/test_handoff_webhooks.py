@@ -4,8 +4,9 @@ Two real daemons on one PostgreSQL schema (a fresh one), one anvil for the chain
 webhook-only Stripe source, and a Stripe-shaped server making the events, signed the way
 Stripe signs them. The names spread one per daemon, so one owns ``local`` and the other
 ``stripe``. A webhook sent to the chain's owner (the source's standby) is answered 202
-``queued`` and kept in ``webhook_inbox``; the source's owner applies it within about a
-second under its fencing token; the settlement reaches FINALITY_CONFIRMED once the finality
+``queued`` and kept in ``webhook_inbox``; the source's owner applies it (after its next lease
+check: about a second, a figure bench/handoff.py ``--only inbox`` measures) under its fencing
+token; the settlement reaches FINALITY_CONFIRMED once the finality
 window passed; Stripe's redelivery of the same event is stored once and changes nothing.
 """
 
@@ -74,7 +75,6 @@ def test_a_webhook_at_the_standby_is_queued_and_applied_by_the_owner(
             stripe.confirm(pi)
             events = stripe.events_of(pi)
             assert events, "the confirmation made events"
-            sent = time.monotonic()
             for event in events:
                 queued = deliver(standby, event)
                 assert queued.status_code == 202, queued.text
@@ -86,9 +86,8 @@ def test_a_webhook_at_the_standby_is_queued_and_applied_by_the_owner(
                 view = standby.get(f"/v1/settlements/{sid}").json()
                 return view if view["verdict"] != "NO_SETTLEMENT" else None
 
-            view = wait_for(applied, 5, interval=0.02, what="the owner applying the inbox")
-            took = time.monotonic() - sent
-            assert took < 1.5, f"applied {took:.2f} s after the webhook"
+            # How soon is bench/handoff.py's figure (--only inbox); here: that it happens.
+            view = wait_for(applied, 30, interval=0.02, what="the owner applying the inbox")
             assert view["verdict"] in ("AWAITING_FINALITY", "FINALITY_CONFIRMED"), view
 
             def marked() -> list[tuple[Any, ...]] | None:
@@ -99,13 +98,13 @@ def test_a_webhook_at_the_standby_is_queued_and_applied_by_the_owner(
                 )
                 return rows if all(r[2] is not None for r in rows) else None
 
-            rows = wait_for(marked, 3, what="the inbox rows marked applied")
+            rows = wait_for(marked, 30, what="the inbox rows marked applied")
             assert [r[0] for r in rows] == [e["id"] for e in events]
             assert all(
                 (r[1], r[2], r[3]) == (standby.dir.name, owner.dir.name, token) for r in rows
             ), rows
 
-            owner.wait_verdict(sid, "FINALITY_CONFIRMED", timeout=10)
+            owner.wait_verdict(sid, "FINALITY_CONFIRMED", timeout=30)
             again = deliver(standby, events[-1])  # Stripe redelivers the same event id
             assert again.status_code == 202, again.text
             time.sleep(1.0)  # the owner's next lease checks would apply it again

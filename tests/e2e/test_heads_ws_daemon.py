@@ -4,7 +4,6 @@ WebSocket going away only slows things down to polling, and a ws:// endpoint ser
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -12,12 +11,11 @@ from tests.support.anvil import Anvil
 from tests.support.daemon import Daemon, wait_for
 from tests.support.tcp_proxy import TcpProxy
 
-LONG_POLL_S = 10.0
-"""Interval of the fallback polling in the latency test: far above the margin asserted."""
-
-WS_MARGIN_S = 2.5
-"""What "well under the poll interval" means here: generous on a loaded machine, yet a
-verdict this fast three times in a row cannot come from 10 s polling."""
+LONG_POLL_S = 3600.0
+"""Interval of the fallback polling in the ws test: an hour, so no interval poll runs after
+the start-up one and every verdict the test sees must have been woken by a head (how fast
+that is, is bench/latency.py's figure: a wall-clock bound here would only flake on a busy
+machine)."""
 
 
 def ws_of(anvil: Anvil) -> str:
@@ -49,24 +47,20 @@ def test_ws_heads_confirm_well_before_the_next_interval_poll(
     daemon = make_daemon(anvil.url, heads="ws", heads_url=ws_of(anvil), poll_interval_s=LONG_POLL_S)
     wait_for(lambda: heads(daemon)["subscribed"], 10, what="subscribed")
     assert heads(daemon)["mode"] == "ws"
-    latencies = []
     for _ in range(3):
         sid, block = included(daemon, anvil)
         anvil.mine(1)  # depth 2: its head wakes the poll that finds the registration
-        wait_depth(daemon, sid, 2)
+        wait_depth(daemon, sid, 2, timeout=30)
         anvil.mine(1)  # depth 3 = N
-        mined = time.monotonic()
-        view = daemon.wait_verdict(sid, "FINALITY_CONFIRMED", timeout=LONG_POLL_S + 5)
-        latencies.append(time.monotonic() - mined)
+        view = daemon.wait_verdict(sid, "FINALITY_CONFIRMED", timeout=30)  # << LONG_POLL_S
         assert view["block_number"] == block
-    assert max(latencies) < WS_MARGIN_S, latencies
     info = heads(daemon)
     assert info["heads_received"] >= 9  # 3 rounds: the tx's block and two more each
     assert info["wakes"] >= 6
     assert info["fallbacks"] == 0
     metrics = daemon.get("/metrics").text
     assert 'finality_heads_subscribed{chain="local"} 1.0' in metrics
-    assert daemon.terminate(timeout=5.0) == 0, daemon.log_tail()  # the subscription ends too
+    assert daemon.terminate(timeout=30.0) == 0, daemon.log_tail()  # the subscription ends too
 
 
 def test_without_the_websocket_polling_carries_on_and_heads_come_back(

@@ -136,9 +136,11 @@ def test_a_busy_owner_keeps_its_lease_through_a_write_longer_than_the_lease(
     pg_url: str,
 ) -> None:
     """An owner whose fenced write of ``local`` stays open for more than two leases (a long
-    catch-up transaction) keeps renewing from its keeper thread: the standby, checking every
-    0.1 s, never finds the lease lapsed, no takeover is recorded, no renewal came late, and
-    the write commits."""
+    catch-up transaction) keeps renewing from its keeper thread: the lease's expiry moves on
+    while the write is open (a renewal never waits for the write's row lock), the standby,
+    checking every 0.1 s, never finds the lease lapsed, no takeover is recorded, and the write
+    commits. (How late renewals come under load is not asserted here: the daemons log a late
+    one, and bench/handoff.py counts them per run.)"""
     store = Store.open(pg_url)
     store.ensure_chain("local", 31337, 0)
 
@@ -163,10 +165,15 @@ def test_a_busy_owner_keeps_its_lease_through_a_write_longer_than_the_lease(
         checker = threading.Thread(target=standby)
         checker.start()
         began = time.monotonic()
+        expiries: list[int] = []
         with store.block_txn("local", clock(), a.fence("local")) as txn:
-            time.sleep(2.5)  # 2.5 leases; below the server's idle-in-transaction timeout
+            # 2.5 leases (below the server's idle-in-transaction timeout), watching the expiry
+            while time.monotonic() - began < 2.5:
+                expiries.append(ls.leases(store.writer)[0].expires_at)
+                time.sleep(0.1)
             txn.put_header(1, "0x" + "11" * 32, "0x" + "00" * 32, 1, keep=10)
-        assert time.monotonic() - began >= 2.5
+        renewed = sorted(set(expiries))
+        assert expiries == sorted(expiries) and len(renewed) >= 3, "not renewed during the write"
         stop.set()
         checker.join(5)
         assert len(standby_owned) >= 10 and not any(standby_owned), "the standby took it"
@@ -174,7 +181,7 @@ def test_a_busy_owner_keeps_its_lease_through_a_write_longer_than_the_lease(
         [row] = ls.leases(store.writer)
         assert (row.owner, row.token) == ("A", 1) and row.expires_at > clock()
         assert [h["reason"] for h in ls.handoffs(store.writer)] == ["first"]
-        assert a.late_renewals == 0 and not ls.rejections(store.writer)
+        assert not ls.rejections(store.writer)
     finally:
         stop.set()
         a.release_all()

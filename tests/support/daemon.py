@@ -283,7 +283,7 @@ class Daemon:
         number = self.chain_info()["head_number"]
         return None if number is None else int(number)
 
-    def wait_head(self, number: int, block_hash: str | None = None, timeout: float = 10.0) -> None:
+    def wait_head(self, number: int, block_hash: str | None = None, timeout: float = 30.0) -> None:
         """Wait until the daemon processed ``number`` (and, if given, with ``block_hash``)."""
 
         def reached() -> bool:
@@ -309,7 +309,7 @@ class Daemon:
         return view
 
     def wait_verdict(
-        self, settlement_id: str, verdicts: str | tuple[str, ...], timeout: float = 15.0
+        self, settlement_id: str, verdicts: str | tuple[str, ...], timeout: float = 30.0
     ) -> dict[str, Any]:
         """Wait until the settlement's verdict is one of ``verdicts``; returns the view."""
         wanted = (verdicts,) if isinstance(verdicts, str) else verdicts
