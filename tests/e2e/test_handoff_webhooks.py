@@ -4,9 +4,8 @@ Two real daemons on one PostgreSQL schema (a fresh one), one anvil for the chain
 webhook-only Stripe source, and a Stripe-shaped server making the events, signed the way
 Stripe signs them. The names spread one per daemon, so one owns ``local`` and the other
 ``stripe``. A webhook sent to the chain's owner (the source's standby) is answered 202
-``queued`` and kept in ``webhook_inbox``; the source's owner applies it (after its next lease
-check: about a second, a figure bench/handoff.py ``--only inbox`` measures) under its fencing
-token; the settlement reaches FINALITY_CONFIRMED once the finality
+``queued`` and kept in ``webhook_inbox``; the source's owner applies it (how soon is
+bench/inbox.py's figure) under its fencing token; the settlement reaches FINALITY_CONFIRMED once the finality
 window passed; Stripe's redelivery of the same event is stored once and changes nothing.
 """
 
@@ -86,7 +85,7 @@ def test_a_webhook_at_the_standby_is_queued_and_applied_by_the_owner(
                 view = standby.get(f"/v1/settlements/{sid}").json()
                 return view if view["verdict"] != "NO_SETTLEMENT" else None
 
-            # How soon is bench/handoff.py's figure (--only inbox); here: that it happens.
+            # How soon is bench/inbox.py's figure; here: that it happens.
             view = wait_for(applied, 30, interval=0.02, what="the owner applying the inbox")
             assert view["verdict"] in ("AWAITING_FINALITY", "FINALITY_CONFIRMED"), view
 
