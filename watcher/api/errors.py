@@ -6,6 +6,7 @@ validation errors, in that shape.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -43,10 +44,16 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = [
-            f"{field_of(tuple(err.get('loc', ())))}: "
-            f"{str(err.get('msg', 'invalid')).removeprefix('Value error, ')}"
-            for err in exc.errors()
-        ]
-        fields = [field_of(tuple(err.get("loc", ()))) for err in exc.errors()]
-        return JSONResponse({"error": "; ".join(problems), "fields": fields}, status_code=422)
+        return JSONResponse(validation_body(exc.errors()), status_code=422)
+
+
+def validation_body(errors: Sequence[Any]) -> dict[str, Any]:
+    """The 422 body of pydantic validation ``errors``: each field named, with its problem
+    (shared by the request handler and the batch route, which answers per item)."""
+    problems = [
+        f"{field_of(tuple(err.get('loc', ())))}: "
+        f"{str(err.get('msg', 'invalid')).removeprefix('Value error, ')}"
+        for err in errors
+    ]
+    fields = [field_of(tuple(err.get("loc", ()))) for err in errors]
+    return {"error": "; ".join(problems), "fields": fields}

@@ -4,66 +4,27 @@
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from dataclasses import replace
 
 from guard.canonical import CanonicalError, canonical_json
-from guard.errors import InvalidHash
-from guard.hexes import parse_tx_hash
+from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
+from watcher.api.models.settlements import SettlementRequest
+from watcher.api.sender_facts import FieldProblem, sender_facts
+from watcher.api.views import chain_or_error
+from watcher.settlements import Registration, new_settlement
+from watcher.store import NewSettlement
+
+__all__ = [
+    "MAX_DEPENDENT_STATE_BYTES",
+    "SettlementRequest",
+    "check_dependent_state",
+    "checked_settlement",
+]
 
 MAX_DEPENDENT_STATE_BYTES = 64 * 1024
 """Default largest ``dependent_state``; the limit applied is ``[delivery]
 max_dependent_state_bytes``."""
-
-
-class SettlementRequest(BaseModel):
-    """Body of ``POST /v1/settlements``."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    chain: str = Field(description="Configured chain name, e.g. 'local'.")
-    tx_hash: str = Field(description="0x + 64 hex digits.")
-    confirmations: int | None = Field(
-        default=None, ge=1, description="Depth N; chain default if omitted."
-    )
-    timeout_s: float | None = Field(
-        default=None, gt=0, allow_inf_nan=False, description="Seconds until treated as failed."
-    )
-    dependent_state: dict[str, Any] | None = Field(
-        default=None, description="State to commit on finality."
-    )
-    commit_url: str | None = Field(
-        default=None, description="Where commit/discard events are POSTed."
-    )
-    provisional: bool = Field(
-        default=False,
-        description="Also POST inclusion and depth updates before finality, each marked "
-        "provisional (for state that can be reversed).",
-    )
-    sender: str | None = Field(
-        default=None, description="The tx's sender (with nonce): no lookup by hash."
-    )
-    nonce: int | None = Field(default=None, description="The tx's nonce (with sender).")
-    raw_tx: str | None = Field(
-        default=None, description="The signed tx (0x hex), checked against tx_hash."
-    )
-
-    @field_validator("tx_hash")
-    @classmethod
-    def _check_hash(cls, value: str) -> str:
-        try:
-            return str(parse_tx_hash(value))
-        except InvalidHash as exc:
-            raise ValueError(str(exc).removeprefix("tx_hash: ")) from None
-
-    @field_validator("commit_url")
-    @classmethod
-    def _check_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
-        return value
 
 
 def check_dependent_state(state: object, limit: int) -> None:
@@ -88,3 +49,41 @@ def check_dependent_state(state: object, limit: int) -> None:
     except CanonicalError as exc:
         message = str(exc).replace("$", "dependent_state", 1)
         raise ApiError(422, message, fields=["dependent_state"]) from None
+
+
+def checked_settlement(deps: ApiDeps, body: SettlementRequest) -> NewSettlement:
+    """The row a valid chain registration stores, checked against its chain (known,
+    confirmations below the header window, timeout capped at the policy's max wait,
+    dependent state, sender facts); raises :class:`ApiError` naming the field."""
+    chain = chain_or_error(deps, body.chain, 422)
+    window = chain.resolved_header_window
+    if body.confirmations is not None and body.confirmations >= window:
+        raise ApiError(
+            422,
+            f"confirmations: must be below the header window of chain {chain.name!r} "
+            f"({window}), got {body.confirmations}",
+            fields=["confirmations"],
+        )
+    timeout_s = body.timeout_s
+    if timeout_s is not None and timeout_s > chain.max_wait_s:
+        # Capped by the policy's max wait (the deadline would be the same); capping here
+        # also keeps a huge value from overflowing the stored milliseconds.
+        timeout_s = chain.max_wait_s
+    if body.dependent_state is not None:
+        check_dependent_state(body.dependent_state, deps.config.delivery.max_dependent_state_bytes)
+    try:
+        known = sender_facts(body.tx_hash, body.sender, body.nonce, body.raw_tx)
+    except FieldProblem as exc:
+        raise ApiError(422, str(exc), fields=[exc.field]) from None
+    registration = Registration(
+        chain=chain,
+        tx_hash=body.tx_hash,
+        confirmations=body.confirmations,
+        timeout_s=timeout_s,
+        dependent_state=body.dependent_state,
+        commit_url=body.commit_url,
+        sender=known.sender,
+        nonce=known.nonce,
+        raw_tx=known.raw_tx,
+    )
+    return replace(new_settlement(registration, deps.clock()), provisional=body.provisional)

@@ -16,6 +16,7 @@ from watcher.api import (
     events,
     handoff,
     health,
+    listing,
     receipts,
     settlements,
     sources,
@@ -35,7 +36,17 @@ def build_app(deps: ApiDeps) -> FastAPI:
         description="Says when a settlement is final, with the evidence, and never before.",
     )
     install(app)
-    for topic in (settlements, chains, events, health, receipts, deliveries, sources, handoff):
+    for topic in (
+        listing,
+        settlements,
+        chains,
+        events,
+        health,
+        receipts,
+        deliveries,
+        sources,
+        handoff,
+    ):
         app.include_router(topic.router(deps))
     return app
 

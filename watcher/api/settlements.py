@@ -6,7 +6,6 @@ A body whose ``kind`` is a source kind is registered by :mod:`watcher.api.source
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
@@ -16,24 +15,55 @@ from pydantic import ValidationError
 
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
-from watcher.api.registration import SettlementRequest, check_dependent_state
-from watcher.api.sender_facts import FieldProblem, sender_facts
+from watcher.api.models.errors import ERRORS
+from watcher.api.models.settlements import SettlementView, SourceSettlementRequest
+from watcher.api.registration import SettlementRequest, checked_settlement
 from watcher.api.source_settlements import register_source_settlement, source_view
 from watcher.api.views import (
-    chain_or_error,
     chain_settlement_view,
     settlement_or_error,
     wait_signed,
 )
 from watcher.delivery.format import event_json
-from watcher.settlements import Registration, new_settlement, register
+
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {404: ERRORS[404]}
+
+REQUEST_BODY: dict[str, Any] = {
+    "required": True,
+    "content": {
+        "application/json": {
+            "schema": {
+                "anyOf": [
+                    SettlementRequest.model_json_schema(),
+                    SourceSettlementRequest.model_json_schema(),
+                ]
+            }
+        }
+    },
+}
+"""The body ``POST /v1/settlements`` takes: a chain registration or a source one (the route
+parses it itself, by ``kind``, so the schema is given here)."""
+
+
+_CREATE: dict[str, Any] = {
+    "status_code": 201,
+    "response_model": None,
+    "responses": {
+        200: {"model": SettlementView, "description": "Already registered (same id)"},
+        201: {"model": SettlementView, "description": "Registered"},
+        413: ERRORS[413],
+        422: ERRORS[422],
+    },
+    "openapi_extra": {"requestBody": REQUEST_BODY},
+}
+"""How ``POST /v1/settlements`` is documented."""
 
 
 def router(deps: ApiDeps) -> APIRouter:
     """The settlement routes over ``deps``."""
     api = APIRouter()
 
-    @api.post("/v1/settlements", status_code=201)
+    @api.post("/v1/settlements", **_CREATE)
     def create_settlement(payload: Annotated[dict[str, Any], Body()]) -> JSONResponse:
         """Register a settlement; 200 with the same settlement if it was already registered.
 
@@ -52,14 +82,14 @@ def router(deps: ApiDeps) -> APIRouter:
         view, created = _register(deps, body)
         return JSONResponse(view, status_code=201 if created else 200)
 
-    @api.get("/v1/settlements/{settlement_id}")
+    @api.get("/v1/settlements/{settlement_id}", response_model=SettlementView, responses=_NOT_FOUND)
     def get_settlement(settlement_id: str) -> dict[str, Any]:
         """A registered settlement's current view."""
         rec = settlement_or_error(deps, settlement_id)
         view = source_view(deps, rec)
         return view if view is not None else chain_settlement_view(deps, rec)
 
-    @api.get("/v1/settlements/{settlement_id}/receipt")
+    @api.get("/v1/settlements/{settlement_id}/receipt", responses=_NOT_FOUND)
     def get_receipt(settlement_id: str) -> dict[str, Any]:
         """The latest signed receipt of the terminal verdict (a document `finality verify`
         checks offline); 404 while the settlement is not terminal or not yet signed."""
@@ -76,7 +106,7 @@ def router(deps: ApiDeps) -> APIRouter:
             )
         return receipt
 
-    @api.get("/v1/settlements/{settlement_id}/events")
+    @api.get("/v1/settlements/{settlement_id}/events", responses=_NOT_FOUND)
     def get_settlement_events(settlement_id: str) -> list[dict[str, Any]]:
         """Events (confirmed, failed, reorg, violations) recorded for one settlement."""
         settlement_or_error(deps, settlement_id)
@@ -87,40 +117,5 @@ def router(deps: ApiDeps) -> APIRouter:
 
 def _register(deps: ApiDeps, body: SettlementRequest) -> tuple[dict[str, Any], bool]:
     """Check a chain registration against its chain and store it; (view, created)."""
-    chain = chain_or_error(deps, body.chain, 422)
-    window = chain.resolved_header_window
-    if body.confirmations is not None and body.confirmations >= window:
-        raise ApiError(
-            422,
-            f"confirmations: must be below the header window of chain {chain.name!r} "
-            f"({window}), got {body.confirmations}",
-            fields=["confirmations"],
-        )
-    timeout_s = body.timeout_s
-    if timeout_s is not None and timeout_s > chain.max_wait_s:
-        # Capped by the policy's max wait (the deadline would be the same); capping here
-        # also keeps a huge value from overflowing the stored milliseconds.
-        timeout_s = chain.max_wait_s
-    if body.dependent_state is not None:
-        check_dependent_state(body.dependent_state, deps.config.delivery.max_dependent_state_bytes)
-    try:
-        known = sender_facts(body.tx_hash, body.sender, body.nonce, body.raw_tx)
-    except FieldProblem as exc:
-        raise ApiError(422, str(exc), fields=[exc.field]) from None
-    registration = Registration(
-        chain=chain,
-        tx_hash=body.tx_hash,
-        confirmations=body.confirmations,
-        timeout_s=timeout_s,
-        dependent_state=body.dependent_state,
-        commit_url=body.commit_url,
-        sender=known.sender,
-        nonce=known.nonce,
-        raw_tx=known.raw_tx,
-    )
-    if body.provisional:
-        new = replace(new_settlement(registration, deps.clock()), provisional=True)
-        rec, created = deps.store.register(new)
-    else:
-        rec, created = register(deps.store, registration, deps.clock())
+    rec, created = deps.store.register(checked_settlement(deps, body))
     return chain_settlement_view(deps, rec), created

@@ -236,3 +236,7 @@ def _settlement_values(new: NewSettlement) -> dict[str, Any]:
         "nonce": new.nonce,
         "raw_tx": new.raw_tx,
     }
+
+
+settlement_values = _settlement_values
+"""The row a registration inserts (public for :mod:`watcher.store.listing_store`'s batch)."""

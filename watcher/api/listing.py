@@ -1,0 +1,127 @@
+"""``GET /v1/settlements`` (a cursor-paginated listing) and ``POST /v1/settlements/batch``
+(up to 1,000 chain registrations in one store transaction, a result per item).
+
+The cursor is the ``seq`` of the last settlement of a page, as an opaque string: the next page
+starts strictly after it, so registrations and verdicts that change between two pages
+never make a page repeat or skip a settlement.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import ValidationError
+
+from watcher.api.deps import ApiDeps
+from watcher.api.errors import ApiError, validation_body
+from watcher.api.models.errors import ERRORS
+from watcher.api.models.settlements import (
+    MAX_PAGE,
+    BatchItemResult,
+    BatchRequest,
+    BatchResponse,
+    SettlementPage,
+    SettlementRequest,
+    SettlementView,
+    Verdict,
+)
+from watcher.api.registration import checked_settlement
+from watcher.api.source_settlements import source_view
+from watcher.api.views import chain_settlement_view
+from watcher.store import NewSettlement, SettlementRecord
+from watcher.store.listing_store import EVM_KIND, listing
+
+
+def router(deps: ApiDeps) -> APIRouter:
+    """The listing and batch routes over ``deps``."""
+    api = APIRouter()
+
+    @api.get("/v1/settlements", response_model=SettlementPage, responses={422: ERRORS[422]})
+    def list_settlements(
+        chain: Annotated[str | None, Query(description="Chain (or source) name.")] = None,
+        verdict: Annotated[Verdict | None, Query()] = None,
+        kind: Annotated[str | None, Query(description="evm_tx or a source kind.")] = None,
+        cursor: Annotated[
+            str | None, Query(description="next_cursor of the previous page.")
+        ] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    ) -> dict[str, Any]:
+        """Registered settlements, oldest first, a page at a time."""
+        records = listing(deps.store).page(
+            after_seq=_cursor(cursor), limit=limit, chain=chain, verdict=verdict, kind=kind
+        )
+        last = records[-1].seq if len(records) == limit else None
+        return {
+            "items": [_view(deps, rec) for rec in records],
+            "next_cursor": None if last is None else str(last),
+        }
+
+    @api.post(
+        "/v1/settlements/batch",
+        response_model=BatchResponse,
+        responses={422: ERRORS[422], 503: ERRORS[503]},
+    )
+    def register_batch(body: BatchRequest) -> dict[str, Any]:
+        """Register up to 1,000 chain settlements (each a ``POST /v1/settlements`` body) in
+        one store transaction. Each item gets its own result: 201 registered, 200 already
+        registered (same id), or the 4xx it would get alone; invalid items store nothing and
+        do not stop the valid ones."""
+        results: list[BatchItemResult | None] = []
+        valid: list[tuple[int, NewSettlement]] = []
+        for index, item in enumerate(body.items):
+            checked = _checked(deps, index, item)
+            if isinstance(checked, BatchItemResult):
+                results.append(checked)
+            else:
+                results.append(None)
+                valid.append((index, checked))
+        stored = listing(deps.store).register_batch([new for _, new in valid])
+        for (index, _), (rec, created) in zip(valid, stored, strict=True):
+            view = SettlementView.model_validate(_view(deps, rec))
+            results[index] = BatchItemResult(
+                index=index, status=201 if created else 200, settlement=view
+            )
+        return {"results": [r.model_dump() for r in results if r is not None]}
+
+    return api
+
+
+def _cursor(cursor: str | None) -> int:
+    """The seq a cursor stands for; 422 naming ``cursor`` if it is not one we gave out."""
+    if cursor is None:
+        return 0
+    if not cursor.isascii() or not cursor.isdigit() or len(cursor) > 18:
+        raise ApiError(422, "cursor: not a cursor this API gave out", fields=["cursor"])
+    return int(cursor)
+
+
+def _checked(deps: ApiDeps, index: int, item: dict[str, Any]) -> NewSettlement | BatchItemResult:
+    """One batch item checked as ``POST /v1/settlements`` checks it, or its error result."""
+    if item.get("kind", EVM_KIND) != EVM_KIND:
+        return BatchItemResult(
+            index=index,
+            status=422,
+            error=f"kind: the batch registers {EVM_KIND} settlements only",
+            fields=["kind"],
+        )
+    try:
+        body = SettlementRequest.model_validate({k: v for k, v in item.items() if k != "kind"})
+        return checked_settlement(deps, body)
+    except ValidationError as exc:
+        answer = validation_body(exc.errors(include_url=False))
+        return BatchItemResult(index=index, status=422, **answer)
+    except ApiError as exc:
+        fields = exc.extra.get("fields")
+        return BatchItemResult(
+            index=index,
+            status=exc.status,
+            error=exc.message,
+            fields=[str(f) for f in fields] if isinstance(fields, list) else [],
+        )
+
+
+def _view(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any]:
+    """The settlement's view, chain or source."""
+    view = source_view(deps, rec)
+    return view if view is not None else chain_settlement_view(deps, rec)

@@ -1,0 +1,163 @@
+"""Settlement bodies and answers: registration (one and a batch), the view, the listing page.
+
+Shared by the API (validation and ``/openapi.json``) and by callers (``watcher.client``):
+pydantic only. The views declare every key today's answers carry; ``extra="allow"`` keeps
+a newer daemon's additional keys readable by an older client.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from guard.errors import InvalidHash
+from guard.hexes import parse_tx_hash
+
+MAX_BATCH = 1000
+"""Most registrations one ``POST /v1/settlements/batch`` takes."""
+
+MAX_PAGE = 500
+"""Largest ``limit`` of ``GET /v1/settlements``."""
+
+Verdict = Literal[
+    "NO_SETTLEMENT",
+    "AWAITING_FINALITY",
+    "FINALITY_CONFIRMED",
+    "SETTLEMENT_FAILED",
+    "TIMEOUT_TREATED_AS_FAILURE",
+]
+
+
+class SettlementRequest(BaseModel):
+    """Body of ``POST /v1/settlements`` for a chain transaction (``kind`` ``evm_tx``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    chain: str = Field(description="Configured chain name, e.g. 'local'.")
+    tx_hash: str = Field(description="0x + 64 hex digits.")
+    confirmations: int | None = Field(
+        default=None, ge=1, description="Depth N; chain default if omitted."
+    )
+    timeout_s: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="Seconds until treated as failed."
+    )
+    dependent_state: dict[str, Any] | None = Field(
+        default=None, description="State to commit on finality."
+    )
+    commit_url: str | None = Field(
+        default=None, description="Where commit/discard events are POSTed."
+    )
+    provisional: bool = Field(
+        default=False,
+        description="Also POST inclusion and depth updates before finality, each marked "
+        "provisional (for state that can be reversed).",
+    )
+    sender: str | None = Field(
+        default=None, description="The tx's sender (with nonce): no lookup by hash."
+    )
+    nonce: int | None = Field(default=None, ge=0, description="The tx's nonce (with sender).")
+    raw_tx: str | None = Field(
+        default=None, description="The signed tx (0x hex), checked against tx_hash."
+    )
+
+    @field_validator("tx_hash")
+    @classmethod
+    def _check_hash(cls, value: str) -> str:
+        try:
+            return str(parse_tx_hash(value))
+        except InvalidHash as exc:
+            raise ValueError(str(exc).removeprefix("tx_hash: ")) from None
+
+    @field_validator("commit_url")
+    @classmethod
+    def _check_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+
+class SourceSettlementRequest(BaseModel):
+    """Body of ``POST /v1/settlements`` for an off-chain source (docs/sources.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str = Field(description="A source kind: stripe_payment_intent, rq_job, celery_task…")
+    ref: str = Field(description="The payment intent / job / task id.")
+    source: str | None = Field(
+        default=None, description="Configured source name; optional if only one has this kind."
+    )
+    timeout_s: float | None = Field(default=None, gt=0)
+    dependent_state: dict[str, Any] | None = None
+    commit_url: str | None = None
+
+
+class SettlementView(BaseModel):
+    """A registered settlement as the API shows it (chain and source kinds share it)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    settlement_id: str
+    registered: bool
+    chain: str = Field(description="Chain name (a source's name for a source settlement).")
+    tx_hash: str = Field(description="The tx hash (a source's ref for a source settlement).")
+    verdict: Verdict
+    directive: str | None = None
+    block_number: int | None = None
+    block_hash: str | None = None
+    status: int | None = Field(default=None, description="Receipt status: 1 success, 0 revert.")
+    confirmations: int | None = None
+    required_confirmations: int | None = None
+    finality_mode: str
+    head_number: int | None = None
+    reorg_count: int
+    replaced_by: str | None = None
+    initiated_at: int = Field(description="Unix milliseconds.")
+    deadline: int = Field(description="Unix milliseconds.")
+    terminal_at: int | None = None
+    digest: str
+    evidence: Any = None
+    receipt: dict[str, Any] | None = Field(
+        default=None, description="The signed receipt (or the unsigned decision until signed)."
+    )
+    receipt_signed: bool
+    binding: dict[str, Any] | None = None
+    dependent_state: dict[str, Any] | None = None
+    commit_url: str | None = None
+    kind: str | None = Field(default=None, description="Source settlements only.")
+    source: str | None = Field(default=None, description="Source settlements only.")
+    ref: str | None = Field(default=None, description="Source settlements only.")
+
+
+class SettlementPage(BaseModel):
+    """One page of ``GET /v1/settlements``, oldest registration first."""
+
+    items: list[SettlementView]
+    next_cursor: str | None = Field(
+        description="Pass as ?cursor= for the next page; null on the last page."
+    )
+
+
+class BatchRequest(BaseModel):
+    """Body of ``POST /v1/settlements/batch``: each item is a ``POST /v1/settlements`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class BatchItemResult(BaseModel):
+    """What became of one item: ``status`` 201 (registered), 200 (already registered,
+    same id) or the 4xx it would have got alone, with ``error`` and ``fields``."""
+
+    index: int
+    status: int
+    settlement: SettlementView | None = None
+    error: str | None = None
+    fields: list[str] = Field(default_factory=list)
+
+
+class BatchResponse(BaseModel):
+    """One result per item, in the order of the request."""
+
+    results: list[BatchItemResult]

@@ -1,0 +1,121 @@
+"""Listing settlements page by page, and registering many in one transaction.
+
+The listing is keyset-paginated on ``seq`` (the insertion order): a page never repeats or
+skips a row when settlements are registered or decided between two pages, and each page is
+one indexed range scan however deep the caller has read. The batch registration is one
+transaction: the rows that are new are inserted, the ones already registered (same chain and
+tx hash) are returned as they are stored, and nothing is half-written if the store fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from sqlalchemy import select, tuple_
+
+from chains.finality_modes import FINALITY_MODES
+from watcher.store import schema as s
+from watcher.store.db import Db
+from watcher.store.errors import StoreConflict
+from watcher.store.records import NewSettlement, SettlementRecord, from_row
+from watcher.store.settlements_store import settlement_values
+
+EVM_KIND = "evm_tx"
+"""The kind of a chain settlement; a source settlement's kind is its ``finality_mode``."""
+
+
+class _Dbs(Protocol):
+    @property
+    def writer(self) -> Db: ...
+
+    @property
+    def reader(self) -> Db: ...
+
+
+class Listing:
+    """Settlement pages and batch registration over a store's connections."""
+
+    def __init__(self, writer: Db, reader: Db) -> None:
+        self._writer = writer
+        self._reader = reader
+
+    def page(
+        self,
+        *,
+        after_seq: int = 0,
+        limit: int = 100,
+        chain: str | None = None,
+        verdict: str | None = None,
+        kind: str | None = None,
+    ) -> list[SettlementRecord]:
+        """Up to ``limit`` settlements with ``seq > after_seq``, in ``seq`` order, filtered
+        by chain (or source) name, verdict and kind (``evm_tx`` or a source kind)."""
+        t = s.settlements
+        query = select(t).where(t.c.seq > after_seq)
+        if chain is not None:
+            query = query.where(t.c.chain == chain)
+        if verdict is not None:
+            query = query.where(t.c.verdict == verdict)
+        if kind == EVM_KIND:
+            query = query.where(t.c.finality_mode.in_(FINALITY_MODES))
+        elif kind is not None:
+            query = query.where(t.c.finality_mode == kind)
+        with self._reader.connect() as conn:
+            rows = conn.execute(query.order_by(t.c.seq).limit(limit)).mappings().all()
+        return [from_row(SettlementRecord, row) for row in rows]
+
+    def register_batch(self, news: Sequence[NewSettlement]) -> list[tuple[SettlementRecord, bool]]:
+        """Register every item in one transaction; per item (stored record, created).
+
+        An item whose (chain, tx hash) is already stored, or repeats an earlier item, is not
+        inserted again (created False, the stored row returned). A concurrent registration
+        of the same tx makes the insert conflict: the transaction is retried once, and then
+        sees that row as existing."""
+        try:
+            return self._register_batch(news)
+        except StoreConflict:
+            return self._register_batch(news)
+
+    def _register_batch(self, news: Sequence[NewSettlement]) -> list[tuple[SettlementRecord, bool]]:
+        t = s.settlements
+        keys = list(dict.fromkeys((n.chain, n.tx_hash) for n in news))
+        with self._writer.begin() as conn:
+            existing: set[tuple[str, str]] = set()
+            for start in range(0, len(keys), 200):
+                chunk = keys[start : start + 200]
+                found = conn.execute(
+                    select(t.c.chain, t.c.tx_hash).where(tuple_(t.c.chain, t.c.tx_hash).in_(chunk))
+                ).all()
+                existing.update((row[0], row[1]) for row in found)
+            fresh: dict[tuple[str, str], NewSettlement] = {}
+            for new in news:
+                key = (new.chain, new.tx_hash)
+                if key not in existing and key not in fresh:
+                    fresh[key] = new
+            if fresh:
+                conn.execute(s.settlements.insert(), [settlement_values(n) for n in fresh.values()])
+            stored: dict[tuple[str, str], SettlementRecord] = {}
+            for start in range(0, len(keys), 200):
+                chunk = keys[start : start + 200]
+                rows = (
+                    conn.execute(select(t).where(tuple_(t.c.chain, t.c.tx_hash).in_(chunk)))
+                    .mappings()
+                    .all()
+                )
+                for row in rows:
+                    rec = from_row(SettlementRecord, row)
+                    stored[(rec.chain, rec.tx_hash)] = rec
+        out: list[tuple[SettlementRecord, bool]] = []
+        first_seen: set[tuple[str, str]] = set()
+        for new in news:
+            key = (new.chain, new.tx_hash)
+            created = key in fresh and key not in first_seen
+            first_seen.add(key)
+            out.append((stored[key], created))
+        return out
+
+
+def listing(store: _Dbs) -> Listing:
+    """The listing part of ``store`` (sharing its connections)."""
+    return Listing(store.writer, store.reader)
