@@ -48,6 +48,7 @@ WATCHER_LAYER = {
     "app": 3,
     "api": 4,
     "cli": 4,
+    "mcp": 4,  # the MCP server: beside cli (cli's `mcp` command starts it)
 }
 """The layer of each part of watcher/ (its first name under ``watcher.``)."""
 LOOSE_LAYER = 1

@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from watcher.cli import chains, daemon, delivery, handoff, receipts, settlements
+from watcher.cli import chains, daemon, delivery, handoff, mcp_server, receipts, settlements
 from watcher.cli.common import DEFAULT_API, CliError, Commands, Parser
 
 GROUPS = (
@@ -21,6 +21,7 @@ GROUPS = (
     receipts.add_commands,
     delivery.add_commands,
     handoff.add_commands,
+    mcp_server.add_commands,
 )
 """Each command group registers its commands, in the order ``--help`` lists them."""
 

@@ -1,0 +1,49 @@
+"""``finality mcp``: serve the daemon's settlements to an AI agent as MCP tools.
+
+stdio by default (an agent host starts it as a subprocess); ``--http HOST:PORT`` serves the
+streamable HTTP transport at ``http://HOST:PORT/mcp`` instead. The tools talk to the daemon
+at ``--api`` (docs/mcp.md). Needs the ``mcp`` extra: ``pip install 'finality-watcher[mcp]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from watcher.cli.common import EX_OK, EX_UNAVAILABLE, EX_USAGE, CliError, Commands, Query, api_url
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise CliError(f"--http: {text!r} is not HOST:PORT", EX_USAGE)
+    return host.strip("[]"), int(port)
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Run the MCP server until its transport closes (stdio) or it is stopped (HTTP)."""
+    url = api_url(args)
+    http = _host_port(args.http) if args.http else None
+    try:
+        from watcher.mcp.tools import build_server
+    except ImportError as exc:
+        raise CliError(
+            f"mcp: the MCP SDK is not installed ({exc.name}): pip install 'finality-watcher[mcp]'",
+            EX_UNAVAILABLE,
+        ) from None
+    server = build_server(url)
+    if http is None:
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=http[0], port=http[1])
+    return EX_OK
+
+
+def add_commands(
+    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    commands: Commands,
+    query: Query,
+) -> None:
+    """Register ``mcp``."""
+    p = query("mcp", "serve the daemon to an AI agent as MCP tools (stdio, or --http)")
+    p.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP at /mcp instead")
+    commands["mcp"] = cmd_mcp

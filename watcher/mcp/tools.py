@@ -1,0 +1,149 @@
+"""The MCP server: six tools over a running daemon, results as structured JSON objects.
+
+Bad arguments are tool errors naming the field (the SDK's schema check, or the daemon's
+own ``{"error"}`` message passed on); the server keeps serving. ``verify_receipt`` is
+offline: an invalid receipt is an answer ``{"valid": false, "reason"}``, not an error.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from watcher.mcp import descriptions as text
+from watcher.mcp.backend import DaemonApi
+from watcher.mcp.decide import decision, is_terminal, progress_line
+
+POLL_S = 0.25
+"""How often ``wait_for_finality`` looks again: a quarter of the fastest chain poll."""
+MAX_WAIT_S = 3600.0
+
+SettlementId = Annotated[str, Field(description="the settlement_id register_settlement returned")]
+Json = dict[str, Any]
+
+
+class Tools:
+    """The tools, bound to one daemon API."""
+
+    def __init__(self, api: DaemonApi) -> None:
+        self.api = api
+
+    async def register_settlement(
+        self,
+        chain: Annotated[str | None, Field(description="chain name, e.g. 'local'")] = None,
+        tx_hash: Annotated[str | None, Field(description="0x + 64 hex digits")] = None,
+        confirmations: Annotated[int | None, Field(ge=1, description="required depth")] = None,
+        timeout_s: Annotated[float | None, Field(gt=0, description="fail if not final by")] = None,
+        dependent_state: Annotated[Any, Field(description="JSON the daemon holds")] = None,
+        commit_url: Annotated[str | None, Field(description="where to deliver it")] = None,
+        kind: Annotated[str | None, Field(description="evm_tx (default) or a source")] = None,
+        ref: Annotated[str | None, Field(description="payment/job id (source kinds)")] = None,
+        source: Annotated[str | None, Field(description="configured source name")] = None,
+    ) -> Json:
+        body = {
+            "chain": chain,
+            "tx_hash": tx_hash,
+            "confirmations": confirmations,
+            "timeout_s": timeout_s,
+            "dependent_state": dependent_state,
+            "commit_url": commit_url,
+            "kind": kind,
+            "ref": ref,
+            "source": source,
+        }
+        return await self.api.register({k: v for k, v in body.items() if v is not None})
+
+    async def get_settlement(self, settlement_id: SettlementId) -> Json:
+        return await self.api.settlement(settlement_id)
+
+    async def check_transaction(
+        self,
+        chain: Annotated[str, Field(description="chain name, e.g. 'local'")],
+        tx_hash: Annotated[str, Field(description="0x + 64 hex digits")],
+    ) -> Json:
+        return await self.api.transaction(chain, tx_hash)
+
+    async def wait_for_finality(
+        self,
+        settlement_id: SettlementId,
+        ctx: Context,
+        timeout_s: Annotated[float, Field(gt=0, le=MAX_WAIT_S)] = 60.0,
+    ) -> Json:
+        view = await self.api.settlement(settlement_id)
+        deadline = anyio.current_time() + timeout_s
+        last = ""
+        while True:
+            line = progress_line(view)
+            if line != last:
+                last = line
+                await ctx.report_progress(
+                    float(view.get("confirmations") or 0),
+                    _total(view),
+                    line,
+                )
+            if is_terminal(view) or anyio.current_time() >= deadline:
+                return view
+            await anyio.sleep(min(POLL_S, max(0.0, deadline - anyio.current_time())))
+            view = await self.api.settlement(settlement_id)
+
+    async def may_commit(self, settlement_id: SettlementId) -> Json:
+        view = await self.api.settlement(settlement_id)
+        receipt = await self.api.receipt(settlement_id) if is_terminal(view) else None
+        return decision(view, receipt)
+
+    async def verify_receipt(
+        self,
+        receipt: Annotated[Json, Field(description="the receipt document, as served")],
+        signer: Annotated[str | None, Field(description="accept only this 0x address")] = None,
+    ) -> Json:
+        return verify_offline(receipt, signer)
+
+
+def _total(view: Json) -> float | None:
+    required = view.get("required_confirmations")
+    return float(required) if isinstance(required, int) else None
+
+
+def verify_offline(receipt: Json, signer: str | None) -> Json:
+    """guard's complete offline check; a malformed ``signer`` is a bad argument."""
+    from guard.errors import InvalidAddress, ReceiptInvalid
+    from guard.hexes import parse_address
+    from guard.verify import verify_receipt
+
+    try:
+        trusted = None if signer is None else [str(parse_address(signer, "signer"))]
+    except InvalidAddress as exc:
+        raise ToolError(str(exc)) from None
+    try:
+        verified = verify_receipt(receipt, trusted_signers=trusted)
+    except ReceiptInvalid as exc:
+        return {"valid": False, "reason": exc.reason}
+    return {
+        "valid": True,
+        "kind": verified.kind,
+        "settlement_id": verified.settlement_id,
+        "chain_id": verified.chain_id,
+        "tx_hash": verified.tx_hash,
+        "signer": verified.signer,
+        "digest": verified.digest,
+    }
+
+
+def build_server(api_url: str) -> MCPServer:
+    """The MCP server over the daemon at ``api_url``, every tool registered."""
+    server: MCPServer = MCPServer(name="finality-watcher", instructions=text.INSTRUCTIONS)
+    tools = Tools(DaemonApi(api_url))
+    for fn, description in (
+        (tools.register_settlement, text.REGISTER),
+        (tools.get_settlement, text.GET),
+        (tools.check_transaction, text.CHECK),
+        (tools.wait_for_finality, text.WAIT),
+        (tools.may_commit, text.MAY_COMMIT),
+        (tools.verify_receipt, text.VERIFY),
+    ):
+        server.add_tool(fn, description=description, structured_output=True)
+    return server
