@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
-import httpx
+from watcher.client.errors import ClientError, Unreachable
+from watcher.client.sync_client import FinalityClient
 
 EX_OK, EX_FAILED, EX_TIMEOUT = 0, 1, 2
 EX_USAGE, EX_UNAVAILABLE, EX_CONFIG = 64, 69, 78
@@ -68,33 +70,17 @@ def positive_float(text: str) -> float:
 
 
 class Api:
-    """A thin client of the daemon's HTTP API that turns failures into :class:`CliError`."""
+    """The CLI's view of the daemon: :class:`watcher.client.FinalityClient`, its failures
+    turned into :class:`CliError` (69 unreachable or 5xx, 64 for 4xx)."""
 
     def __init__(self, base: str) -> None:
         self.base = base.rstrip("/")
-        self.http = httpx.Client(base_url=self.base, timeout=15.0)
+        self.client = FinalityClient(self.base)
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        """The JSON answer; :class:`CliError` (69 unreachable or 5xx, 64 for 4xx) if none."""
-        try:
-            response = self.http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
-            raise CliError(
-                f"cannot reach the finality daemon at {self.base}: {exc} "
-                "(start it with `finality run`, or pass --api)",
-                EX_UNAVAILABLE,
-            ) from None
-        try:
-            body = response.json()
-        except ValueError:
-            raise CliError(
-                f"{self.base}{path}: HTTP {response.status_code}, not JSON", EX_UNAVAILABLE
-            ) from None
-        if response.status_code >= 500:
-            raise CliError(str(body.get("error", body)), EX_UNAVAILABLE)
-        if response.status_code >= 400:
-            raise CliError(str(body.get("error", body)), EX_USAGE)
-        return body
+        """The JSON answer of any route; :class:`CliError` if none."""
+        with cli_errors(self.base):
+            return self.client.request(method, path, **kwargs)
 
     def default_chain(self, given: str | None) -> str:
         """``given``, or the daemon's only chain; :class:`CliError` if it follows several."""
@@ -104,6 +90,18 @@ class Api:
         if len(chains) == 1:
             return str(chains[0])
         raise CliError(f"the daemon follows several chains ({', '.join(chains)}): give --chain")
+
+
+@contextmanager
+def cli_errors(base: str) -> Iterator[None]:
+    """Turn a client failure inside the block into :class:`CliError` with its exit code."""
+    try:
+        yield
+    except Unreachable as exc:
+        hint = " (start it with `finality run`, or pass --api)" if exc.status is None else ""
+        raise CliError(f"{exc}{hint}", EX_UNAVAILABLE) from None
+    except ClientError as exc:
+        raise CliError(str(exc), EX_USAGE) from None
 
 
 def api_url(args: argparse.Namespace) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import Any
 
 from watcher.cli.common import (
@@ -28,6 +27,7 @@ from watcher.cli.common import (
     Query,
     api_of,
     check_hash,
+    cli_errors,
     positive_float,
     positive_int,
     progress,
@@ -51,27 +51,32 @@ def source_progress(view: dict[str, Any]) -> str:
 
 
 def wait_for_verdict(api: Api, view: dict[str, Any], args: argparse.Namespace) -> int:
-    """Print progress to stderr until ``view``'s settlement is terminal; its exit code."""
+    """Print progress to stderr until ``view``'s settlement is terminal; its exit code.
+
+    The wait follows the daemon's event stream (:meth:`FinalityClient.wait`), not a poll
+    loop: the settlement is read again only when an event concerns it."""
 
     codes = {
         "FINALITY_CONFIRMED": EX_OK,
         "SETTLEMENT_FAILED": EX_FAILED,
         "TIMEOUT_TREATED_AS_FAILURE": EX_TIMEOUT,
     }
-    sid = view["settlement_id"]
     last = ""
-    while True:
-        line = source_progress(view) if view.get("source") else progress(view)
+
+    def report(current: dict[str, Any]) -> None:
+        nonlocal last
+        line = source_progress(current) if current.get("source") else progress(current)
         if line != last and not args.json:
-            label = view.get("ref") or view["tx_hash"][:10] + "…"
+            label = current.get("ref") or current["tx_hash"][:10] + "…"
             print(f"{label}: {line}", file=sys.stderr, flush=True)
             last = line
-        code = codes.get(view["verdict"])
-        if code is not None:
-            show(args, view, f"{view['verdict']}: {view.get('directive', '')}")
-            return code
-        time.sleep(args.interval)
-        view = api.request("GET", f"/v1/settlements/{sid}")
+
+    report(view)
+    if view["verdict"] not in codes:
+        with cli_errors(api.base):
+            view = api.client.wait(view["settlement_id"], on_progress=report)
+    show(args, view, f"{view['verdict']}: {view.get('directive', '')}")
+    return codes[view["verdict"]]
 
 
 def watch_source(args: argparse.Namespace) -> int:
@@ -166,7 +171,7 @@ def add_tx_commands(
     watch.add_argument("--chain")
     watch.add_argument("--confirmations", type=positive_int)
     watch.add_argument("--timeout", type=positive_float, help="seconds until treated as failed")
-    watch.add_argument("--interval", type=positive_float, default=0.5, help="poll every S seconds")
+    watch.add_argument("--interval", type=positive_float, help=argparse.SUPPRESS)
     commands["watch"] = cmd_watch
 
 
@@ -179,5 +184,5 @@ def add_commands(
     p = query("settlement", "one settlement by id (a tx, a payment or a job); --wait to follow")
     p.add_argument("settlement_id")
     p.add_argument("--wait", action="store_true", help="wait: exit 0 final, 1 failed, 2 timed out")
-    p.add_argument("--interval", type=positive_float, default=0.5, help="poll every S seconds")
+    p.add_argument("--interval", type=positive_float, help=argparse.SUPPRESS)
     commands["settlement"] = cmd_settlement

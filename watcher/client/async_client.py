@@ -1,0 +1,165 @@
+"""``AsyncFinalityClient``: the same calls as :class:`~watcher.client.sync_client.FinalityClient`
+for asyncio programs (agents, async backends), with the same SSE-based ``wait``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import httpx
+
+from watcher.client import common
+from watcher.client.common import TERMINAL, Event, View
+from watcher.client.errors import ClientError
+from watcher.client.sse import FrameParser
+
+AsyncProgress = Callable[[View], Awaitable[None] | None]
+"""Called (and awaited, if it returns an awaitable) with each view a wait reads."""
+
+
+class AsyncFinalityClient:
+    """An asyncio client of one finality daemon; see the sync client for every method."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout: float = 15.0,
+        http: httpx.AsyncClient | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.base = base_url.rstrip("/")
+        self.http = http or httpx.AsyncClient(base_url=self.base, timeout=timeout)
+        self.clock = clock
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self.http.aclose()
+
+    async def __aenter__(self) -> AsyncFinalityClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """Any route: its JSON answer."""
+        try:
+            response = await self.http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise common.unreachable(self.base, exc) from None
+        return common.answer(self.base, response)
+
+    async def chains(self) -> list[dict[str, Any]]:
+        """The chains the daemon follows."""
+        return list(await self.request("GET", "/v1/chains"))
+
+    async def register(
+        self, chain: str | None = None, tx_hash: str | None = None, **opts: Any
+    ) -> View:
+        """Register a tx or (``kind``/``ref``) a payment or job; idempotent."""
+        body = common.registration(chain, tx_hash, **opts)
+        return dict(await self.request("POST", "/v1/settlements", json=body))
+
+    async def get(self, settlement_id: str) -> View:
+        """One settlement's view."""
+        return dict(await self.request("GET", f"/v1/settlements/{settlement_id}"))
+
+    async def check(self, chain: str, tx_hash: str, *, confirmations: int | None = None) -> View:
+        """Where any tx hash stands on ``chain``, registered or not."""
+        params = {"confirmations": confirmations} if confirmations else None
+        path = f"/v1/chains/{chain}/txs/{tx_hash}"
+        return dict(await self.request("GET", path, params=params))
+
+    async def receipt(self, settlement_id: str) -> dict[str, Any]:
+        """The settlement's signed receipt."""
+        return dict(await self.request("GET", f"/v1/settlements/{settlement_id}/receipt"))
+
+    async def settlement_events(self, settlement_id: str) -> list[Event]:
+        """The events recorded for one settlement, oldest first."""
+        return list(await self.request("GET", f"/v1/settlements/{settlement_id}/events"))
+
+    async def events(
+        self, after: int = 0, *, follow: bool = False, limit: int = 100
+    ) -> AsyncIterator[Event]:
+        """Events after id ``after`` (stored ones; with ``follow`` the live stream, resumed
+        with ``Last-Event-ID`` across reconnects)."""
+        if not follow:
+            while True:
+                params = {"after": after, "limit": limit}
+                page = await self.request("GET", "/v1/events", params=params)
+                for event in page:
+                    yield event
+                if len(page) < limit:
+                    return
+                after = common.last_event_id(page)
+        while True:
+            async for event in self._stream(after, None):
+                after = int(event["id"])
+                yield event
+
+    async def wait(
+        self,
+        settlement_id: str,
+        *,
+        timeout_s: float | None = None,
+        on_progress: AsyncProgress | None = None,
+    ) -> View:
+        """The view once terminal, or the current view once ``timeout_s`` has passed."""
+        deadline = None if timeout_s is None else self.clock() + timeout_s
+        cursor = common.last_event_id(await self.settlement_events(settlement_id))
+        while True:
+            parser = FrameParser(last_id=cursor)
+            view: View | None = None
+            async for event in self._stream(cursor, deadline, parser, opened=True):
+                if event.get("opened") or (view is not None and common.concerns(event, view)):
+                    view = await self._read(settlement_id, on_progress)
+                if view is not None and view["verdict"] in TERMINAL:
+                    return view
+                if deadline is not None and self.clock() >= deadline:
+                    break
+            cursor = parser.last_id or cursor
+            if deadline is not None and self.clock() >= deadline:
+                return view if view is not None else await self.get(settlement_id)
+
+    async def _read(self, settlement_id: str, on_progress: AsyncProgress | None) -> View:
+        view = await self.get(settlement_id)
+        if on_progress is not None:
+            result = on_progress(view)
+            if result is not None:
+                await result
+        return view
+
+    async def _stream(
+        self,
+        after: int,
+        deadline: float | None,
+        parser: FrameParser | None = None,
+        *,
+        opened: bool = False,
+    ) -> AsyncIterator[Event]:
+        """One connection of the event stream (see the sync client's ``_stream``)."""
+        parser = parser or FrameParser(last_id=after)
+        read_s = 30.0 if deadline is None else max(0.05, min(30.0, deadline - self.clock()))
+        headers = {**common.SSE_HEADERS, "Last-Event-ID": str(after)}
+        timeout = httpx.Timeout(10.0, read=read_s)
+        try:
+            async with self.http.stream(
+                "GET", "/v1/events", headers=headers, timeout=timeout
+            ) as response:
+                if response.status_code != 200:
+                    text = (await response.aread()).decode()
+                    raise common.stream_error(self.base, response, text)
+                if opened:
+                    yield {"opened": True}
+                async for line in response.aiter_lines():
+                    event = parser.feed(line)
+                    if event is not None:
+                        yield event
+        except httpx.ReadTimeout:
+            return
+        except ClientError:
+            raise
+        except httpx.HTTPError as exc:
+            raise common.unreachable(self.base, exc) from None

@@ -1,0 +1,99 @@
+"""What the sync and async clients share: the request bodies, the answer checks, and the
+rule of which event makes a waiting client look at its settlement again.
+
+Kept free of I/O so :mod:`.sync_client` and :mod:`.async_client` cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from watcher.client.errors import Rejected, Unreachable
+
+TERMINAL = frozenset({"FINALITY_CONFIRMED", "SETTLEMENT_FAILED", "TIMEOUT_TREATED_AS_FAILURE"})
+"""Verdicts after which a settlement never changes (short of a finality violation)."""
+
+View = dict[str, Any]
+"""A settlement view as ``GET /v1/settlements/{id}`` answers it."""
+
+Event = dict[str, Any]
+"""An event as ``GET /v1/events`` answers it: id, chain, settlement_id, kind, severity,
+payload, created_at."""
+
+SSE_HEADERS = {"Accept": "text/event-stream"}
+
+
+def registration(
+    chain: str | None,
+    tx_hash: str | None,
+    *,
+    confirmations: int | None = None,
+    timeout_s: float | None = None,
+    dependent_state: Any = None,
+    commit_url: str | None = None,
+    kind: str | None = None,
+    ref: str | None = None,
+    source: str | None = None,
+) -> dict[str, Any]:
+    """The ``POST /v1/settlements`` body: only the fields given (the daemon checks them)."""
+    given = {
+        "chain": chain,
+        "tx_hash": tx_hash,
+        "confirmations": confirmations,
+        "timeout_s": timeout_s,
+        "dependent_state": dependent_state,
+        "commit_url": commit_url,
+        "kind": kind,
+        "ref": ref,
+        "source": source,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def unreachable(base: str, exc: Exception) -> Unreachable:
+    """The error for a request that got no answer."""
+    return Unreachable(f"cannot reach the finality daemon at {base}: {exc}")
+
+
+def answer(base: str, response: httpx.Response) -> Any:
+    """The JSON body of a finished response, or the error it stands for."""
+    try:
+        body = response.json()
+    except ValueError:
+        raise Unreachable(
+            f"{base}{response.request.url.path}: HTTP {response.status_code}, not JSON",
+            response.status_code,
+        ) from None
+    if response.status_code >= 400:
+        message = str(body.get("error", body)) if isinstance(body, Mapping) else str(body)
+        fields = body.get("fields") if isinstance(body, Mapping) else None
+        kind = Unreachable if response.status_code >= 500 else Rejected
+        raise kind(message, response.status_code, fields if isinstance(fields, list) else None)
+    return body
+
+
+def stream_error(base: str, response: httpx.Response, text: str) -> Exception:
+    """The error for an event stream the daemon refused (its body already read)."""
+    fake = httpx.Response(response.status_code, content=text.encode(), request=response.request)
+    try:
+        answer(base, fake)
+    except (Rejected, Unreachable) as exc:
+        return exc
+    return Unreachable(f"{base}/v1/events: HTTP {response.status_code}, no event stream")
+
+
+def concerns(event: Event, view: View) -> bool:
+    """Whether ``event`` may have changed ``view``'s settlement: one of its own, or a reorg
+    (or other chain-wide event without a settlement) on its chain."""
+    if event.get("settlement_id") == view["settlement_id"]:
+        return True
+    chain = view.get("chain")
+    return chain is not None and event.get("settlement_id") is None and event.get("chain") == chain
+
+
+def last_event_id(events: list[Event]) -> int:
+    """The highest id among ``events`` (0 for none): where a stream of what follows starts."""
+    return max((int(e["id"]) for e in events), default=0)

@@ -1,0 +1,57 @@
+"""Offline receipt verification for callers: no daemon, no network, only guard/.
+
+A third party that was handed a receipt checks it here (or with ``finality verify``): the
+signature, the digest, and the chain evidence the receipt carries. An invalid receipt is an
+answer (``valid=False`` and the precise reason), not an exception, so an agent can act on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from guard.errors import GuardError, ReceiptInvalid
+from guard.hexes import parse_address
+from guard.verify import VerifiedReceipt, verify_receipt
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The answer: ``valid``, and either ``reason`` (why not) or ``receipt`` (what it says)."""
+
+    valid: bool
+    reason: str | None = None
+    receipt: VerifiedReceipt | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """``{"valid": true, ...}`` or ``{"valid": false, "reason": "..."}``."""
+        if not self.valid or self.receipt is None:
+            return {"valid": False, "reason": self.reason}
+        r = self.receipt
+        return {
+            "valid": True,
+            "kind": r.kind,
+            "settlement_id": r.settlement_id,
+            "tx_hash": r.tx_hash,
+            "chain_id": r.chain_id,
+            "verdict": r.verdict,
+            "signer": r.signer,
+            "digest": r.digest,
+            "summary": r.summary(),
+        }
+
+
+def verify(receipt: Mapping[str, Any], *, signers: Sequence[str] | None = None) -> Verification:
+    """Check ``receipt`` (as ``GET /v1/settlements/{id}/receipt`` serves it) offline.
+
+    ``signers``: accept only these addresses (see ``GET /v1/signers``); without them any
+    signer the signature recovers is accepted and named in the answer, for you to judge."""
+    try:
+        trusted = None if signers is None else [str(parse_address(s, "signer")) for s in signers]
+    except GuardError as exc:
+        return Verification(False, f"signer: {exc}")
+    try:
+        return Verification(True, receipt=verify_receipt(receipt, trusted_signers=trusted))
+    except ReceiptInvalid as exc:
+        return Verification(False, exc.reason)

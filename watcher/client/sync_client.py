@@ -1,0 +1,170 @@
+"""``FinalityClient``: the daemon's HTTP API for a backend, in plain blocking calls.
+
+``wait`` follows ``GET /v1/events`` (Server-Sent Events) instead of polling: it subscribes
+from the settlement's last known event, then reads the settlement once (so nothing that
+happened between the read and the subscription is lost), re-reads it only when an event
+concerns it (its own, or a reorg on its chain), and again once after every reconnect.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+
+from watcher.client import common
+from watcher.client.common import TERMINAL, Event, View
+from watcher.client.errors import ClientError
+from watcher.client.sse import FrameParser
+
+Progress = Callable[[View], None]
+"""Called with the settlement view each time a wait reads it."""
+
+
+class FinalityClient:
+    """A blocking client of one finality daemon (``base_url`` such as ``http://127.0.0.1:8710``).
+
+    Every method raises :class:`~watcher.client.errors.Rejected` for a 4xx answer (bad input,
+    unknown id) and :class:`~watcher.client.errors.Unreachable` when there is no answer."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout: float = 15.0,
+        http: httpx.Client | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.base = base_url.rstrip("/")
+        self.http = http or httpx.Client(base_url=self.base, timeout=timeout)
+        self.clock = clock
+        """Monotonic seconds; a wait's deadline is measured on it (tests inject their own)."""
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.http.close()
+
+    def __enter__(self) -> FinalityClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """Any route: its JSON answer (the typed methods below are built on this)."""
+        try:
+            response = self.http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise common.unreachable(self.base, exc) from None
+        return common.answer(self.base, response)
+
+    def chains(self) -> list[dict[str, Any]]:
+        """The chains the daemon follows (``GET /v1/chains``)."""
+        return list(self.request("GET", "/v1/chains"))
+
+    def register(self, chain: str | None = None, tx_hash: str | None = None, **opts: Any) -> View:
+        """Register a tx (``chain``, ``tx_hash``) or, with ``kind``/``ref``, a payment or job.
+
+        Options: ``confirmations``, ``timeout_s``, ``dependent_state``, ``commit_url``,
+        ``kind``, ``ref``, ``source``. Idempotent on (chain, tx hash): the existing view."""
+        body = common.registration(chain, tx_hash, **opts)
+        return dict(self.request("POST", "/v1/settlements", json=body))
+
+    def get(self, settlement_id: str) -> View:
+        """One settlement's view (``GET /v1/settlements/{id}``)."""
+        return dict(self.request("GET", f"/v1/settlements/{settlement_id}"))
+
+    def check(self, chain: str, tx_hash: str, *, confirmations: int | None = None) -> View:
+        """Where any tx hash stands on ``chain``, registered or not."""
+        params = {"confirmations": confirmations} if confirmations else None
+        return dict(self.request("GET", f"/v1/chains/{chain}/txs/{tx_hash}", params=params))
+
+    def receipt(self, settlement_id: str) -> dict[str, Any]:
+        """The settlement's signed receipt, as ``finality verify`` and :func:`verify` take it."""
+        return dict(self.request("GET", f"/v1/settlements/{settlement_id}/receipt"))
+
+    def settlement_events(self, settlement_id: str) -> list[Event]:
+        """The events recorded for one settlement, oldest first."""
+        return list(self.request("GET", f"/v1/settlements/{settlement_id}/events"))
+
+    def events(self, after: int = 0, *, follow: bool = False, limit: int = 100) -> Iterator[Event]:
+        """Events after id ``after``, oldest first. Resumable: pass the last id you handled.
+
+        Without ``follow`` the stored ones (paged with ``limit``), then stop; with ``follow``
+        the live stream, reconnecting with ``Last-Event-ID`` forever (stop iterating to end)."""
+        if not follow:
+            while True:
+                page = self.request("GET", "/v1/events", params={"after": after, "limit": limit})
+                yield from page
+                if len(page) < limit:
+                    return
+                after = common.last_event_id(page)
+        while True:
+            for event in self._stream(after, None):
+                after = int(event["id"])
+                yield event
+
+    def wait(
+        self,
+        settlement_id: str,
+        *,
+        timeout_s: float | None = None,
+        on_progress: Progress | None = None,
+    ) -> View:
+        """The view once terminal, or the current view once ``timeout_s`` has passed."""
+        deadline = None if timeout_s is None else self.clock() + timeout_s
+        cursor = common.last_event_id(self.settlement_events(settlement_id))
+        while True:
+            parser = FrameParser(last_id=cursor)
+            view: View | None = None
+            for event in self._stream(cursor, deadline, parser, opened=True):
+                if event.get("opened") or (view is not None and common.concerns(event, view)):
+                    view = self._read(settlement_id, on_progress)
+                if view is not None and view["verdict"] in TERMINAL:
+                    return view
+                if deadline is not None and self.clock() >= deadline:
+                    break
+            cursor = parser.last_id or cursor
+            if deadline is not None and self.clock() >= deadline:
+                return view if view is not None else self.get(settlement_id)
+
+    def _read(self, settlement_id: str, on_progress: Progress | None) -> View:
+        view = self.get(settlement_id)
+        if on_progress is not None:
+            on_progress(view)
+        return view
+
+    def _stream(
+        self,
+        after: int,
+        deadline: float | None,
+        parser: FrameParser | None = None,
+        *,
+        opened: bool = False,
+    ) -> Iterator[Event]:
+        """One connection of the event stream from ``after``: its events until the daemon
+        ends it (or the deadline passes). ``opened``: first yield ``{"opened": True}`` once
+        the daemon has accepted the subscription."""
+        parser = parser or FrameParser(last_id=after)
+        read_s = 30.0 if deadline is None else max(0.05, min(30.0, deadline - self.clock()))
+        headers = {**common.SSE_HEADERS, "Last-Event-ID": str(after)}
+        try:
+            with self.http.stream(
+                "GET", "/v1/events", headers=headers, timeout=httpx.Timeout(10.0, read=read_s)
+            ) as response:
+                if response.status_code != 200:
+                    raise common.stream_error(self.base, response, response.read().decode())
+                if opened:
+                    yield {"opened": True}
+                for line in response.iter_lines():
+                    event = parser.feed(line)
+                    if event is not None:
+                        yield event
+        except httpx.ReadTimeout:
+            return
+        except ClientError:
+            raise
+        except httpx.HTTPError as exc:
+            raise common.unreachable(self.base, exc) from None
