@@ -49,6 +49,7 @@ WATCHER_LAYER = {
     "api": 4,
     "cli": 4,
     "mcp": 4,  # the MCP server: beside cli (cli's `mcp` command starts it)
+    "client": 4,  # the library callers import: guard/ and the API's models only (docs/client.md)
 }
 """The layer of each part of watcher/ (its first name under ``watcher.``)."""
 LOOSE_LAYER = 1
