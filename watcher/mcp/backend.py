@@ -1,20 +1,27 @@
-"""The daemon's HTTP API as the MCP tools need it: one small async adapter.
+"""The daemon's HTTP API as the MCP tools need it: :mod:`watcher.client` behind tool errors.
 
-Kept apart from the tools so it can be swapped for :mod:`watcher.client` without touching
-them. Every API refusal becomes a :class:`ToolError` carrying the API's own message (it
-names the field), so the agent sees what to fix and the server keeps serving.
+Every client failure becomes a :class:`ToolError` carrying the daemon's own message (it
+names the field) and the fields it named, so the agent sees what to fix and the server
+keeps serving. A receipt not signed yet is ``None`` here (may_commit answers WAIT), not an
+error.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 from urllib.parse import quote
 
-import httpx
 from mcp.server.mcpserver.exceptions import ToolError
+
+from watcher.client.async_client import AsyncFinalityClient
+from watcher.client.errors import ClientError, Unreachable
 
 TIMEOUT_S = 15.0
 """Per request; the daemon answers in milliseconds, a receipt being signed in under 5 s."""
+
+View = dict[str, Any]
+_T = TypeVar("_T")
 
 
 class DaemonApi:
@@ -22,51 +29,54 @@ class DaemonApi:
 
     def __init__(self, base: str, timeout: float = TIMEOUT_S) -> None:
         self.base = base.rstrip("/")
-        self._http = httpx.AsyncClient(base_url=self.base, timeout=timeout)
+        self.client = AsyncFinalityClient(self.base, timeout=timeout)
 
     async def close(self) -> None:
         """Close the connection pool."""
-        await self._http.aclose()
+        await self.client.aclose()
 
-    async def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    async def _call(self, call: Coroutine[Any, Any, _T]) -> _T:
         try:
-            return await self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
+            return await call
+        except Unreachable as exc:
             raise ToolError(
-                f"the finality daemon at {self.base} is unreachable ({type(exc).__name__}); "
+                f"the finality daemon at {self.base} did not answer ({exc}); "
                 "nothing was registered or changed"
             ) from None
+        except ClientError as exc:
+            raise ToolError(refusal(exc)) from None
 
-    async def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        response = await self._call(method, path, **kwargs)
-        body = _body(response)
-        if response.status_code >= 400:
-            raise ToolError(_refusal(response.status_code, body))
-        if not isinstance(body, dict):
-            raise ToolError(f"the daemon answered {path} with something not a JSON object")
-        return body
+    async def register(self, body: dict[str, Any]) -> View:
+        """``POST /v1/settlements``: the settlement view (new, or the one already registered)."""
+        return await self._call(self.client.register(**body))
 
-    async def register(self, body: dict[str, Any]) -> dict[str, Any]:
-        """``POST /v1/settlements``: the settlement view (201 new, 200 already registered)."""
-        return await self._json("POST", "/v1/settlements", json=body)
-
-    async def settlement(self, settlement_id: str) -> dict[str, Any]:
+    async def settlement(self, settlement_id: str) -> View:
         """``GET /v1/settlements/{id}``."""
-        return await self._json("GET", f"/v1/settlements/{_seg(settlement_id)}")
+        return await self._call(self.client.get(_seg(settlement_id)))
 
-    async def transaction(self, chain: str, tx_hash: str) -> dict[str, Any]:
+    async def transaction(self, chain: str, tx_hash: str) -> View:
         """``GET /v1/chains/{chain}/txs/{hash}``: registered or answered live."""
-        return await self._json("GET", f"/v1/chains/{_seg(chain)}/txs/{_seg(tx_hash)}")
+        return await self._call(self.client.check(_seg(chain), _seg(tx_hash)))
+
+    async def wait(
+        self,
+        settlement_id: str,
+        timeout_s: float,
+        on_view: Callable[[View], Awaitable[None]],
+    ) -> View:
+        """The view once terminal, or the current one at ``timeout_s`` (the client waits on
+        the daemon's event stream and reads the view again on each event that concerns it)."""
+        call = self.client.wait(_seg(settlement_id), timeout_s=timeout_s, on_progress=on_view)
+        return await self._call(call)
 
     async def receipt(self, settlement_id: str) -> dict[str, Any] | None:
-        """``GET /v1/settlements/{id}/receipt``; None while there is none signed yet."""
-        response = await self._call("GET", f"/v1/settlements/{_seg(settlement_id)}/receipt")
-        body = _body(response)
-        if response.status_code == 404 and isinstance(body, dict) and "verdict" in body:
-            return None
-        if response.status_code >= 400 or not isinstance(body, dict):
-            raise ToolError(_refusal(response.status_code, body))
-        return body
+        """``GET /v1/settlements/{id}/receipt``; None while none is signed yet (404)."""
+        try:
+            return await self.client.receipt(_seg(settlement_id))
+        except ClientError as exc:
+            if exc.status == 404 and not isinstance(exc, Unreachable):
+                return None
+            raise ToolError(refusal(exc)) from None
 
 
 def _seg(value: str) -> str:
@@ -74,17 +84,7 @@ def _seg(value: str) -> str:
     return quote(value, safe="")
 
 
-def _body(response: httpx.Response) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        return None
-
-
-def _refusal(status: int, body: Any) -> str:
-    """The API's one-line error (``"tx_hash: …"``), with its fields named."""
-    if isinstance(body, dict) and isinstance(body.get("error"), str):
-        fields = body.get("fields")
-        named = f" (fields: {', '.join(map(str, fields))})" if fields else ""
-        return f"{body['error']}{named}"
-    return f"the daemon refused the request (HTTP {status})"
+def refusal(exc: ClientError) -> str:
+    """The daemon's one-line error (``"tx_hash: …"``), with the fields it named."""
+    named = f" (fields: {', '.join(map(str, exc.fields))})" if exc.fields else ""
+    return f"{exc}{named}"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
@@ -18,8 +17,6 @@ from watcher.mcp import descriptions as text
 from watcher.mcp.backend import DaemonApi
 from watcher.mcp.decide import decision, is_terminal, progress_line
 
-POLL_S = 0.25
-"""How often ``wait_for_finality`` looks again: a quarter of the fastest chain poll."""
 MAX_WAIT_S = 3600.0
 
 SettlementId = Annotated[str, Field(description="the settlement_id register_settlement returned")]
@@ -73,22 +70,21 @@ class Tools:
         ctx: Context,
         timeout_s: Annotated[float, Field(gt=0, le=MAX_WAIT_S)] = 60.0,
     ) -> Json:
-        view = await self.api.settlement(settlement_id)
-        deadline = anyio.current_time() + timeout_s
-        last = ""
-        while True:
+        sent: list[str] = []
+
+        async def report(view: Json) -> None:
             line = progress_line(view)
-            if line != last:
-                last = line
-                await ctx.report_progress(
-                    float(view.get("confirmations") or 0),
-                    _total(view),
-                    line,
-                )
-            if is_terminal(view) or anyio.current_time() >= deadline:
-                return view
-            await anyio.sleep(min(POLL_S, max(0.0, deadline - anyio.current_time())))
-            view = await self.api.settlement(settlement_id)
+            if not sent or sent[-1] != line:
+                sent.append(line)
+                await ctx.report_progress(float(view.get("confirmations") or 0), _total(view), line)
+
+        view = await self.api.settlement(settlement_id)
+        await report(view)
+        if is_terminal(view):
+            return view
+        view = await self.api.wait(settlement_id, timeout_s, report)
+        await report(view)
+        return view
 
     async def may_commit(self, settlement_id: SettlementId) -> Json:
         view = await self.api.settlement(settlement_id)
