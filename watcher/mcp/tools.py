@@ -7,8 +7,10 @@ offline: an invalid receipt is an answer ``{"valid": false, "reason"}``, not an 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
@@ -18,6 +20,8 @@ from watcher.mcp.backend import DaemonApi
 from watcher.mcp.decide import decision, is_terminal, progress_line
 
 MAX_WAIT_S = 3600.0
+PROGRESS_S = 1.0
+"""How often a waiting ``wait_for_finality`` reads the view for its progress notifications."""
 
 SettlementId = Annotated[str, Field(description="the settlement_id register_settlement returned")]
 Json = dict[str, Any]
@@ -82,9 +86,19 @@ class Tools:
         await report(view)
         if is_terminal(view):
             return view
-        view = await self.api.wait(settlement_id, timeout_s, report)
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._tick, settlement_id, report)
+            view = await self.api.wait(settlement_id, timeout_s, report)
+            group.cancel_scope.cancel()
         await report(view)
         return view
+
+    async def _tick(self, settlement_id: str, report: Callable[[Json], Awaitable[None]]) -> None:
+        """Depth grows with every head and no event says so: look every PROGRESS_S while the
+        wait (on the event stream) runs, for the progress notifications only."""
+        while True:
+            await anyio.sleep(PROGRESS_S)
+            await report(await self.api.settlement(settlement_id))
 
     async def may_commit(self, settlement_id: SettlementId) -> Json:
         view = await self.api.settlement(settlement_id)
