@@ -10,7 +10,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from watcher.cli import chains, daemon, delivery, handoff, mcp_server, receipts, settlements
+from watcher.cli import (
+    chains,
+    daemon,
+    delivery,
+    demo,
+    handoff,
+    mcp_server,
+    receipts,
+    settlements,
+)
 from watcher.cli.common import DEFAULT_API, CliError, Commands, Parser
 
 GROUPS = (
@@ -22,6 +31,7 @@ GROUPS = (
     delivery.add_commands,
     handoff.add_commands,
     mcp_server.add_commands,
+    demo.add_commands,
 )
 """Each command group registers its commands, in the order ``--help`` lists them."""
 
