@@ -13,6 +13,7 @@ from guard.errors import InvalidHash
 from guard.hexes import parse_tx_hash
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
+from watcher.api.models.errors import ERRORS
 from watcher.api.views import chain_or_error, chain_settlement_view, endpoints
 from watcher.config.chains import ChainConfig
 from watcher.store import ChainRecord, SettlementNotFound
@@ -56,7 +57,7 @@ def router(deps: ApiDeps) -> APIRouter:
         recorded = deps.store.chains()  # the heads the owners recorded, on every instance
         return [_chain_json(deps, chain, recorded.get(chain.name)) for chain in deps.config.chains]
 
-    @api.get("/v1/reorgs")
+    @api.get("/v1/reorgs", responses={404: ERRORS[404]})
     def list_reorgs(
         chain: str | None = None, limit: int = Query(default=100, ge=1, le=1000)
     ) -> list[dict[str, Any]]:

@@ -9,12 +9,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import error_response
+from watcher.api.models.params import MAX_ID
 from watcher.store.outbox_store import (
     STATES,
     DeliveryNotFound,
@@ -54,9 +55,13 @@ def router(deps: ApiDeps) -> APIRouter:
 
     @api.get("/v1/deliveries", response_model=list[dict[str, Any]])
     def list_deliveries(
-        state: str | None = Query(default=None, description="pending, sending, delivered, dead"),
+        state: str | None = Query(
+            default=None,
+            description="pending, sending, delivered, dead",
+            json_schema_extra={"enum": list(STATES)},
+        ),
         settlement_id: str | None = None,
-        after: int = Query(default=0, ge=0),
+        after: int = Query(default=0, ge=0, le=MAX_ID),
         limit: int = Query(default=100, ge=1, le=1000),
     ) -> Any:
         """Outbox rows in id order; ``state=dead`` lists what needs a replay."""
@@ -68,7 +73,7 @@ def router(deps: ApiDeps) -> APIRouter:
         return [delivery_json(r) for r in rows]
 
     @api.get("/v1/deliveries/{delivery_id}", response_model=dict[str, Any])
-    def get_delivery(delivery_id: int) -> Any:
+    def get_delivery(delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> Any:
         """One outbox row, with the body it sends."""
         try:
             return delivery_json(outbox.get(delivery_id), with_body=True)
@@ -76,7 +81,7 @@ def router(deps: ApiDeps) -> APIRouter:
             return error_response(404, f"delivery_id: {exc}")
 
     @api.post("/v1/deliveries/{delivery_id}/replay", response_model=dict[str, Any])
-    def replay_delivery(delivery_id: int) -> Any:
+    def replay_delivery(delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> Any:
         """Send a dead delivery again: pending now, attempts reset, same Idempotency-Key."""
         try:
             rec = outbox.replay(delivery_id, deps.clock())

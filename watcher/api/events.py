@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import error_response
+from watcher.api.models.params import MAX_ID
 from watcher.delivery.events_tail import EventTail
 from watcher.delivery.format import SEVERITY_RANK, event_json
 from watcher.store import EventRecord
@@ -45,7 +46,7 @@ def router(deps: ApiDeps) -> APIRouter:
     @api.get("/v1/events", response_model=list[dict[str, Any]])
     def list_events(
         request: Request,
-        after: int = Query(default=0, ge=0),
+        after: int = Query(default=0, ge=0, le=MAX_ID),
         limit: int = Query(default=100, ge=1, le=1000),
     ) -> Any:
         """Alerts and lifecycle events in order; page with ``after`` = the last id seen.
@@ -64,9 +65,12 @@ def event_stream(deps: ApiDeps, request: Request, after: int) -> Response:
     start = after
     header = request.headers.get("last-event-id")
     if header is not None and header.strip():
-        if not header.strip().isdigit():
+        value = header.strip()
+        if not (value.isascii() and value.isdigit()) or int(value) > MAX_ID:
             return error_response(
-                422, f"Last-Event-ID: must be an event id (integer), got {header!r}"
+                422,
+                f"Last-Event-ID: must be an event id (integer), got {header!r}",
+                fields=["Last-Event-ID"],
             )
         start = int(header.strip())
     kinds_param = request.query_params.get("kinds")

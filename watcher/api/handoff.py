@@ -18,6 +18,7 @@ from fastapi import APIRouter, Path, Query
 from guard.handoff_receipts import HANDOFF_KINDS
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
+from watcher.api.models.params import MAX_ID
 from watcher.store import lease_store as ls
 
 
@@ -73,7 +74,7 @@ def router(deps: ApiDeps) -> APIRouter:
 
     @api.get("/v1/handoffs/{handoff_id}", response_model=dict[str, Any])
     def get_handoff(
-        handoff_id: int = Path(ge=1, description="the takeover's id (GET /v1/handoffs)"),
+        handoff_id: int = Path(ge=1, le=MAX_ID, description="the takeover's id (GET /v1/handoffs)"),
     ) -> Any:
         """One takeover with its recorded elements and their signed receipts."""
         row = ls.handoff(engine, handoff_id)

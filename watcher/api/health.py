@@ -19,7 +19,7 @@ def router(deps: ApiDeps) -> APIRouter:
     registry = CollectorRegistry()
     registry.register(ServiceCollector(deps))
 
-    @api.get("/healthz")
+    @api.get("/healthz", responses={503: {"description": "Not healthy (same body)"}})
     def healthz() -> JSONResponse:
         """200 when every chain polled successfully of late, else 503 with the reasons."""
         recorded, store_error = recorded_heads(deps.store)
@@ -37,7 +37,11 @@ def router(deps: ApiDeps) -> APIRouter:
             body["store_error"] = store_error
         return JSONResponse(body, status_code=200 if ok else 503)
 
-    @api.get("/metrics")
+    @api.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    )
     def metrics() -> PlainTextResponse:
         """Prometheus text format."""
         return PlainTextResponse(

@@ -32,6 +32,9 @@ from watcher.api.views import chain_settlement_view
 from watcher.store import NewSettlement, SettlementRecord
 from watcher.store.listing_store import EVM_KIND, listing
 
+CURSOR = r"^[0-9]{1,18}$"
+"""What a cursor looks like (a ``seq``)."""
+
 
 def router(deps: ApiDeps) -> APIRouter:
     """The listing and batch routes over ``deps``."""
@@ -43,7 +46,7 @@ def router(deps: ApiDeps) -> APIRouter:
         verdict: Annotated[Verdict | None, Query()] = None,
         kind: Annotated[str | None, Query(description="evm_tx or a source kind.")] = None,
         cursor: Annotated[
-            str | None, Query(description="next_cursor of the previous page.")
+            str | None, Query(description="next_cursor of the previous page.", pattern=CURSOR)
         ] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     ) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from watcher.api import (
 )
 from watcher.api.deps import ApiDeps, deps_of
 from watcher.api.errors import install
+from watcher.api.openapi_doc import install_openapi
 
 if TYPE_CHECKING:
     from watcher.app.daemon import App
@@ -48,6 +49,7 @@ def build_app(deps: ApiDeps) -> FastAPI:
         handoff,
     ):
         app.include_router(topic.router(deps))
+    install_openapi(app)
     return app
 
 

@@ -28,21 +28,17 @@ from watcher.delivery.format import event_json
 
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: ERRORS[404]}
 
-REQUEST_BODY: dict[str, Any] = {
-    "required": True,
-    "content": {
-        "application/json": {
-            "schema": {
-                "anyOf": [
-                    SettlementRequest.model_json_schema(),
-                    SourceSettlementRequest.model_json_schema(),
-                ]
-            }
-        }
-    },
-}
-"""The body ``POST /v1/settlements`` takes: a chain registration or a source one (the route
-parses it itself, by ``kind``, so the schema is given here)."""
+
+def request_body(chains: list[str]) -> dict[str, Any]:
+    """The body ``POST /v1/settlements`` takes: a chain registration on one of ``chains``,
+    or a source one (the route parses it itself, by ``kind``, so the schema is given here)."""
+    chain = SettlementRequest.model_json_schema()
+    chain["properties"]["chain"]["enum"] = chains
+    source = SourceSettlementRequest.model_json_schema()
+    return {
+        "required": True,
+        "content": {"application/json": {"schema": {"anyOf": [chain, source]}}},
+    }
 
 
 _CREATE: dict[str, Any] = {
@@ -54,7 +50,6 @@ _CREATE: dict[str, Any] = {
         413: ERRORS[413],
         422: ERRORS[422],
     },
-    "openapi_extra": {"requestBody": REQUEST_BODY},
 }
 """How ``POST /v1/settlements`` is documented."""
 
@@ -63,7 +58,9 @@ def router(deps: ApiDeps) -> APIRouter:
     """The settlement routes over ``deps``."""
     api = APIRouter()
 
-    @api.post("/v1/settlements", **_CREATE)
+    body_doc = request_body([c.name for c in deps.config.chains])
+
+    @api.post("/v1/settlements", **_CREATE, openapi_extra={"requestBody": body_doc})
     def create_settlement(payload: Annotated[dict[str, Any], Body()]) -> JSONResponse:
         """Register a settlement; 200 with the same settlement if it was already registered.
 

@@ -26,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 
 from guard.source import InvalidRef
 from watcher.api.deps import ApiDeps
+from watcher.api.models.errors import ERRORS
 from watcher.sources.inbox import WebhookInbox
 from watcher.sources.poller import SourceSlot
 from watcher.sources.stripe_settings import KIND as STRIPE_KIND
@@ -36,16 +37,23 @@ MAX_WEBHOOK_BYTES = 1 << 20
 """Largest webhook body read (Stripe's events are far smaller)."""
 
 
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    202: {"description": "Received; applied once this instance owns the source"},
+    **{s: ERRORS[s] for s in (400, 404, 413, 503)},
+}
+"""A webhook is refused when no source takes it (404), unsigned or stale (400), too large."""
+
+
 def router(deps: ApiDeps) -> APIRouter:
     """The Stripe webhook routes over ``deps``."""
     api = APIRouter()
 
-    @api.post("/v1/webhooks/stripe")
+    @api.post("/v1/webhooks/stripe", responses=_ERRORS)
     async def stripe_webhook(request: Request) -> JSONResponse:
         """Stripe's signed event for the one Stripe source that has a ``webhook_secret``."""
         return await _stripe_event(deps, request, None)
 
-    @api.post("/v1/webhooks/stripe/{source}")
+    @api.post("/v1/webhooks/stripe/{source}", responses=_ERRORS)
     async def stripe_webhook_for(source: str, request: Request) -> JSONResponse:
         """Stripe's signed event for the Stripe source named ``source``."""
         return await _stripe_event(deps, request, source)

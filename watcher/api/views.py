@@ -31,6 +31,7 @@ def chain_or_error(deps: ApiDeps, name: str, status: int = 404) -> ChainConfig:
         raise ApiError(
             status,
             f"chain: unknown chain {name!r}; known chains: {', '.join(known)}",
+            fields=["chain"],
             known_chains=known,
         ) from None
 

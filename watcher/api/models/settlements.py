@@ -20,6 +20,9 @@ MAX_BATCH = 1000
 MAX_PAGE = 500
 """Largest ``limit`` of ``GET /v1/settlements``."""
 
+TX_HASH = "^0x[0-9a-fA-F]{64}$"
+"""What a tx hash looks like (documented; the check is guard.hexes.parse_tx_hash)."""
+
 Verdict = Literal[
     "NO_SETTLEMENT",
     "AWAITING_FINALITY",
@@ -35,7 +38,7 @@ class SettlementRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     chain: str = Field(description="Configured chain name, e.g. 'local'.")
-    tx_hash: str = Field(description="0x + 64 hex digits.")
+    tx_hash: str = Field(description="0x + 64 hex digits.", json_schema_extra={"pattern": TX_HASH})
     confirmations: int | None = Field(
         default=None, ge=1, description="Depth N; chain default if omitted."
     )
@@ -46,7 +49,9 @@ class SettlementRequest(BaseModel):
         default=None, description="State to commit on finality."
     )
     commit_url: str | None = Field(
-        default=None, description="Where commit/discard events are POSTed."
+        default=None,
+        description="Where commit/discard events are POSTed.",
+        json_schema_extra={"pattern": "^https?://"},
     )
     provisional: bool = Field(
         default=False,
