@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.anvil import Anvil
 from tests.support.daemon import CHAIN, Daemon
+from watcher.api.models.settlements import SettlementView
 from watcher.client import AsyncFinalityClient, FinalityClient, Rejected, verify
 
 
@@ -156,3 +157,28 @@ def test_the_async_client_registers_waits_and_fetches_the_receipt(
     verdict, receipt = asyncio.run(main())
     assert verdict == "FINALITY_CONFIRMED"
     assert verify(receipt).valid
+
+
+def test_listing_and_batch_answer_the_api_models(
+    module_anvil: Anvil, module_daemon: Daemon
+) -> None:
+    client = FinalityClient(module_daemon.url)
+    txs = [module_anvil.send() for _ in range(2)]
+    for tx in txs:
+        module_anvil.receipt(tx)
+    batch = client.register_batch(
+        [{"chain": CHAIN, "tx_hash": txs[0]}, {"chain": CHAIN, "tx_hash": "0x12"}]
+    )
+    assert [r.status for r in batch.results] == [201, 422]
+    assert batch.results[0].settlement is not None
+    assert batch.results[1].fields == ["tx_hash"]
+    sid = batch.results[0].settlement.settlement_id
+    seen: list[str] = []
+    page = client.settlements(chain=CHAIN, limit=1)
+    while True:
+        seen += [item.settlement_id for item in page.items]
+        if page.next_cursor is None:
+            break
+        page = client.settlements(chain=CHAIN, limit=1, cursor=page.next_cursor)
+    assert sid in seen
+    assert SettlementView.model_validate(client.get(sid)).settlement_id == sid

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from watcher.api.models.settlements import BatchResponse, SettlementPage
 from watcher.client import common
 from watcher.client.common import TERMINAL, Event, View
 from watcher.client.errors import ClientError
@@ -75,6 +76,17 @@ class AsyncFinalityClient:
     async def receipt(self, settlement_id: str) -> dict[str, Any]:
         """The settlement's signed receipt."""
         return dict(await self.request("GET", f"/v1/settlements/{settlement_id}/receipt"))
+
+    async def settlements(self, **filters: str | int | None) -> SettlementPage:
+        """One page of registered settlements, typed (see the sync client)."""
+        params = {k: v for k, v in filters.items() if v is not None}
+        body = await self.request("GET", "/v1/settlements", params=params)
+        return SettlementPage.model_validate(body)
+
+    async def register_batch(self, items: list[dict[str, Any]]) -> BatchResponse:
+        """Up to 1,000 registrations in one store transaction; a typed result per item."""
+        body = await self.request("POST", "/v1/settlements/batch", json={"items": items})
+        return BatchResponse.model_validate(body)
 
     async def settlement_events(self, settlement_id: str) -> list[Event]:
         """The events recorded for one settlement, oldest first."""

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from watcher.api.models.settlements import BatchResponse, SettlementPage
 from watcher.client import common
 from watcher.client.common import TERMINAL, Event, View
 from watcher.client.errors import ClientError
@@ -84,6 +85,17 @@ class FinalityClient:
     def receipt(self, settlement_id: str) -> dict[str, Any]:
         """The settlement's signed receipt, as ``finality verify`` and :func:`verify` take it."""
         return dict(self.request("GET", f"/v1/settlements/{settlement_id}/receipt"))
+
+    def settlements(self, **filters: str | int | None) -> SettlementPage:
+        """One page of registered settlements, typed (``chain``, ``verdict``, ``kind``,
+        ``cursor`` = the previous page's ``next_cursor``, ``limit``)."""
+        params = {k: v for k, v in filters.items() if v is not None}
+        return SettlementPage.model_validate(self.request("GET", "/v1/settlements", params=params))
+
+    def register_batch(self, items: list[dict[str, Any]]) -> BatchResponse:
+        """Up to 1,000 registrations in one store transaction; a typed result per item."""
+        body = self.request("POST", "/v1/settlements/batch", json={"items": items})
+        return BatchResponse.model_validate(body)
 
     def settlement_events(self, settlement_id: str) -> list[Event]:
         """The events recorded for one settlement, oldest first."""
