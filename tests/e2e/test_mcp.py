@@ -184,9 +184,17 @@ async def test_a_reverted_transaction_ends_in_discard_with_its_receipt(
     tx = module_anvil.send_revert()
     assert module_anvil.receipt(tx)["status"] == "0x0"
     async with connect("stdio", module_daemon, None) as mcp:
-        sid = result(await mcp.call_tool("register_settlement", {"chain": CHAIN, "tx_hash": tx}))[
-            "settlement_id"
-        ]
+        state = {"order": "o-17", "credit": 5}
+        view = result(
+            await mcp.call_tool(
+                "register_settlement", {"chain": CHAIN, "tx_hash": tx, "dependent_state": state}
+            )
+        )
+        sid = view["settlement_id"]
+        assert view["dependent_state"] == state
+        binding = view["binding"]
+        assert binding["kind"] == "dependent_state_binding_receipt"
+        assert result(await mcp.call_tool("verify_receipt", {"receipt": binding}))["valid"]
         module_anvil.mine(3)
         final = result(
             await mcp.call_tool("wait_for_finality", {"settlement_id": sid, "timeout_s": 60})
@@ -219,3 +227,22 @@ async def test_bad_arguments_are_tool_errors_naming_the_field_and_serving_goes_o
         assert "signer" in error_text(bad_signer)
         live = result(await mcp.call_tool("check_transaction", {"chain": CHAIN, "tx_hash": tx}))
         assert live["tx_hash"] == tx and live["block_number"] is not None
+
+
+async def test_a_daemon_that_does_not_answer_is_a_tool_error_without_its_password(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    secret = "s3cr3t-pw"
+    api = f"http://agent:{secret}@127.0.0.1:{free_port()}"
+    target = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "watcher.cli", "mcp", "--api", api],
+        env=subprocess_env(),
+        cwd=str(ROOT),
+    )
+    async with Client(target) as mcp:
+        first = error_text(await mcp.call_tool("get_settlement", {"settlement_id": "stl_x"}))
+        assert "did not answer" in first and "127.0.0.1" in first and secret not in first
+        again = await mcp.call_tool("may_commit", {"settlement_id": "stl_x"})
+        assert secret not in error_text(again)
+    assert secret not in capfd.readouterr().err

@@ -2,7 +2,8 @@
 
 Every client failure becomes a :class:`ToolError` carrying the daemon's own message (it
 names the field) and the fields it named, so the agent sees what to fix and the server
-keeps serving. A receipt not signed yet is ``None`` here (may_commit answers WAIT), not an
+keeps serving. A daemon that does not answer is named by scheme, host and port only: a
+password or key in ``--api`` never reaches the agent. A receipt not signed yet is ``None`` here (may_commit answers WAIT), not an
 error.
 """
 
@@ -14,6 +15,7 @@ from urllib.parse import quote
 
 from mcp.server.mcpserver.exceptions import ToolError
 
+from chains.health import redact
 from watcher.client.async_client import AsyncFinalityClient
 from watcher.client.errors import ClientError, Unreachable
 
@@ -38,13 +40,17 @@ class DaemonApi:
     async def _call(self, call: Coroutine[Any, Any, _T]) -> _T:
         try:
             return await call
-        except Unreachable as exc:
-            raise ToolError(
-                f"the finality daemon at {self.base} did not answer ({exc}); "
-                "nothing was registered or changed"
-            ) from None
         except ClientError as exc:
-            raise ToolError(refusal(exc)) from None
+            raise self._tool_error(exc) from None
+
+    def _tool_error(self, exc: ClientError) -> ToolError:
+        if isinstance(exc, Unreachable):
+            status = f" (HTTP {exc.status})" if exc.status else ""
+            return ToolError(
+                f"the finality daemon at {redact(self.base)} did not answer{status}; "
+                "nothing was registered or changed"
+            )
+        return ToolError(refusal(exc))
 
     async def register(self, body: dict[str, Any]) -> View:
         """``POST /v1/settlements``: the settlement view (new, or the one already registered)."""
@@ -76,7 +82,7 @@ class DaemonApi:
         except ClientError as exc:
             if exc.status == 404 and not isinstance(exc, Unreachable):
                 return None
-            raise ToolError(refusal(exc)) from None
+            raise self._tool_error(exc) from None
 
 
 def _seg(value: str) -> str:
