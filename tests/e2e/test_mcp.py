@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -134,7 +135,7 @@ async def test_an_agent_waits_for_commit_and_verifies_its_receipt(
         wait = result(await mcp.call_tool("may_commit", {"settlement_id": sid}))
         assert wait["decision"] == "WAIT" and wait["receipt"] is None
         assert wait["verdict"] == "AWAITING_FINALITY" and wait["why"]
-        assert "until" in wait
+        assert wait["until"] > time.time() * 1000  # the deadline, unix milliseconds
 
         early = result(
             await mcp.call_tool("wait_for_finality", {"settlement_id": sid, "timeout_s": 0.3})

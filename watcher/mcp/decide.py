@@ -23,7 +23,7 @@ def is_terminal(view: dict[str, Any]) -> bool:
 def decision(view: dict[str, Any], receipt: dict[str, Any] | None) -> dict[str, Any]:
     """``{"decision", "verdict", "directive", "receipt", ...}`` for ``view``.
 
-    WAIT adds ``why`` (what is still missing) and ``until`` (the deadline, unix seconds, after
+    WAIT adds ``why`` (what is still missing) and ``until`` (the deadline, unix milliseconds, after
     which the settlement times out and the answer becomes DISCARD; null when there is none)."""
     verdict = view.get("verdict")
     base = {

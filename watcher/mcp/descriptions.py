@@ -55,7 +55,7 @@ The decision an agent acts on, for a registered settlement. Answers
 - COMMIT: the settlement is final (FINALITY_CONFIRMED); `receipt` is the signed finality
   receipt. Now, and only now, commit the dependent state; keep the receipt as proof.
 - WAIT: not final yet; `why` says what is missing (inclusion, depth, a receipt being signed)
-  and `until` is the deadline (unix seconds, or null) after which the settlement times out
+  and `until` is the deadline (unix milliseconds) after which the settlement times out
   and the decision becomes DISCARD. Do not commit anything; ask again later.
 - DISCARD: the settlement failed (reverted, replaced, dropped) or timed out; `receipt` is
   the signed failure or timeout receipt. Do not commit; undo or drop the prepared state.

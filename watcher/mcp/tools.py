@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from watcher.mcp import descriptions as text
@@ -147,13 +148,18 @@ def build_server(api_url: str) -> MCPServer:
     """The MCP server over the daemon at ``api_url``, every tool registered."""
     server: MCPServer = MCPServer(name="finality-watcher", instructions=text.INSTRUCTIONS)
     tools = Tools(DaemonApi(api_url))
-    for fn, description in (
-        (tools.register_settlement, text.REGISTER),
-        (tools.get_settlement, text.GET),
-        (tools.check_transaction, text.CHECK),
-        (tools.wait_for_finality, text.WAIT),
-        (tools.may_commit, text.MAY_COMMIT),
-        (tools.verify_receipt, text.VERIFY),
+    reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    for fn, description, hints in (
+        (
+            tools.register_settlement,
+            text.REGISTER,
+            ToolAnnotations(destructive_hint=False, idempotent_hint=True),
+        ),
+        (tools.get_settlement, text.GET, reads),
+        (tools.check_transaction, text.CHECK, reads),
+        (tools.wait_for_finality, text.WAIT, reads),
+        (tools.may_commit, text.MAY_COMMIT, reads),
+        (tools.verify_receipt, text.VERIFY, reads),
     ):
-        server.add_tool(fn, description=description, structured_output=True)
+        server.add_tool(fn, description=description, annotations=hints, structured_output=True)
     return server
