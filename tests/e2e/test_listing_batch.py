@@ -3,7 +3,9 @@ transaction, a result per item) on a real daemon process against a real anvil.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -138,3 +140,38 @@ def anvil_tx(module_anvil: Anvil) -> str:
     tx = module_anvil.send(value=3)
     module_anvil.receipt(tx)
     return tx
+
+
+def test_finality_register_file_reports_each_item(daemon: Daemon, tmp_path: Path) -> None:
+    good = [_item(unknown_hash(0xF1)), _item(unknown_hash(0xF2), confirmations=4)]
+    path = tmp_path / "batch.json"
+    path.write_text(json.dumps([*good, _item("0xnothex")]))
+    done = daemon.cli("register", "--file", str(path), "--json")
+    assert done.returncode == 64, done.stderr
+    results = json.loads(done.stdout)["results"]
+    assert [r["status"] for r in results] == [201, 201, 422]
+    assert "1 of 3 refused" in done.stderr
+    path.write_text(json.dumps(good))
+    again = daemon.cli("register", "--file", str(path))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("already registered") == 2
+    missing = daemon.cli("register", "--file", str(tmp_path / "nope.json"))
+    assert missing.returncode == 64 and "--file" in missing.stderr
+
+
+def test_finality_settlements_pages_with_a_cursor(
+    module_anvil: Anvil, anvil_tx: str, make_daemon: Callable[..., Daemon]
+) -> None:
+    daemon = make_daemon(module_anvil.url)
+    ids = [daemon.register(unknown_hash(0xA100 + i))["settlement_id"] for i in range(4)]
+    confirmed = daemon.register(anvil_tx, confirmations=1)["settlement_id"]
+    daemon.wait_verdict(confirmed, "FINALITY_CONFIRMED")
+    first = daemon.cli("settlements", "--limit", "3", "--json")
+    assert first.returncode == 0, first.stderr
+    page = json.loads(first.stdout)
+    assert [v["settlement_id"] for v in page["items"]] == ids[:3]
+    rest = daemon.cli("settlements", "--cursor", page["next_cursor"], "--json")
+    assert [v["settlement_id"] for v in json.loads(rest.stdout)["items"]] == [*ids[3:], confirmed]
+    final = daemon.cli("settlements", "--verdict", "FINALITY_CONFIRMED")
+    assert final.returncode == 0, final.stderr
+    assert final.stdout.splitlines()[0].startswith(f"{confirmed}  FINALITY_CONFIRMED")
