@@ -24,7 +24,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     url = api_url(args)
     http = _host_port(args.http) if args.http else None
     try:
-        from watcher.mcp.tools import build_server
+        from watcher.mcp.mcp_tools import build_server
     except ImportError as exc:
         raise CliError(
             f"mcp: the MCP SDK is not installed ({exc.name}): pip install 'finality-watcher[mcp]'",

@@ -7,18 +7,19 @@ offline: an invalid receipt is an answer ``{"valid": false, "reason"}``, not an 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from watcher.mcp import descriptions as text
-from watcher.mcp.backend import DaemonApi
 from watcher.mcp.decide import decision, is_terminal, progress_line
+from watcher.mcp.mcp_backend import DaemonApi
 
 MAX_WAIT_S = 3600.0
 PROGRESS_S = 1.0
@@ -87,10 +88,13 @@ class Tools:
         await report(view)
         if is_terminal(view):
             return view
-        async with anyio.create_task_group() as group:
-            group.start_soon(self._tick, settlement_id, report)
+        ticks = asyncio.ensure_future(self._tick(settlement_id, report))
+        try:
             view = await self.api.wait(settlement_id, timeout_s, report)
-            group.cancel_scope.cancel()
+        finally:
+            ticks.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ToolError):
+                await ticks
         await report(view)
         return view
 
@@ -98,7 +102,7 @@ class Tools:
         """Depth grows with every head and no event says so: look every PROGRESS_S while the
         wait (on the event stream) runs, for the progress notifications only."""
         while True:
-            await anyio.sleep(PROGRESS_S)
+            await asyncio.sleep(PROGRESS_S)
             await report(await self.api.settlement(settlement_id))
 
     async def may_commit(self, settlement_id: SettlementId) -> Json:
