@@ -14,6 +14,7 @@ from guard.hexes import parse_tx_hash
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.models.errors import ERRORS
+from watcher.api.models.views import ChainView, ReorgView, TxView
 from watcher.api.views import chain_or_error, chain_settlement_view, endpoints
 from watcher.config.chains import ChainConfig
 from watcher.store import ChainRecord, SettlementNotFound
@@ -26,7 +27,9 @@ def router(deps: ApiDeps) -> APIRouter:
     """The chain routes over ``deps``."""
     api = APIRouter()
 
-    @api.get("/v1/chains/{chain}/txs/{tx_hash}")
+    @api.get(
+        "/v1/chains/{chain}/txs/{tx_hash}", response_model=TxView, response_model_exclude_unset=True
+    )
     def get_tx(
         chain: str,
         tx_hash: str,
@@ -51,36 +54,43 @@ def router(deps: ApiDeps) -> APIRouter:
                 503, f"chain {chain!r}: node unavailable for a live answer: {exc}"
             ) from None
 
-    @api.get("/v1/chains")
+    @api.get("/v1/chains", response_model=list[ChainView], response_model_exclude_unset=True)
     def list_chains() -> list[dict[str, Any]]:
         """Configured chains with their head, health and RPC use."""
         recorded = deps.store.chains()  # the heads the owners recorded, on every instance
         return [_chain_json(deps, chain, recorded.get(chain.name)) for chain in deps.config.chains]
 
-    @api.get("/v1/reorgs", responses={404: ERRORS[404]})
+    @api.get(
+        "/v1/reorgs",
+        response_model=list[ReorgView],
+        response_model_exclude_unset=True,
+        responses={404: ERRORS[404]},
+    )
     def list_reorgs(
         chain: str | None = None, limit: int = Query(default=100, ge=1, le=1000)
     ) -> list[dict[str, Any]]:
         """Reorgs seen, newest first, with depth, common ancestor and touched settlements."""
         if chain is not None:
             chain_or_error(deps, chain)
-        return [
-            {
-                "id": r.id,
-                "chain": r.chain,
-                "detected_at": r.detected_at,
-                "depth": r.depth,
-                "common_ancestor": {"number": r.ancestor_number, "hash": r.ancestor_hash},
-                "old_head": {"number": r.old_head_number, "hash": r.old_head_hash},
-                "new_head": {"number": r.new_head_number, "hash": r.new_head_hash},
-                "replaced": r.replaced,
-                "touched": r.touched,
-                "finality_violation": r.finality_violation,
-            }
-            for r in deps.store.reorgs(chain, limit)
-        ]
+        return [_reorg_json(r) for r in deps.store.reorgs(chain, limit)]
 
     return api
+
+
+def _reorg_json(r: Any) -> dict[str, Any]:
+    """One reorg as ``/v1/reorgs`` lists it."""
+    return {
+        "id": r.id,
+        "chain": r.chain,
+        "detected_at": r.detected_at,
+        "depth": r.depth,
+        "common_ancestor": {"number": r.ancestor_number, "hash": r.ancestor_hash},
+        "old_head": {"number": r.old_head_number, "hash": r.old_head_hash},
+        "new_head": {"number": r.new_head_number, "hash": r.new_head_hash},
+        "replaced": r.replaced,
+        "touched": r.touched,
+        "finality_violation": r.finality_violation,
+    }
 
 
 def _chain_json(deps: ApiDeps, chain: ChainConfig, head: ChainRecord | None) -> dict[str, Any]:

@@ -15,7 +15,9 @@ from fastapi import APIRouter, Path, Query
 
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import error_response
+from watcher.api.models.errors import ERRORS
 from watcher.api.models.params import MAX_ID
+from watcher.api.models.views import DeliveryView
 from watcher.store.outbox_store import (
     STATES,
     DeliveryNotFound,
@@ -53,7 +55,7 @@ def router(deps: ApiDeps) -> APIRouter:
     api = APIRouter()
     outbox = deps.store.outbox()
 
-    @api.get("/v1/deliveries", response_model=list[dict[str, Any]])
+    @api.get("/v1/deliveries", response_model=list[DeliveryView], response_model_exclude_unset=True)
     def list_deliveries(
         state: str | None = Query(
             default=None,
@@ -72,7 +74,11 @@ def router(deps: ApiDeps) -> APIRouter:
         rows = outbox.list(state, settlement_id, after, limit)
         return [delivery_json(r) for r in rows]
 
-    @api.get("/v1/deliveries/{delivery_id}", response_model=dict[str, Any])
+    @api.get(
+        "/v1/deliveries/{delivery_id}",
+        response_model=DeliveryView,
+        response_model_exclude_unset=True,
+    )
     def get_delivery(delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> Any:
         """One outbox row, with the body it sends."""
         try:
@@ -80,7 +86,12 @@ def router(deps: ApiDeps) -> APIRouter:
         except DeliveryNotFound as exc:
             return error_response(404, f"delivery_id: {exc}")
 
-    @api.post("/v1/deliveries/{delivery_id}/replay", response_model=dict[str, Any])
+    @api.post(
+        "/v1/deliveries/{delivery_id}/replay",
+        response_model=DeliveryView,
+        response_model_exclude_unset=True,
+        responses={409: ERRORS[409]},
+    )
     def replay_delivery(delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> Any:
         """Send a dead delivery again: pending now, attempts reset, same Idempotency-Key."""
         try:

@@ -22,6 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import error_response
 from watcher.api.models.params import MAX_ID
+from watcher.api.models.views import EventView
 from watcher.delivery.events_tail import EventTail
 from watcher.delivery.format import SEVERITY_RANK, event_json
 from watcher.store import EventRecord
@@ -43,7 +44,17 @@ def router(deps: ApiDeps) -> APIRouter:
     """The events route over ``deps``."""
     api = APIRouter()
 
-    @api.get("/v1/events", response_model=list[dict[str, Any]])
+    @api.get(
+        "/v1/events",
+        response_model=list[EventView],
+        response_model_exclude_unset=True,
+        responses={
+            200: {
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                "description": "JSON by default; SSE frames with Accept: text/event-stream",
+            }
+        },
+    )
     def list_events(
         request: Request,
         after: int = Query(default=0, ge=0, le=MAX_ID),

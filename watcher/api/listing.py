@@ -40,7 +40,12 @@ def router(deps: ApiDeps) -> APIRouter:
     """The listing and batch routes over ``deps``."""
     api = APIRouter()
 
-    @api.get("/v1/settlements", response_model=SettlementPage, responses={422: ERRORS[422]})
+    @api.get(
+        "/v1/settlements",
+        response_model=SettlementPage,
+        response_model_exclude_unset=True,
+        responses={422: ERRORS[422]},
+    )
     def list_settlements(
         chain: Annotated[str | None, Query(description="Chain (or source) name.")] = None,
         verdict: Annotated[Verdict | None, Query()] = None,
@@ -63,6 +68,7 @@ def router(deps: ApiDeps) -> APIRouter:
     @api.post(
         "/v1/settlements/batch",
         response_model=BatchResponse,
+        response_model_exclude_unset=True,
         responses={422: ERRORS[422], 503: ERRORS[503]},
     )
     def register_batch(body: BatchRequest) -> dict[str, Any]:
@@ -82,10 +88,11 @@ def router(deps: ApiDeps) -> APIRouter:
         stored = listing(deps.store).register_batch([new for _, new in valid])
         for (index, _), (rec, created) in zip(valid, stored, strict=True):
             view = SettlementView.model_validate(_view(deps, rec))
+            status = 201 if created else 200
             results[index] = BatchItemResult(
-                index=index, status=201 if created else 200, settlement=view
+                index=index, status=status, settlement=view, error=None, fields=[]
             )
-        return {"results": [r.model_dump() for r in results if r is not None]}
+        return {"results": [r.model_dump(exclude_unset=True) for r in results if r is not None]}
 
     return api
 
@@ -105,6 +112,7 @@ def _checked(deps: ApiDeps, index: int, item: dict[str, Any]) -> NewSettlement |
         return BatchItemResult(
             index=index,
             status=422,
+            settlement=None,
             error=f"kind: the batch registers {EVM_KIND} settlements only",
             fields=["kind"],
         )
@@ -113,12 +121,13 @@ def _checked(deps: ApiDeps, index: int, item: dict[str, Any]) -> NewSettlement |
         return checked_settlement(deps, body)
     except ValidationError as exc:
         answer = validation_body(exc.errors(include_url=False))
-        return BatchItemResult(index=index, status=422, **answer)
+        return BatchItemResult(index=index, status=422, settlement=None, **answer)
     except ApiError as exc:
         fields = exc.extra.get("fields")
         return BatchItemResult(
             index=index,
             status=exc.status,
+            settlement=None,
             error=exc.message,
             fields=[str(f) for f in fields] if isinstance(fields, list) else [],
         )

@@ -57,7 +57,6 @@ _CREATE: dict[str, Any] = {
 def router(deps: ApiDeps) -> APIRouter:
     """The settlement routes over ``deps``."""
     api = APIRouter()
-
     body_doc = request_body([c.name for c in deps.config.chains])
 
     @api.post("/v1/settlements", **_CREATE, openapi_extra={"requestBody": body_doc})
@@ -71,15 +70,18 @@ def router(deps: ApiDeps) -> APIRouter:
             view, status = register_source_settlement(deps, payload)
             return JSONResponse(view, status_code=status)
         try:
-            body = SettlementRequest.model_validate(
-                {k: v for k, v in payload.items() if k != "kind"}
-            )
+            body = SettlementRequest.model_validate(_without_kind(payload))
         except ValidationError as exc:
             raise RequestValidationError(exc.errors(include_url=False)) from None
         view, created = _register(deps, body)
         return JSONResponse(view, status_code=201 if created else 200)
 
-    @api.get("/v1/settlements/{settlement_id}", response_model=SettlementView, responses=_NOT_FOUND)
+    @api.get(
+        "/v1/settlements/{settlement_id}",
+        response_model=SettlementView,
+        response_model_exclude_unset=True,
+        responses=_NOT_FOUND,
+    )
     def get_settlement(settlement_id: str) -> dict[str, Any]:
         """A registered settlement's current view."""
         rec = settlement_or_error(deps, settlement_id)
@@ -110,6 +112,11 @@ def router(deps: ApiDeps) -> APIRouter:
         return [event_json(e) for e in deps.store.events(settlement_id=settlement_id)]
 
     return api
+
+
+def _without_kind(payload: dict[str, Any]) -> dict[str, Any]:
+    """A chain body without its (default) ``kind``."""
+    return {k: v for k, v in payload.items() if k != "kind"}
 
 
 def _register(deps: ApiDeps, body: SettlementRequest) -> tuple[dict[str, Any], bool]:

@@ -1,0 +1,121 @@
+"""Answers of the read routes besides settlements: a tx by hash, chains, events, reorgs,
+deliveries. Every key today's answers carry is declared; ``extra="allow"`` keeps a newer
+daemon's additional keys readable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from watcher.api.models.settlements import Verdict
+
+
+class TxView(BaseModel):
+    """``GET /v1/chains/{chain}/txs/{tx_hash}``: the registered settlement's view, or a live
+    answer from the node for an unregistered hash (``registered`` false, no id)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    settlement_id: str | None
+    registered: bool
+    chain: str
+    tx_hash: str
+    verdict: Verdict
+    directive: str | None = None
+    block_number: int | None = None
+    block_hash: str | None = None
+    status: int | None = None
+    confirmations: int | None = None
+    required_confirmations: int | None = None
+    finality_mode: str | None = None
+    head_number: int | None = None
+    reorg_count: int = 0
+    replaced_by: str | None = None
+    digest: str | None = None
+    evidence: Any = None
+    receipt: dict[str, Any] | None = None
+
+
+class ChainView(BaseModel):
+    """One chain of ``GET /v1/chains``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    chain_id: int | None = None
+    confirmations: int
+    finality: str
+    poll_interval_s: float
+    head_number: int | None = None
+    head_hash: str | None = None
+    finalized_number: int | None = None
+    healthy: bool
+    lagging: bool
+    last_error: str | None = None
+    watched: int
+    rpc: list[dict[str, Any]] = Field(description="Endpoints (credentials redacted).")
+    rpc_calls: dict[str, int]
+    budget: dict[str, Any] | None = None
+    heads: dict[str, Any]
+
+
+class EventView(BaseModel):
+    """One event of ``GET /v1/events`` (and the ``data:`` of its SSE frames)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: int
+    chain: str | None = None
+    settlement_id: str | None = None
+    kind: str
+    severity: str
+    payload: dict[str, Any] | None = None
+    created_at: int
+
+
+class BlockRef(BaseModel):
+    """A block by number and hash."""
+
+    number: int | None = None
+    hash: str | None = None
+
+
+class ReorgView(BaseModel):
+    """One reorg of ``GET /v1/reorgs``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: int
+    chain: str
+    detected_at: int
+    depth: int
+    common_ancestor: BlockRef
+    old_head: BlockRef
+    new_head: BlockRef
+    replaced: list[dict[str, Any]]
+    touched: list[str]
+    finality_violation: bool
+
+
+class DeliveryView(BaseModel):
+    """One outbox row of ``GET /v1/deliveries`` (``body`` only from ``…/{id}``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: int
+    settlement_id: str | None = None
+    event_id: int | None = None
+    channel: str
+    kind: str
+    url: str | None = None
+    idempotency_key: str
+    state: str
+    attempts: int
+    next_attempt_at: int | None = None
+    last_status: int | None = None
+    last_error: str | None = None
+    created_at: int
+    updated_at: int
+    delivered_at: int | None = None
+    body: Any = None
