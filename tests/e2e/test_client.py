@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.support.anvil import Anvil
-from tests.support.daemon import CHAIN, Daemon
+from tests.support.daemon import CHAIN, Daemon, wait_for
 from watcher.api.models.settlements import SettlementView
 from watcher.client import AsyncFinalityClient, FinalityClient, Rejected, verify
 
@@ -182,3 +182,18 @@ def test_listing_and_batch_answer_the_api_models(
         page = client.settlements(chain=CHAIN, limit=1, cursor=page.next_cursor)
     assert sid in seen
     assert SettlementView.model_validate(client.get(sid)).settlement_id == sid
+
+
+def test_wait_on_a_settlement_already_final_answers_from_its_first_read(
+    module_anvil: Anvil, module_daemon: Daemon
+) -> None:
+    client, seen = counting_client(module_daemon)
+    tx = module_anvil.send()
+    module_anvil.receipt(tx)
+    sid = client.register(CHAIN, tx, confirmations=2)["settlement_id"]
+    module_anvil.mine(2)
+    wait_for(lambda: client.settlement_events(sid), timeout=30, what="the confirmed event")
+    seen.clear()
+    final = client.wait(sid, timeout_s=60)
+    assert final["verdict"] == "FINALITY_CONFIRMED"
+    assert seen.count(f"GET /v1/settlements/{sid}") == 1, seen
