@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from watcher.api.deps import ApiDeps
 from watcher.api.metrics.collector import ServiceCollector
+from watcher.api.models.views import HealthView
 from watcher.api.recorded_heads import recorded_heads
 
 
@@ -19,7 +20,14 @@ def router(deps: ApiDeps) -> APIRouter:
     registry = CollectorRegistry()
     registry.register(ServiceCollector(deps))
 
-    @api.get("/healthz", responses={503: {"description": "Not healthy (same body)"}})
+    @api.get(
+        "/healthz",
+        response_model=None,
+        responses={
+            200: {"model": HealthView},
+            503: {"model": HealthView, "description": "Not healthy (same body)"},
+        },
+    )
     def healthz() -> JSONResponse:
         """200 when every chain polled successfully of late, else 503 with the reasons."""
         recorded, store_error = recorded_heads(deps.store)

@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from watcher.api.deps import ApiDeps
+from watcher.api.models.views import ReceiptRecordView, SignerView
 from watcher.api.views import settlement_or_error
 from watcher.store.receipts_store import receipt_store
 
@@ -25,7 +26,11 @@ def router(deps: ApiDeps) -> APIRouter:
 
     api = APIRouter()
 
-    @api.get("/v1/settlements/{settlement_id}/receipts")
+    @api.get(
+        "/v1/settlements/{settlement_id}/receipts",
+        response_model=list[ReceiptRecordView],
+        response_model_exclude_unset=True,
+    )
     def list_receipts(settlement_id: str) -> list[dict[str, Any]]:
         """Every signed receipt of a settlement, revocations included, in order of issue."""
         settlement_or_error(deps, settlement_id)
@@ -45,7 +50,7 @@ def router(deps: ApiDeps) -> APIRouter:
             for r in records
         ]
 
-    @api.get("/v1/signers")
+    @api.get("/v1/signers", response_model=list[SignerView], response_model_exclude_unset=True)
     def list_signers() -> list[dict[str, Any]]:
         """Signing addresses: the current one (``retired_at`` null) first, then past ones."""
         return [

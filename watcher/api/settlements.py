@@ -17,6 +17,7 @@ from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.models.errors import ERRORS
 from watcher.api.models.settlements import SettlementView, SourceSettlementRequest
+from watcher.api.models.views import EventView
 from watcher.api.registration import SettlementRequest, checked_settlement
 from watcher.api.source_settlements import register_source_settlement, source_view
 from watcher.api.views import (
@@ -54,6 +55,10 @@ _CREATE: dict[str, Any] = {
 """How ``POST /v1/settlements`` is documented."""
 
 
+_READ: dict[str, Any] = {"response_model_exclude_unset": True, "responses": _NOT_FOUND}
+"""The reads answer exactly the keys their views carry, 404 for an unknown id."""
+
+
 def router(deps: ApiDeps) -> APIRouter:
     """The settlement routes over ``deps``."""
     api = APIRouter()
@@ -76,12 +81,7 @@ def router(deps: ApiDeps) -> APIRouter:
         view, created = _register(deps, body)
         return JSONResponse(view, status_code=201 if created else 200)
 
-    @api.get(
-        "/v1/settlements/{settlement_id}",
-        response_model=SettlementView,
-        response_model_exclude_unset=True,
-        responses=_NOT_FOUND,
-    )
+    @api.get("/v1/settlements/{settlement_id}", response_model=SettlementView, **_READ)
     def get_settlement(settlement_id: str) -> dict[str, Any]:
         """A registered settlement's current view."""
         rec = settlement_or_error(deps, settlement_id)
@@ -105,7 +105,7 @@ def router(deps: ApiDeps) -> APIRouter:
             )
         return receipt
 
-    @api.get("/v1/settlements/{settlement_id}/events", responses=_NOT_FOUND)
+    @api.get("/v1/settlements/{settlement_id}/events", response_model=list[EventView], **_READ)
     def get_settlement_events(settlement_id: str) -> list[dict[str, Any]]:
         """Events (confirmed, failed, reorg, violations) recorded for one settlement."""
         settlement_or_error(deps, settlement_id)

@@ -119,3 +119,50 @@ class DeliveryView(BaseModel):
     updated_at: int
     delivered_at: int | None = None
     body: Any = None
+
+
+class ReceiptRecordView(BaseModel):
+    """One receipt of ``GET /v1/settlements/{id}/receipts`` (revocations included)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: int
+    kind: str
+    digest: str
+    signer: str
+    created_at: int
+    revokes: int | None = None
+    revoked_by: int | None = None
+    receipt: dict[str, Any] = Field(description="The signed document, as GET …/receipt serves it.")
+
+
+class SignerView(BaseModel):
+    """One signing address of ``GET /v1/signers``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    address: str
+    source: str | None = None
+    first_used_at: int | None = None
+    retired_at: int | None = None
+    current: bool
+
+
+class ChainHealth(BaseModel):
+    """One chain in ``GET /healthz``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    healthy: bool
+    last_error: str | None = None
+    head_number: int | None = None
+
+
+class HealthView(BaseModel):
+    """``GET /healthz`` (the same body with 200 healthy and 503 not)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ok: bool
+    chains: dict[str, ChainHealth]
+    store_error: str | None = None
