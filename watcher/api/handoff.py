@@ -18,6 +18,7 @@ from fastapi import APIRouter, Path, Query
 from guard.handoff_receipts import HANDOFF_KINDS
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
+from watcher.api.models.handoff import HandoffView, LeasesView
 from watcher.api.models.params import MAX_ID
 from watcher.store import lease_store as ls
 
@@ -61,7 +62,7 @@ def router(deps: ApiDeps) -> APIRouter:
     api = APIRouter()
     engine = deps.store.reader
 
-    @api.get("/v1/handoffs", response_model=list[dict[str, Any]])
+    @api.get("/v1/handoffs", response_model=None, responses={200: {"model": list[HandoffView]}})
     def list_handoffs(
         name: str | None = Query(default=None, description="only this chain or source"),
         limit: int = Query(default=100, ge=1, le=1000),
@@ -72,7 +73,9 @@ def router(deps: ApiDeps) -> APIRouter:
         """Takeovers, newest first."""
         return [handoff_json(r, full) for r in ls.handoffs(engine, name, limit)]
 
-    @api.get("/v1/handoffs/{handoff_id}", response_model=dict[str, Any])
+    @api.get(
+        "/v1/handoffs/{handoff_id}", response_model=None, responses={200: {"model": HandoffView}}
+    )
     def get_handoff(
         handoff_id: int = Path(ge=1, le=MAX_ID, description="the takeover's id (GET /v1/handoffs)"),
     ) -> Any:
@@ -82,7 +85,7 @@ def router(deps: ApiDeps) -> APIRouter:
             raise ApiError(404, f"handoff_id: no handoff {handoff_id}", fields=["handoff_id"])
         return handoff_json(row, full=True)
 
-    @api.get("/v1/leases", response_model=dict[str, Any])
+    @api.get("/v1/leases", response_model=None, responses={200: {"model": LeasesView}})
     def list_leases() -> Any:
         """Current leases, the live instances (liveness rows) with how many leases each
         holds, this instance's id and fair share, and the refused stale-token writes."""
