@@ -13,6 +13,7 @@ import pytest
 from tests.e2e.helpers import unknown_hash
 from tests.support.anvil import Anvil
 from tests.support.daemon import CHAIN, Daemon
+from tests.support.stripe_server import StripeServer
 
 pytestmark = pytest.mark.anvil
 
@@ -48,7 +49,7 @@ def test_a_batch_answers_every_item_in_order_and_stores_the_valid_ones(daemon: D
         _item(first),  # the same tx again, in the same batch
         _item("0x1234"),  # malformed hash
         {"chain": "nope", "tx_hash": unknown_hash(0xB3)},
-        {"kind": "stripe_payment_intent", "ref": "pi_1"},
+        {"kind": "stripe_payment_intent", "ref": "pi_1"},  # no such source here
         _item(second, dependent_state={"order": 7}),
     ]
     answer = daemon.post("/v1/settlements/batch", {"items": items})
@@ -175,3 +176,31 @@ def test_finality_settlements_pages_with_a_cursor(
     final = daemon.cli("settlements", "--verdict", "FINALITY_CONFIRMED")
     assert final.returncode == 0, final.stderr
     assert final.stdout.splitlines()[0].startswith(f"{confirmed}  FINALITY_CONFIRMED")
+
+
+def test_a_batch_mixes_transactions_and_payments(
+    module_anvil: Anvil, make_daemon: Callable[..., Daemon]
+) -> None:
+    with StripeServer("sk_test_batch") as stripe:
+        source = (
+            '\n[[sources]]\nname = "stripe"\nkind = "stripe_payment_intent"\n'
+            f'api_key = "sk_test_batch"\napi_base = "{stripe.url}"\ntimeout_s = 600\n'
+        )
+        daemon = make_daemon(module_anvil.url, extra_config=source)
+        items = [
+            _item(unknown_hash(0x7A1)),
+            {"kind": "stripe_payment_intent", "ref": "pi_batch_1", "dependent_state": {"a": 1}},
+            {"kind": "stripe_payment_intent", "ref": "not a ref"},
+            {"kind": "stripe_payment_intent", "ref": "pi_batch_1"},
+        ]
+        results = daemon.post("/v1/settlements/batch", {"items": items}).json()["results"]
+        assert [r["status"] for r in results] == [201, 201, 422, 200]
+        assert results[2]["fields"] == ["ref"]
+        payment = results[1]["settlement"]
+        assert (payment["kind"], payment["source"], payment["ref"]) == (
+            "stripe_payment_intent",
+            "stripe",
+            "pi_batch_1",
+        )
+        listed = daemon.get("/v1/settlements", params={"kind": "stripe_payment_intent"}).json()
+        assert [v["settlement_id"] for v in listed["items"]] == [payment["settlement_id"]]

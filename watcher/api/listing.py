@@ -1,5 +1,6 @@
 """``GET /v1/settlements`` (a cursor-paginated listing) and ``POST /v1/settlements/batch``
-(up to 1,000 chain registrations in one store transaction, a result per item).
+(up to 1,000 registrations, transactions and payments or jobs alike, in one store
+transaction, a result per item).
 
 The cursor is the ``seq`` of the last settlement of a page, as an opaque string: the next page
 starts strictly after it, so registrations and verdicts that change between two pages
@@ -27,7 +28,7 @@ from watcher.api.models.settlements import (
     Verdict,
 )
 from watcher.api.registration import checked_settlement
-from watcher.api.source_settlements import source_view
+from watcher.api.source_settlements import checked_source_settlement, source_view
 from watcher.api.views import chain_settlement_view
 from watcher.store import NewSettlement, SettlementRecord
 from watcher.store.listing_store import EVM_KIND, listing
@@ -72,7 +73,7 @@ def router(deps: ApiDeps) -> APIRouter:
         responses={422: ERRORS[422], 503: ERRORS[503]},
     )
     def register_batch(body: BatchRequest) -> dict[str, Any]:
-        """Register up to 1,000 chain settlements (each a ``POST /v1/settlements`` body) in
+        """Register up to 1,000 settlements (each a ``POST /v1/settlements`` body) in
         one store transaction. Each item gets its own result: 201 registered, 200 already
         registered (same id), or the 4xx it would get alone; invalid items store nothing and
         do not stop the valid ones."""
@@ -86,6 +87,7 @@ def router(deps: ApiDeps) -> APIRouter:
                 results.append(None)
                 valid.append((index, checked))
         stored = listing(deps.store).register_batch([new for _, new in valid])
+        _kick_sources(deps, [rec.chain for rec, created in stored if created])
         for (index, _), (rec, created) in zip(valid, stored, strict=True):
             view = SettlementView.model_validate(_view(deps, rec))
             status = 201 if created else 200
@@ -109,12 +111,17 @@ def _cursor(cursor: str | None) -> int:
 def _checked(deps: ApiDeps, index: int, item: dict[str, Any]) -> NewSettlement | BatchItemResult:
     """One batch item checked as ``POST /v1/settlements`` checks it, or its error result."""
     if item.get("kind", EVM_KIND) != EVM_KIND:
+        new = checked_source_settlement(deps, item)
+        if not isinstance(new, tuple):
+            return new
+        answer, status = new
+        fields = answer.get("fields")
         return BatchItemResult(
             index=index,
-            status=422,
+            status=status,
             settlement=None,
-            error=f"kind: the batch registers {EVM_KIND} settlements only",
-            fields=["kind"],
+            error=str(answer.get("error")),
+            fields=[str(f) for f in fields] if isinstance(fields, list) else [],
         )
     try:
         body = SettlementRequest.model_validate({k: v for k, v in item.items() if k != "kind"})
@@ -131,6 +138,15 @@ def _checked(deps: ApiDeps, index: int, item: dict[str, Any]) -> NewSettlement |
             error=exc.message,
             fields=[str(f) for f in fields] if isinstance(fields, list) else [],
         )
+
+
+def _kick_sources(deps: ApiDeps, names: list[str]) -> None:
+    """Poll the sources that just got new settlements now (as a single registration does)."""
+    if deps.sources is None:
+        return
+    for name in dict.fromkeys(names):
+        if name in deps.sources.slots:
+            deps.sources.kick(name)
 
 
 def _view(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from watcher.api.views import binding_for, latest_signed
 from watcher.config.source_kinds import EVM_KIND
 from watcher.sources.poller import SourceSlot
 from watcher.sources.settlements import new_source_settlement, source_settlement_view
-from watcher.store import SettlementRecord
+from watcher.store import NewSettlement, SettlementRecord
 
 FIELDS = ("kind", "ref", "source", "timeout_s", "dependent_state", "commit_url")
 """The keys a source registration accepts."""
@@ -42,11 +42,23 @@ def register_source_settlement(deps: ApiDeps, body: dict[str, Any]) -> Answer:
     Errors are ``({"error": "FIELD: what is wrong", "fields": [FIELD]}, 4xx)``: 422 for a
     bad field, 413 for dependent state over ``[delivery] max_dependent_state_bytes``.
     Nothing is stored unless the whole body is valid."""
+    new = checked_source_settlement(deps, body)
+    if isinstance(new, tuple):
+        return new
+    rec, created = deps.store.register(new)
+    if created and deps.sources is not None:
+        deps.sources.kick(rec.chain)
+    return _view(deps, rec), 201 if created else 200
+
+
+def checked_source_settlement(deps: ApiDeps, body: dict[str, Any]) -> NewSettlement | Answer:
+    """The row a valid source registration stores, or its refusal (JSON body, 4xx status);
+    nothing is stored here (the batch stores many rows in one transaction)."""
     try:
         slot, ref, timeout_s = _checked(deps, body)
     except _Refused as refused:
         return refused.answer
-    new = new_source_settlement(
+    return new_source_settlement(
         slot.config,
         ref,
         deps.clock(),
@@ -54,10 +66,6 @@ def register_source_settlement(deps: ApiDeps, body: dict[str, Any]) -> Answer:
         body.get("dependent_state"),
         body.get("commit_url"),
     )
-    rec, created = deps.store.register(new)
-    if created and deps.sources is not None:
-        deps.sources.kick(slot.config.name)
-    return _view(deps, rec), 201 if created else 200
 
 
 def source_view(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any] | None:
