@@ -4,12 +4,20 @@
 run:  ## local anvil + the daemon on SQLite, API on 127.0.0.1:8710
 	./scripts/run-local.sh
 
+# The suite runs on TEST_WORKERS pytest-xdist workers, each taking whole files (module-scoped
+# anvils and daemons stay shared within a file), handed out in collection order, the longest
+# files first (tests/conftest.py), not xdist's most-tests-first. Most tests wait on real
+# processes (anvil, daemons, PostgreSQL), so more workers than the 2 cores finish sooner
+# (measured in docs/testing.md). `make test TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= 4
+
 test:  ## install everything, lint, type-check, run the whole test suite
 	./scripts/bootstrap.sh
 	.venv/bin/ruff check guard chains watcher tests bench
 	.venv/bin/ruff format --check guard chains watcher tests bench
 	.venv/bin/mypy
-	.venv/bin/pytest -q -p no:cacheprovider
+	.venv/bin/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+		--durations=15
 
 bench:  ## the benchmarks (by hand; prints ratios against the naive approach)
 	./scripts/bootstrap.sh

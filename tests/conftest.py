@@ -17,6 +17,38 @@ from tests.support.anvil import ANVIL_BIN, Anvil, in_ci
 PG_BASE = os.environ.get("FINALITY_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
 
+LONGEST_FIRST = (
+    "tests/e2e/test_handoff_kill_loop.py",
+    "tests/e2e/test_chaos_soak.py",
+    "tests/e2e/test_process.py",
+    "tests/integration/test_receipts_build.py",
+    "tests/e2e/test_handoff_daemons.py",
+    "tests/e2e/test_delivery_crash.py",
+    "tests/integration/test_budget.py",
+    "tests/e2e/test_handoff_balance.py",
+    "tests/integration/test_failover_stall.py",
+    "tests/e2e/test_handoff_busy_owner.py",
+)
+"""The files that take longest (``--durations``), in that order. ``make test`` hands whole
+files to pytest-xdist workers in collection order (``--dist loadfile``); started first, they
+run beside the many short ones instead of alone at the end."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Move the files of :data:`LONGEST_FIRST` to the front (a stable sort: the order inside
+    a file, and so its module-scoped fixtures, stay as they are)."""
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    root = config.rootpath
+
+    def key(item: pytest.Item) -> int:
+        try:
+            return rank.get(item.path.relative_to(root).as_posix(), len(rank))
+        except ValueError:
+            return len(rank)
+
+    items.sort(key=key)
+
+
 def _missing(what: str) -> None:
     if in_ci():
         pytest.fail(f"{what} is required under CI=true")

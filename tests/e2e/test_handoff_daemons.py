@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,18 @@ LEASE_S = 2.0
 TAKEOVER_S = 60.0
 """Deadline for a takeover to be seen: only one that never happens runs into it (how fast
 takeovers are is measured by bench/handoff.py, not asserted here)."""
+
+
+def takeover_by(daemon: Daemon, instance: str, **params: str) -> dict[str, Any]:
+    """The newest handoff record once it is ``instance``'s takeover (the lease row changes
+    hands a moment before the record of the takeover is visible)."""
+
+    def newest() -> dict[str, Any] | None:
+        listed = daemon.get("/v1/handoffs", params=params).json()
+        return listed[0] if listed and listed[0]["to_owner"] == instance else None
+
+    found: dict[str, Any] = wait_for(newest, TAKEOVER_S, what=f"{instance}'s takeover record")
+    return found
 
 
 def start_pair(
@@ -68,7 +81,7 @@ def test_one_owner_then_kill9_the_standby_finishes_the_work(
             assert set(commit_counts(receiver).values()) == {1}
             assert owner(b) == ("B", 2)
 
-            [h] = b.get("/v1/handoffs", params={"full": "true"}).json()[:1]
+            h = takeover_by(b, "B", full="true")
             assert (h["from_owner"], h["from_token"], h["to_owner"], h["to_token"]) == (
                 "A",
                 1,
@@ -149,7 +162,7 @@ def test_sigterm_releases_the_lease_and_the_standby_takes_over_without_waiting_f
         # (that this takes well under a second is bench/handoff.py's SIGTERM figure).
         wait_owner(b, "B", timeout=TAKEOVER_S)
         assert a.proc.wait(timeout=30) == 0, a.log_tail()
-        [h] = b.get("/v1/handoffs").json()[:1]
+        h = takeover_by(b, "B")
         assert (h["from_owner"], h["reason"], h["to_owner"]) == ("A", "released", "B")
         tx = anvil.send()
         sid = b.register(tx)["settlement_id"]
@@ -174,7 +187,7 @@ def test_a_paused_owner_is_refused_when_it_wakes_up(
         b.wait_verdict(sid, "FINALITY_CONFIRMED", timeout=30)
         # B took over because A's lease expired while A was stopped, not a live one: the
         # takeover says so (the store decides expiry by the lease's own expires_at).
-        [h] = b.get("/v1/handoffs").json()[:1]
+        h = takeover_by(b, "B")
         assert (h["from_owner"], h["reason"], h["to_owner"]) == ("A", "expired", "B")
         a.resume()  # SIGCONT: A still believes it holds token 1 and tries to write
 

@@ -54,6 +54,7 @@ def ready(daemon: Daemon) -> None:
     wait_for(lambda: up(daemon), START_TIMEOUT_S, what="the daemon up")  # 20 s: too short loaded
 
 
+@pytest.mark.timeout(600)  # a hang's deadline: 20 takeovers take 40-110 s by the load
 def test_twenty_kill9_of_the_owner_lose_and_duplicate_nothing(
     tmp_path: Path, anvil: Anvil, pg_url: str
 ) -> None:

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import httpx
 
 from tests.support.anvil import ROOT, free_port
+from tests.support.zygote import Zygote, ZygoteProcess
 
 CHAIN = "local"
 CHAIN_ID = 31337
@@ -30,6 +31,9 @@ busy loops beside it (measured), so only a daemon that cannot start runs into it
 CLI_TIMEOUT_S = 30.0
 
 _T = TypeVar("_T")
+
+DaemonProcess = subprocess.Popen[bytes] | ZygoteProcess
+"""A running daemon: forked by the zygote, or a plain subprocess."""
 
 
 def wait_for(
@@ -142,7 +146,7 @@ class Daemon:
         self.config_path.write_text(
             config_text(self.store_url, f"127.0.0.1:{self.port}", self.chain) + extra_config
         )
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: DaemonProcess | None = None
         self.http = httpx.Client(base_url=self.url, timeout=10.0)
         self.starts = 0
         if start:
@@ -150,18 +154,26 @@ class Daemon:
 
     # -- life cycle ----------------------------------------------------------------------
 
-    def spawn(self) -> subprocess.Popen[bytes]:
-        """Start the process (appending to the log) without waiting for it to be ready."""
+    def spawn(self) -> DaemonProcess:
+        """Start the process (appending to the log) without waiting for it to be ready:
+        forked from the zygote (tests/support/zygote.py: the imports are done once), or a
+        plain ``python -m watcher.cli run`` subprocess with ``FINALITY_TEST_ZYGOTE=0``."""
         if self.proc is not None and self.proc.poll() is None:
             raise RuntimeError("the daemon is already running")
         self.starts += 1
+        args = ["run", "--config", str(self.config_path)]
+        env = subprocess_env()
         with self.log_path.open("ab") as log:
             log.write(f"--- start #{self.starts} ---\n".encode())
             log.flush()
+            zygote = Zygote.get(env)
+            if zygote is not None:
+                self.proc = zygote.spawn(args, env, ROOT, self.log_path)
+                return self.proc
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "watcher.cli", "run", "--config", str(self.config_path)],
+                [sys.executable, "-m", "watcher.cli", *args],
                 cwd=ROOT,
-                env=subprocess_env(),
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,

@@ -1,0 +1,54 @@
+"""Daemons forked from the zygote (tests/support/zygote.py) behave as ``python -m watcher.cli
+run`` started on its own: the same exit code and message for a bad config, ``-9`` after
+SIGKILL, 0 after SIGTERM, their output in their own log, and nothing left behind."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.anvil import ROOT, Anvil
+from tests.support.daemon import Daemon, subprocess_env
+from tests.support.zygote import Zygote, ZygoteProcess
+
+
+def test_a_bad_config_exits_78_with_the_same_message_as_a_plain_process(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text('[store]\nurl = "sqlite:///x.db"\n[api]\nlisten = "nowhere"\n')
+    args = ["run", "--config", str(config)]
+    env = subprocess_env()
+    plain = subprocess.run(
+        [sys.executable, "-m", "watcher.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    zygote = Zygote.get(env)
+    assert zygote is not None, "the zygote is off or could not fork safely"
+    log = tmp_path / "forked.log"
+    forked = zygote.spawn(args, env, ROOT, log)
+    assert forked.wait(timeout=60) == plain.returncode == 78, plain.stderr
+    assert log.read_text().strip() == plain.stderr.strip()
+
+
+def test_sigkill_and_sigterm_are_seen_as_by_popen(tmp_path: Path, anvil: Anvil) -> None:
+    daemon = Daemon(tmp_path / "d", anvil.url)
+    try:
+        if not isinstance(daemon.proc, ZygoteProcess):
+            pytest.skip("FINALITY_TEST_ZYGOTE=0: plain subprocesses")
+        assert daemon.terminate(timeout=30) == 0
+        assert "stopped after" in daemon.log()
+        daemon.start()
+        pid = daemon.proc.pid
+        daemon.kill9()
+        assert daemon.proc.returncode == -signal.SIGKILL
+        assert not Path(f"/proc/{pid}").exists(), "reaped, not left running or a zombie"
+    finally:
+        daemon.close()

@@ -1,0 +1,291 @@
+"""Daemon processes forked from a pre-imported Python, so a start does not pay the imports.
+
+A ``finality run`` process spends about 1.6 s of CPU importing web3 (which always imports
+eth-account, eth-keyfile and py_ecc's BLS code), FastAPI, SQLAlchemy and the rest before it
+reads its config; the suite starts daemons about a hundred times, on two cores. The zygote
+is one plain Python process per test process that imports the daemon's modules once
+(importing starts no thread) and then forks a child per start. Each child is a real,
+separate daemon process: it sets the environment and working directory it was given, sends
+stdout and stderr to its log, restores the default signal handlers and runs
+``python -m watcher.cli ARGS`` exactly as the interpreter would (``runpy``, same exit code).
+Only the imports were done before the fork.
+
+The child is the zygote's, not the test's: :class:`ZygoteProcess` offers the part of
+:class:`subprocess.Popen` the tests use (``pid``, ``poll``, ``wait``, ``send_signal``,
+``kill``, ``returncode``, with ``-N`` for a death by signal N), from the exit statuses the
+zygote reports. When the test process goes away the zygote kills its children and exits.
+``FINALITY_TEST_ZYGOTE=0`` starts every daemon as a plain subprocess instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+ROOT = Path(__file__).resolve().parents[2]
+PRELOAD = (
+    "watcher.cli.main",
+    "watcher.logs",
+    "watcher.config.loading",
+    "watcher.api.server",
+    "watcher.app.build",
+    "watcher.receipts.signer",
+    "watcher.store",
+    "chains.errors",
+    "uvicorn",
+)
+"""What ``finality run`` imports before it serves (watcher/cli/daemon.py)."""
+
+
+def enabled() -> bool:
+    """Daemons start from the zygote unless ``FINALITY_TEST_ZYGOTE=0``."""
+    return os.environ.get("FINALITY_TEST_ZYGOTE", "1") != "0"
+
+
+# -- the zygote process --------------------------------------------------------------------
+
+
+def _child(request: Mapping[str, Any]) -> None:
+    """In the forked child: become ``python -m watcher.cli ARGS``; never returns."""
+    import runpy
+
+    code = 1
+    try:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        null = os.open(os.devnull, os.O_RDONLY)
+        log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.closerange(3, 4096)  # the zygote's pipes and selector: not the daemon's
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own fds
+        sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+        sys.argv = ["python -m watcher.cli", *request["args"]]
+        try:
+            runpy.run_module("watcher.cli", run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as exc:
+            if exc.code is None:
+                code = 0
+            elif isinstance(exc.code, int):
+                code = exc.code
+            else:
+                print(exc.code, file=sys.stderr)
+                code = 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _status(raw: int) -> int:
+    """A wait status as Popen's returncode: the exit code, or ``-N`` for signal N."""
+    if os.WIFSIGNALED(raw):
+        return -os.WTERMSIG(raw)
+    return os.waitstatus_to_exitcode(raw)
+
+
+def serve() -> None:
+    """The zygote's loop: a JSON request per line on stdin → fork; report on stdout
+    ``started PID`` and, later, ``exited PID CODE`` for every child."""
+    import importlib
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    children: set[int] = set()
+    out = sys.stdout
+    selector = selectors.DefaultSelector()
+    selector.register(0, selectors.EVENT_READ)
+    selector.register(wake_r, selectors.EVENT_READ)
+
+    def say(line: str) -> None:
+        out.write(line + "\n")
+        out.flush()
+
+    def reap() -> None:
+        while children:
+            try:
+                pid, raw = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            children.discard(pid)
+            say(f"exited {pid} {_status(raw)}")
+
+    # A thread started by an import would not survive the fork (its locks might): refuse.
+    say("ready" if threading.active_count() == 1 else "threads")
+    pending = b""
+    try:
+        while True:
+            for key, _ in selector.select():
+                if key.fileobj == wake_r:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(wake_r, 4096)
+                    continue
+                chunk = os.read(0, 65536)
+                if not chunk:
+                    return
+                pending += chunk
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    pid = os.fork()
+                    if pid == 0:
+                        _child(json.loads(line))
+                    children.add(pid)
+                    say(f"started {pid}")
+            reap()
+    finally:
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+# -- the test side ---------------------------------------------------------------------------
+
+
+class Zygote:
+    """The test process's handle on its zygote (started on first use, one per process)."""
+
+    _lock = threading.Lock()
+    _instance: Zygote | None = None
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from tests.support.zygote import serve; serve()"],
+            cwd=ROOT,
+            env=dict(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        self.python_path = env.get("PYTHONPATH", "")
+        self._cond = threading.Condition()
+        self._started: list[int] = []
+        self._exited: dict[int, int] = {}
+        self._spawn_lock = threading.Lock()
+        assert self.proc.stdout is not None
+        self.usable = self.proc.stdout.readline().strip() == "ready"
+        """False if its imports started a thread (then daemons start as subprocesses)."""
+        self._reader = threading.Thread(target=self._read, name="zygote", daemon=True)
+        self._reader.start()
+
+    @classmethod
+    def get(cls, env: Mapping[str, str]) -> Zygote | None:
+        """The zygote, if it can start a daemon with ``env`` (same PYTHONPATH as its own:
+        the modules it imported came from there); None to start a plain subprocess."""
+        if not enabled():
+            return None
+        with cls._lock:
+            zygote = cls._instance
+            if zygote is None or zygote.proc.poll() is not None:
+                zygote = cls._instance = Zygote(env)
+        same_path = env.get("PYTHONPATH", "") == zygote.python_path
+        return zygote if zygote.usable and same_path else None
+
+    def _read(self) -> None:
+        stdout: IO[str] | None = self.proc.stdout
+        assert stdout is not None
+        for line in stdout:
+            kind, *rest = line.split()
+            with self._cond:
+                if kind == "started":
+                    self._started.append(int(rest[0]))
+                elif kind == "exited":
+                    self._exited[int(rest[0])] = int(rest[1])
+                self._cond.notify_all()
+        with self._cond:  # the zygote is gone: so are its children (it killed them)
+            self._cond.notify_all()
+
+    def spawn(
+        self, args: Sequence[str], env: Mapping[str, str], cwd: Path, log: Path
+    ) -> ZygoteProcess:
+        """Fork ``python -m watcher.cli ARGS`` with ``env`` in ``cwd``, output to ``log``."""
+        request = {"args": list(args), "env": dict(env), "cwd": str(cwd), "log": str(log)}
+        with self._spawn_lock:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            with self._cond:
+                if not self._cond.wait_for(lambda: self._started, 60):
+                    raise RuntimeError("the daemon zygote did not fork")
+                pid = self._started.pop(0)
+        return ZygoteProcess(self, pid)
+
+    def returncode_of(self, pid: int) -> int | None:
+        with self._cond:
+            return self._exited.get(pid)
+
+    def wait_for_exit(self, pid: int, timeout: float | None) -> int | None:
+        with self._cond:
+            self._cond.wait_for(
+                lambda: pid in self._exited or self.proc.poll() is not None, timeout
+            )
+            return self._exited.get(pid)
+
+
+class ZygoteProcess:
+    """A daemon forked by the zygote, with the part of Popen's interface the tests use."""
+
+    def __init__(self, zygote: Zygote, pid: int) -> None:
+        self.zygote = zygote
+        self.pid = pid
+        self.args = ["python", "-m", "watcher.cli"]
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """The exit code once it exited (``-N``: killed by signal N), else None."""
+        if self.returncode is None:
+            self.returncode = self.zygote.returncode_of(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the exit; raises :class:`subprocess.TimeoutExpired` like Popen."""
+        if self.poll() is not None:
+            assert self.returncode is not None
+            return self.returncode
+        code = self.zygote.wait_for_exit(self.pid, timeout)
+        if code is None:
+            if self.zygote.proc.poll() is not None:
+                raise RuntimeError(f"the zygote of daemon {self.pid} died")
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+        self.returncode = code
+        return code
+
+    def send_signal(self, sig: int) -> None:
+        """Signal the daemon (nothing if it already exited, as Popen does)."""
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
