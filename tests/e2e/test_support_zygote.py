@@ -1,6 +1,7 @@
 """Daemons forked from the zygote (tests/support/zygote.py) behave as ``python -m watcher.cli
 run`` started on its own: the same exit code and message for a bad config, ``-9`` after
-SIGKILL, 0 after SIGTERM, their output in their own log, and nothing left behind."""
+SIGKILL, 0 after SIGTERM, SIGPIPE ignored as by a fresh interpreter, their output in their own
+log, and nothing left behind."""
 
 from __future__ import annotations
 
@@ -38,11 +39,24 @@ def test_a_bad_config_exits_78_with_the_same_message_as_a_plain_process(tmp_path
     assert log.read_text().strip() == plain.stderr.strip()
 
 
+def _ignored_signals(pid: int) -> set[int]:
+    """The signals process ``pid`` ignores (``SigIgn`` of /proc/PID/status)."""
+    line = next(
+        x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("SigIgn:")
+    )
+    mask = int(line.split()[1], 16)
+    return {n for n in range(1, 65) if mask & (1 << (n - 1))}
+
+
 def test_sigkill_and_sigterm_are_seen_as_by_popen(tmp_path: Path, anvil: Anvil) -> None:
     daemon = Daemon(tmp_path / "d", anvil.url)
     try:
         if not isinstance(daemon.proc, ZygoteProcess):
             pytest.skip("FINALITY_TEST_ZYGOTE=0: plain subprocesses")
+        ignored = _ignored_signals(daemon.proc.pid)
+        # As a fresh interpreter: a write to a closed socket (an SSE client gone) raises
+        # instead of killing the daemon.
+        assert signal.SIGPIPE in ignored and signal.SIGXFSZ in ignored, ignored
         assert daemon.terminate(timeout=30) == 0
         assert "stopped after" in daemon.log()
         daemon.start()

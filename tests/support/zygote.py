@@ -60,8 +60,14 @@ def _child(request: Mapping[str, Any]) -> None:
 
     code = 1
     try:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE):
+        # The dispositions a fresh interpreter starts with (SIGPIPE and SIGXFSZ ignored, so
+        # a write to a closed socket raises instead of killing the process; SIGINT raises
+        # KeyboardInterrupt), whatever the zygote set.
+        for sig in (signal.SIGTERM, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.set_wakeup_fd(-1)
         os.chdir(request["cwd"])
         os.environ.clear()
