@@ -65,8 +65,6 @@ MAX_LOOSE_WATCHER_MODULES = 12
 MAX_CYCLES_SHOWN = 5
 """Cycles shown per group of modules that import one another (each through another one)."""
 
-WATCHER_XFAIL = pytest.mark.xfail(strict=False, reason="watcher/ restructure in progress")
-
 
 @dataclass(frozen=True)
 class Module:

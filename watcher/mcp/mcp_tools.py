@@ -17,6 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from watcher.client.common import registration
 from watcher.mcp import descriptions as text
 from watcher.mcp.decide import decision, is_terminal, progress_line
 from watcher.mcp.mcp_backend import DaemonApi
@@ -47,18 +48,18 @@ class Tools:
         ref: Annotated[str | None, Field(description="payment/job id (source kinds)")] = None,
         source: Annotated[str | None, Field(description="configured source name")] = None,
     ) -> Json:
-        body = {
-            "chain": chain,
-            "tx_hash": tx_hash,
-            "confirmations": confirmations,
-            "timeout_s": timeout_s,
-            "dependent_state": dependent_state,
-            "commit_url": commit_url,
-            "kind": kind,
-            "ref": ref,
-            "source": source,
-        }
-        return await self.api.register({k: v for k, v in body.items() if v is not None})
+        body = registration(
+            chain,
+            tx_hash,
+            confirmations=confirmations,
+            timeout_s=timeout_s,
+            dependent_state=dependent_state,
+            commit_url=commit_url,
+            kind=kind,
+            ref=ref,
+            source=source,
+        )
+        return await self.api.register(body)
 
     async def get_settlement(self, settlement_id: SettlementId) -> Json:
         return await self.api.settlement(settlement_id)
