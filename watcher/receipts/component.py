@@ -18,8 +18,7 @@ Crash safety without bookkeeping: the cursor lives in memory and starts at 0, so
 daemon re-reads the events, finds which settlements already have their receipt (one query
 per 500), and builds only what is missing. A receipt that cannot be built yet (the node
 lags, or the chain moved away from the decision's evidence: never sign then) is retried with
-a backoff; a settlement whose decision is reversed meanwhile gets its receipt when it is
-terminal again.
+a backoff, reset by each new decision (a reorg re-decides it on the new branch: try at once).
 
 Source settlements (Stripe, RQ, Celery) are receipted the same way, keyed by the source's
 name instead of a chain's: their builder (watcher/receipts/sources.py) needs no node, only the
@@ -207,6 +206,7 @@ class ReceiptIssuer:
             events = self.receipts.terminal_events(chain, self._cursor[chain])
             for event in events:
                 entry = due.setdefault(event.settlement_id, _Due())
+                entry.attempts, entry.next_at = 0, 0  # a new decision: no old backoff
                 fresh.add(event.settlement_id)
                 if event.kind == "finality_violation":
                     previous = event.payload.get("previous") or {}
