@@ -71,6 +71,8 @@ class NewSettlement:
     """Its nonce, given with ``sender``."""
     raw_tx: str | None = None
     """The signed bytes, when the caller gave them (checked against the hash)."""
+    owner: str = "anonymous"
+    """The API caller it belongs to: (chain, tx hash, owner) is unique."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,8 @@ class SettlementRecord:
     """Whether provisional (pre-finality) updates are delivered."""
     raw_tx: str | None
     """Signed raw bytes of the watched tx, kept while it was pending (replacement proof)."""
+    owner: str = "anonymous"
+    """The API caller it belongs to (``Caller.name``); only that caller reads it."""
 
     @property
     def verdict_enum(self) -> Verdict:

@@ -20,7 +20,7 @@ from sqlalchemy import (
     false,
 )
 
-SCHEMA_REVISION = "0007"
+SCHEMA_REVISION = "0008"
 """Alembic revision this code writes and reads."""
 
 metadata = MetaData()
@@ -90,12 +90,16 @@ settlements = Table(
     Column("terminal_at", BigInteger),
     Column("raw_tx", Text),
     Column("provisional", Boolean, nullable=False, server_default=false()),
-    UniqueConstraint("chain", "tx_hash", name="uq_settlements_chain_tx"),
+    # 0008: the API caller the settlement belongs to (watcher/api/auth.py's Caller.name);
+    # one tx registered by two callers is two settlements. Rows from before: "anonymous".
+    Column("owner", String(64), nullable=False, server_default="anonymous"),
+    UniqueConstraint("chain", "tx_hash", "owner", name="uq_settlements_chain_tx_owner"),
     Index("ix_settlements_confirm", "chain", "watching", "confirm_height"),
     Index("ix_settlements_deadline", "chain", "watching", "deadline"),
     Index("ix_settlements_block", "chain", "block_number"),
     Index("ix_settlements_replaced", "chain", "replaced_block_number"),
     Index("ix_settlements_probe", "chain", "watching", "next_probe_at"),
+    Index("ix_settlements_owner", "owner", "seq"),
 )
 
 reorgs = Table(

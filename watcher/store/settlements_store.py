@@ -235,6 +235,7 @@ def _settlement_values(new: NewSettlement) -> dict[str, Any]:
         "sender": new.sender,
         "nonce": new.nonce,
         "raw_tx": new.raw_tx,
+        "owner": new.owner,
     }
 
 
