@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+from chains.redact import redact_text, redact_url
+
 
 class ChainError(Exception):
     """Base of every error the chain layer raises in normal operation."""
@@ -25,7 +27,11 @@ class RpcError(ChainError):
     """The node did not give a usable answer."""
 
     def __init__(self, endpoint: str, method: str, detail: str) -> None:
-        super().__init__(f"{endpoint}: {method}: {detail}")
+        # The text is what health, events, alerts and logs show: the endpoint and the
+        # transport's own words about it (which embed the full URL) are redacted here, at
+        # the source; ``endpoint`` keeps the URL for routing, never for showing.
+        detail = redact_text(detail, [endpoint])
+        super().__init__(f"{redact_url(endpoint)}: {method}: {detail}")
         self.endpoint = endpoint
         self.method = method
         self.detail = detail
@@ -72,7 +78,7 @@ class ChainIdMismatch(ChainError):
 
     def __init__(self, chain: str, endpoint: str, expected: int, actual: int) -> None:
         super().__init__(
-            f"chain {chain!r}: endpoint {endpoint} serves chain id {actual}, "
+            f"chain {chain!r}: endpoint {redact_url(endpoint)} serves chain id {actual}, "
             f"but the config says chain_id = {expected}"
         )
         self.expected = expected

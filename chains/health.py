@@ -26,7 +26,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+
+from chains.redact import redact_url
 
 Monotonic = Callable[[], float]
 
@@ -233,9 +234,6 @@ class EndpointHealth:
 
 
 def redact(url: str) -> str:
-    """An endpoint URL safe to show (metrics labels, logs): scheme, host and port only, since
-    providers put API keys in the path or query and credentials in the userinfo."""
-    parts = urlsplit(url)
-    port = f":{parts.port}" if parts.port else ""
-    tail = "/…" if parts.path.strip("/") or parts.query else ""
-    return f"{parts.scheme}://{parts.hostname or ''}{port}{tail}"
+    """An endpoint URL safe to show (metrics labels, logs): :func:`chains.redact.redact_url`,
+    the project's one redaction (scheme, host and port only)."""
+    return redact_url(url)

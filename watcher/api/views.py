@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
+from chains.redact import redact_url
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.recorded_heads import recorded_head
@@ -93,9 +93,5 @@ def endpoints(urls: list[str], health: list[dict[str, object]] | None) -> list[d
 
 
 def redact(url: str) -> str:
-    """Hide credentials and API keys in an endpoint URL (keep scheme and host)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    tail = "/…" if parts.path.strip("/") or parts.query else ""
-    return f"{parts.scheme}://{host}{port}{tail}"
+    """Hide credentials and API keys in an endpoint URL (the one redaction, chains/redact)."""
+    return redact_url(url)

@@ -22,7 +22,6 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
-from urllib.parse import urlsplit
 
 from chains.block_facts import facts_of
 from chains.proofs import (
@@ -36,6 +35,7 @@ from chains.proofs import (
     head_at,
     inclusion_proof,
 )
+from chains.redact import redact_url
 from chains.rpc import RpcClient
 from guard.canonical import digest
 from guard.finality_rule import BASES, TAG_OF_BASIS
@@ -62,10 +62,9 @@ TRIES_CACHED = 8
 
 
 def redact(endpoint: str) -> str:
-    """An RPC endpoint without credentials, path or query (API keys live there)."""
-    parts = urlsplit(endpoint)
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{parts.hostname or ''}{port}"
+    """An RPC endpoint by its origin, without credentials, path or query (API keys live
+    there): the one redaction (chains/redact), without the ``/…`` mark."""
+    return redact_url(endpoint, mark=False)
 
 
 class ReceiptBuilder:
