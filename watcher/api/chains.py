@@ -11,6 +11,7 @@ from chains import pool
 from chains.errors import ChainError
 from guard.errors import InvalidHash
 from guard.hexes import parse_tx_hash
+from watcher.api.auth import Reader
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.models.errors import ERRORS
@@ -31,6 +32,7 @@ def router(deps: ApiDeps) -> APIRouter:
         "/v1/chains/{chain}/txs/{tx_hash}", response_model=TxView, response_model_exclude_unset=True
     )
     def get_tx(
+        caller: Reader,
         chain: str,
         tx_hash: str,
         confirmations: int | None = Query(default=None, ge=1, le=MAX_LIVE_CONFIRMATIONS),
@@ -55,7 +57,7 @@ def router(deps: ApiDeps) -> APIRouter:
             ) from None
 
     @api.get("/v1/chains", response_model=list[ChainView], response_model_exclude_unset=True)
-    def list_chains() -> list[dict[str, Any]]:
+    def list_chains(caller: Reader) -> list[dict[str, Any]]:
         """Configured chains with their head, health and RPC use."""
         recorded = deps.store.chains()  # the heads the owners recorded, on every instance
         return [_chain_json(deps, chain, recorded.get(chain.name)) for chain in deps.config.chains]
@@ -67,7 +69,9 @@ def router(deps: ApiDeps) -> APIRouter:
         responses={404: ERRORS[404]},
     )
     def list_reorgs(
-        chain: str | None = None, limit: int = Query(default=100, ge=1, le=1000)
+        caller: Reader,
+        chain: str | None = None,
+        limit: int = Query(default=100, ge=1, le=1000),
     ) -> list[dict[str, Any]]:
         """Reorgs seen, newest first, with depth, common ancestor and touched settlements."""
         if chain is not None:

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
+from watcher.api.auth import Admin, Reader
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import error_response
 from watcher.api.models.errors import ERRORS
@@ -57,6 +58,7 @@ def router(deps: ApiDeps) -> APIRouter:
 
     @api.get("/v1/deliveries", response_model=list[DeliveryView], response_model_exclude_unset=True)
     def list_deliveries(
+        caller: Reader,
         state: str | None = Query(
             default=None,
             description="pending, sending, delivered, dead",
@@ -79,7 +81,7 @@ def router(deps: ApiDeps) -> APIRouter:
         response_model=DeliveryView,
         response_model_exclude_unset=True,
     )
-    def get_delivery(delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> Any:
+    def get_delivery(caller: Reader, delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> Any:
         """One outbox row, with the body it sends."""
         try:
             return delivery_json(outbox.get(delivery_id), with_body=True)
@@ -92,7 +94,7 @@ def router(deps: ApiDeps) -> APIRouter:
         response_model_exclude_unset=True,
         responses={409: ERRORS[409]},
     )
-    def replay_delivery(delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> Any:
+    def replay_delivery(caller: Admin, delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> Any:
         """Send a dead delivery again: pending now, attempts reset, same Idempotency-Key."""
         try:
             rec = outbox.replay(delivery_id, deps.clock())

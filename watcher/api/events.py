@@ -19,6 +19,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from watcher.api.auth import Reader
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import error_response
 from watcher.api.models.params import MAX_ID
@@ -56,6 +57,7 @@ def router(deps: ApiDeps) -> APIRouter:
         },
     )
     def list_events(
+        caller: Reader,
         request: Request,
         after: int = Query(default=0, ge=0, le=MAX_ID),
         limit: int = Query(default=100, ge=1, le=1000),

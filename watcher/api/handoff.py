@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Path, Query
 
 from guard.handoff_receipts import HANDOFF_KINDS
+from watcher.api.auth import Admin
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.models.handoff import HandoffView, LeasesView
@@ -64,6 +65,7 @@ def router(deps: ApiDeps) -> APIRouter:
 
     @api.get("/v1/handoffs", response_model=None, responses={200: {"model": list[HandoffView]}})
     def list_handoffs(
+        caller: Admin,
         name: str | None = Query(default=None, description="only this chain or source"),
         limit: int = Query(default=100, ge=1, le=1000),
         full: bool = Query(
@@ -77,6 +79,7 @@ def router(deps: ApiDeps) -> APIRouter:
         "/v1/handoffs/{handoff_id}", response_model=None, responses={200: {"model": HandoffView}}
     )
     def get_handoff(
+        caller: Admin,
         handoff_id: int = Path(ge=1, le=MAX_ID, description="the takeover's id (GET /v1/handoffs)"),
     ) -> Any:
         """One takeover with its recorded elements and their signed receipts."""
@@ -86,7 +89,7 @@ def router(deps: ApiDeps) -> APIRouter:
         return handoff_json(row, full=True)
 
     @api.get("/v1/leases", response_model=None, responses={200: {"model": LeasesView}})
-    def list_leases() -> Any:
+    def list_leases(caller: Admin) -> Any:
         """Current leases, the live instances (liveness rows) with how many leases each
         holds, this instance's id and fair share, and the refused stale-token writes."""
         manager = deps.handoff

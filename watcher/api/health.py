@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CollectorRegistry, generate_latest
 
+from watcher.api.auth import require
 from watcher.api.deps import ApiDeps
 from watcher.api.metrics.collector import ServiceCollector
 from watcher.api.models.views import HealthView
@@ -19,9 +20,12 @@ def router(deps: ApiDeps) -> APIRouter:
     api = APIRouter()
     registry = CollectorRegistry()
     registry.register(ServiceCollector(deps))
+    # Open by default (probes carry no token); [api] open_health = false: they need read.
+    guarded = [] if deps.config.api.open_health else [Depends(require(deps, "read"))]
 
     @api.get(
         "/healthz",
+        dependencies=guarded,
         response_model=None,
         responses={
             200: {"model": HealthView},
@@ -47,6 +51,7 @@ def router(deps: ApiDeps) -> APIRouter:
 
     @api.get(
         "/metrics",
+        dependencies=guarded,
         response_class=PlainTextResponse,
         responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
     )

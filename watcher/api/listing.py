@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import ValidationError
 
+from watcher.api.auth import Reader, Registrar
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError, validation_body
 from watcher.api.models.errors import ERRORS
@@ -48,6 +49,7 @@ def router(deps: ApiDeps) -> APIRouter:
         responses={422: ERRORS[422]},
     )
     def list_settlements(
+        caller: Reader,
         chain: Annotated[str | None, Query(description="Chain (or source) name.")] = None,
         verdict: Annotated[Verdict | None, Query()] = None,
         kind: Annotated[str | None, Query(description="evm_tx or a source kind.")] = None,
@@ -72,7 +74,7 @@ def router(deps: ApiDeps) -> APIRouter:
         response_model_exclude_unset=True,
         responses={422: ERRORS[422], 503: ERRORS[503]},
     )
-    def register_batch(body: BatchRequest) -> dict[str, Any]:
+    def register_batch(caller: Registrar, body: BatchRequest) -> dict[str, Any]:
         """Register up to 1,000 settlements (each a ``POST /v1/settlements`` body) in
         one store transaction. Each item gets its own result: 201 registered, 200 already
         registered (same id), or the 4xx it would get alone; invalid items store nothing and
@@ -81,10 +83,8 @@ def router(deps: ApiDeps) -> APIRouter:
         valid: list[tuple[int, NewSettlement]] = []
         for index, item in enumerate(body.items):
             checked = _checked(deps, index, item)
-            if isinstance(checked, BatchItemResult):
-                results.append(checked)
-            else:
-                results.append(None)
+            results.append(checked if isinstance(checked, BatchItemResult) else None)
+            if not isinstance(checked, BatchItemResult):
                 valid.append((index, checked))
         stored = listing(deps.store).register_batch([new for _, new in valid])
         _kick_sources(deps, [rec.chain for rec, created in stored if created])

@@ -15,6 +15,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from watcher.api.auth import Reader
 from watcher.api.deps import ApiDeps
 from watcher.api.models.views import ReceiptRecordView, SignerView
 from watcher.api.views import settlement_or_error
@@ -31,7 +32,7 @@ def router(deps: ApiDeps) -> APIRouter:
         response_model=list[ReceiptRecordView],
         response_model_exclude_unset=True,
     )
-    def list_receipts(settlement_id: str) -> list[dict[str, Any]]:
+    def list_receipts(caller: Reader, settlement_id: str) -> list[dict[str, Any]]:
         """Every signed receipt of a settlement, revocations included, in order of issue."""
         settlement_or_error(deps, settlement_id)
         records = receipt_store(deps.store).for_settlement(settlement_id)
@@ -51,7 +52,7 @@ def router(deps: ApiDeps) -> APIRouter:
         ]
 
     @api.get("/v1/signers", response_model=list[SignerView], response_model_exclude_unset=True)
-    def list_signers() -> list[dict[str, Any]]:
+    def list_signers(caller: Reader) -> list[dict[str, Any]]:
         """Signing addresses: the current one (``retired_at`` null) first, then past ones."""
         return [
             {

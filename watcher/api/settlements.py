@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from watcher.api.auth import Reader, Registrar
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.models.errors import ERRORS
@@ -65,7 +66,9 @@ def router(deps: ApiDeps) -> APIRouter:
     body_doc = request_body([c.name for c in deps.config.chains])
 
     @api.post("/v1/settlements", **_CREATE, openapi_extra={"requestBody": body_doc})
-    def create_settlement(payload: Annotated[dict[str, Any], Body()]) -> JSONResponse:
+    def create_settlement(
+        caller: Registrar, payload: Annotated[dict[str, Any], Body()]
+    ) -> JSONResponse:
         """Register a settlement; 200 with the same settlement if it was already registered.
 
         ``kind`` is ``evm_tx`` by default (``chain``, ``tx_hash``...); a source kind
@@ -82,14 +85,14 @@ def router(deps: ApiDeps) -> APIRouter:
         return JSONResponse(view, status_code=201 if created else 200)
 
     @api.get("/v1/settlements/{settlement_id}", response_model=SettlementView, **_READ)
-    def get_settlement(settlement_id: str) -> dict[str, Any]:
+    def get_settlement(caller: Reader, settlement_id: str) -> dict[str, Any]:
         """A registered settlement's current view."""
         rec = settlement_or_error(deps, settlement_id)
         view = source_view(deps, rec)
         return view if view is not None else chain_settlement_view(deps, rec)
 
     @api.get("/v1/settlements/{settlement_id}/receipt", responses=_NOT_FOUND)
-    def get_receipt(settlement_id: str) -> dict[str, Any]:
+    def get_receipt(caller: Reader, settlement_id: str) -> dict[str, Any]:
         """The latest signed receipt of the terminal verdict (a document `finality verify`
         checks offline); 404 while the settlement is not terminal or not yet signed."""
         rec = settlement_or_error(deps, settlement_id)
@@ -106,7 +109,7 @@ def router(deps: ApiDeps) -> APIRouter:
         return receipt
 
     @api.get("/v1/settlements/{settlement_id}/events", response_model=list[EventView], **_READ)
-    def get_settlement_events(settlement_id: str) -> list[dict[str, Any]]:
+    def get_settlement_events(caller: Reader, settlement_id: str) -> list[dict[str, Any]]:
         """Events (confirmed, failed, reorg, violations) recorded for one settlement."""
         settlement_or_error(deps, settlement_id)
         return [event_json(e) for e in deps.store.events(settlement_id=settlement_id)]

@@ -1,4 +1,4 @@
-"""The small tables of a config file: ``[store]``, ``[api]``, ``[signing]``, ``[delivery]``,
+"""The small tables of a config file: ``[store]``, ``[api]`` (in :mod:`.api`), ``[signing]``, ``[delivery]``,
 ``[[alerts]]`` and ``[handoff]`` (``[[chains]]`` and ``[[sources]]`` have modules of their
 own: they carry most of the rules)."""
 
@@ -9,6 +9,8 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
+from watcher.config.api import ApiConfig as ApiConfig
+from watcher.config.api import split_listen as split_listen
 from watcher.config.base import KeyedErrors, Strict
 
 _STORE_SCHEMES = ("sqlite://", "postgresql://", "postgresql+psycopg://")
@@ -35,43 +37,6 @@ class StoreConfig(Strict):
         if value.startswith("postgresql") and not urlsplit(value).netloc:
             raise ValueError("a PostgreSQL URL needs a host, e.g. postgresql://user@host/db")
         return value
-
-
-def split_listen(value: str) -> tuple[str, int]:
-    """``"HOST:PORT"`` (``"[::1]:PORT"`` for IPv6) → ``(host, port)``; ValueError if not."""
-    host, sep, port_text = value.rpartition(":")
-    if not sep or not host:
-        raise ValueError('must be "HOST:PORT", e.g. "127.0.0.1:8710"')
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if not host or (":" in host and not value.startswith("[")):
-        raise ValueError('must be "HOST:PORT" (write an IPv6 host as "[::1]:8710")')
-    if not port_text.isascii() or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-        raise ValueError("port must be an integer in 1..65535")
-    return host, int(port_text)
-
-
-class ApiConfig(Strict):
-    """Where the HTTP API (and the query commands of the CLI) listen."""
-
-    listen: str = "127.0.0.1:8710"
-    """``"HOST:PORT"``; an IPv6 host in brackets (``"[::1]:8710"``); port in 1..65535."""
-
-    @field_validator("listen")
-    @classmethod
-    def _check_listen(cls, value: str) -> str:
-        split_listen(value)
-        return value
-
-    @property
-    def host(self) -> str:
-        """The host part of ``listen`` (IPv6 without brackets)."""
-        return split_listen(self.listen)[0]
-
-    @property
-    def port(self) -> int:
-        """The port part of ``listen``."""
-        return split_listen(self.listen)[1]
 
 
 class SigningConfig(Strict):
