@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import delete, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
+from guard.payment import PAYMENT_KIND
 from watcher.store import schema as s
 from watcher.store.conditions import deadline_reasons, finality_reasons
 from watcher.store.events_store import insert_event
@@ -121,7 +122,7 @@ class BlockTxn:
         passed while awaiting, or the late-finality watch of a timed-out one ended."""
         t = s.settlements
         reasons = [*finality_reasons(head, finalized), *deadline_reasons(self.now, late_watch_ms)]
-        return self._settlements(t.c.watching.is_(True), or_(*reasons))
+        return self._settlements(t.c.watching.is_(True), t.c.kind != PAYMENT_KIND, or_(*reasons))
 
     def _update(self, settlement_id: str, **values: Any) -> None:
         t = s.settlements

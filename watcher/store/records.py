@@ -73,6 +73,8 @@ class NewSettlement:
     """The signed bytes, when the caller gave them (checked against the hash)."""
     owner: str = "anonymous"
     """The API caller it belongs to: (chain, tx hash, owner) is unique."""
+    kind: str = "evm_tx"
+    """``evm_tx`` or ``evm_payment`` (a payment to an address: ``tx_hash`` is its id)."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,9 @@ class SettlementRecord:
     """Signed raw bytes of the watched tx, kept while it was pending (replacement proof)."""
     owner: str = "anonymous"
     """The API caller it belongs to (``Caller.name``); only that caller reads it."""
+    kind: str = "evm_tx"
+    """``evm_tx`` (a tx, or an off-chain source's row) or ``evm_payment`` (a payment to an
+    address: ``tx_hash`` holds its settlement id; watcher/store/payments_store.py)."""
 
     @property
     def verdict_enum(self) -> Verdict:

@@ -20,7 +20,7 @@ from sqlalchemy import (
     false,
 )
 
-SCHEMA_REVISION = "0008"
+SCHEMA_REVISION = "0009"
 """Alembic revision this code writes and reads."""
 
 metadata = MetaData()
@@ -93,6 +93,10 @@ settlements = Table(
     # 0008: the API caller the settlement belongs to (watcher/api/auth.py's Caller.name);
     # one tx registered by two callers is two settlements. Rows from before: "anonymous".
     Column("owner", String(64), nullable=False, server_default="anonymous"),
+    # 0009: "evm_tx" (a watched tx, and the rows of off-chain sources) or "evm_payment" (a
+    # payment to an address: its tx_hash holds its own settlement id, which no tx matches;
+    # its spec and counted transfers are in payment_specs / payment_transfers).
+    Column("kind", String(32), nullable=False, server_default="evm_tx"),
     UniqueConstraint("chain", "tx_hash", "owner", name="uq_settlements_chain_tx_owner"),
     Index("ix_settlements_confirm", "chain", "watching", "confirm_height"),
     Index("ix_settlements_deadline", "chain", "watching", "deadline"),
@@ -266,3 +270,41 @@ block_leaves = Table(
 """Per block a receipt was built from: its tx hashes and both tries' leaves, compressed
 (watcher/store/leaves_store.py), so later receipts of the block (after a restart too) need
 no call."""
+
+# -- 0009: payments to an address ------------------------------------------------------------
+
+payment_specs = Table(
+    "payment_specs",
+    metadata,
+    Column("settlement_id", String(64), primary_key=True),
+    Column("chain", String(64), nullable=False),
+    Column("to_address", String(42), nullable=False),
+    Column("asset", String(42), nullable=False),
+    Column("amount", String(80), nullable=False),
+    Column("sender", String(42)),
+    Column("after_block", BigInteger),
+    Column("reference", String(128)),
+    Index("ix_payment_specs_to", "chain", "to_address"),
+)
+"""What an ``evm_payment`` settlement waits for: ``amount`` (decimal base units) of ``asset``
+("native" or a token contract) to ``to_address``, from ``sender`` when given, in blocks above
+``after_block`` (the stored head at registration; NULL: none was stored yet)."""
+
+payment_transfers = Table(
+    "payment_transfers",
+    metadata,
+    Column("id", AutoId, primary_key=True, autoincrement=True),
+    Column("settlement_id", String(64), nullable=False),
+    Column("chain", String(64), nullable=False),
+    Column("tx_hash", Hash, nullable=False),
+    Column("block_number", BigInteger, nullable=False),
+    Column("block_hash", Hash, nullable=False),
+    Column("tx_index", Integer, nullable=False),
+    Column("log_index", Integer),
+    Column("sender", String(42), nullable=False),
+    Column("value", String(80), nullable=False),
+    Index("ix_payment_transfers_settlement", "settlement_id", "id"),
+    Index("ix_payment_transfers_block", "chain", "block_number"),
+)
+"""The transfers counted for a payment, while their block is canonical: a reorg deletes the
+ones above its common ancestor (``log_index`` NULL: a native transfer, the tx itself)."""

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import func, insert, or_, select
 
 from chains.quorum import Anchor
+from guard.payment import PAYMENT_KIND
 from watcher.store import schema as s
 from watcher.store.conditions import deadline_reasons, finality_reasons
 from watcher.store.db import Db
@@ -90,7 +91,12 @@ class SettlementQueries:
                         t.c.nonce,
                         t.c.block_number,
                     )
-                    .where(t.c.chain == chain, t.c.watching.is_(True), t.c.seq > after_seq)
+                    .where(
+                        t.c.chain == chain,
+                        t.c.watching.is_(True),
+                        t.c.seq > after_seq,
+                        t.c.kind != PAYMENT_KIND,  # payments: watcher/engine/payments.py
+                    )
                     .order_by(t.c.seq)
                 )
                 .mappings()
@@ -186,6 +192,7 @@ class SettlementQueries:
                         t.c.watching.is_(True),
                         t.c.block_number.is_(None),
                         t.c.replaced_block_number.is_(None),
+                        t.c.kind != PAYMENT_KIND,
                     )
                 )
                 .mappings()
@@ -236,6 +243,7 @@ def _settlement_values(new: NewSettlement) -> dict[str, Any]:
         "nonce": new.nonce,
         "raw_tx": new.raw_tx,
         "owner": new.owner,
+        "kind": new.kind,
     }
 
 

@@ -20,12 +20,13 @@ from watcher.store.errors import StaleFencingToken
 from watcher.store.events_store import EventQueries
 from watcher.store.inbox_store import Inbox
 from watcher.store.outbox_store import Outbox
+from watcher.store.payments_store import PaymentQueries
 from watcher.store.settlements_store import SettlementQueries
 
 __all__ = ["BlockTxn", "Store"]
 
 
-class Store(ChainQueries, SettlementQueries, EventQueries):
+class Store(ChainQueries, SettlementQueries, EventQueries, PaymentQueries):
     """Durable state of the watcher. Thread-safe: each call uses its own connection."""
 
     def __init__(self, url: str) -> None:

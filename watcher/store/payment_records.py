@@ -1,0 +1,111 @@
+"""Frozen rows of the payment tables (``payment_specs``, ``payment_transfers``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class NewPaymentSpec:
+    """What a payment registration writes beside its settlement row."""
+
+    to_address: str
+    """Receiving address (lower-case 0x)."""
+    asset: str
+    """``native`` or the token contract (lower-case 0x)."""
+    amount: str
+    """Base units, a decimal string."""
+    sender: str | None = None
+    """Only transfers from this address count; None: from anyone."""
+    after_block: int | None = None
+    """Transfers count in blocks above this one (the stored head at registration)."""
+    reference: str | None = None
+    """The caller's idempotency key, when given."""
+
+
+@dataclass(frozen=True)
+class PaymentSpecRecord:
+    """A payment's spec as stored."""
+
+    settlement_id: str
+    """Its settlement."""
+    chain: str
+    """Chain name."""
+    to_address: str
+    """Receiving address."""
+    asset: str
+    """``native`` or the token contract."""
+    amount: str
+    """Base units, a decimal string."""
+    sender: str | None
+    """The ``from`` filter."""
+    after_block: int | None
+    """Transfers count in blocks above this one; None: in every block processed after it."""
+    reference: str | None
+    """The caller's idempotency key."""
+
+
+@dataclass(frozen=True)
+class NewTransfer:
+    """A transfer the engine counts for a payment."""
+
+    settlement_id: str
+    """The payment it counts for."""
+    tx_hash: str
+    """The tx that moved the value."""
+    block_number: int
+    """Its block."""
+    block_hash: str
+    """That block's hash."""
+    tx_index: int
+    """The tx's position."""
+    log_index: int | None
+    """The ``Transfer`` log's index in the block; None for a native transfer."""
+    sender: str
+    """Who paid."""
+    value: str
+    """Base units, a decimal string."""
+
+
+@dataclass(frozen=True)
+class TransferRecord:
+    """A counted transfer as stored (its block is canonical: a reorg deletes it)."""
+
+    id: int
+    """Sequence."""
+    settlement_id: str
+    """The payment it counts for."""
+    chain: str
+    """Chain name."""
+    tx_hash: str
+    """The tx that moved the value."""
+    block_number: int
+    """Its block."""
+    block_hash: str
+    """That block's hash."""
+    tx_index: int
+    """The tx's position in the block."""
+    log_index: int | None
+    """The ``Transfer`` log's index in the block; None for a native transfer."""
+    sender: str
+    """Who paid."""
+    value: str
+    """Base units, a decimal string."""
+
+
+@dataclass(frozen=True)
+class PaymentWatch:
+    """What the engine's payment index holds of one watched payment."""
+
+    seq: int
+    """Insertion order of its settlement."""
+    settlement_id: str
+    """Id."""
+    to_address: str
+    """Receiving address."""
+    asset: str
+    """``native`` or the token contract."""
+    sender: str | None
+    """The ``from`` filter."""
+    after_block: int | None
+    """Transfers count above this block."""

@@ -1,0 +1,247 @@
+"""Payments to an address as stored: their spec and the transfers counted for them.
+
+A payment is a settlement row (kind ``evm_payment``; listing, deliveries, receipts, events
+and dependent state work as for a tx) whose ``tx_hash`` holds its own settlement id, so no
+tx ever matches it and (chain, tx_hash, owner) stays unique; it is never probed by hash
+(``next_probe_at`` NULL). Beside it: ``payment_specs`` (what it waits for) and
+``payment_transfers`` (what was counted, while its block is canonical).
+
+:class:`PaymentQueries` is part of :class:`~watcher.store.store.Store` (registration and
+reads); the functions taking a :class:`~watcher.store.block_txn.BlockTxn` are the engine's
+writes inside a block's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from sqlalchemy import and_, delete, insert, or_, select
+from sqlalchemy.engine import Connection
+
+from guard.payment import PAYMENT_KIND
+from watcher.store import schema as s
+from watcher.store.block_txn import BlockTxn
+from watcher.store.conditions import deadline_reasons
+from watcher.store.db import Db
+from watcher.store.errors import SettlementNotFound, StoreConflict, StoreError
+from watcher.store.payment_records import (
+    NewPaymentSpec,
+    NewTransfer,
+    PaymentSpecRecord,
+    PaymentWatch,
+    TransferRecord,
+)
+from watcher.store.records import NewSettlement, SettlementRecord, from_row
+from watcher.store.settlements_store import settlement_values
+
+
+class PaymentConflict(StoreError):
+    """A registration repeats an idempotency key with a different payment."""
+
+    def __init__(self, settlement_id: str, field: str) -> None:
+        super().__init__(
+            f"reference: already used for payment {settlement_id} with a different {field}"
+        )
+        self.settlement_id = settlement_id
+        self.field = field
+
+
+class PaymentQueries:
+    """Registration and reads of payments; part of :class:`~watcher.store.store.Store`."""
+
+    _writer: Db
+    _reader: Db
+
+    def register_payment(
+        self, new: NewSettlement, spec: NewPaymentSpec
+    ) -> tuple[SettlementRecord, bool]:
+        """Insert a payment's settlement row and spec in one transaction; if its id exists
+        (the same idempotency key), return the stored one and False, or raise
+        :class:`PaymentConflict` when the stored spec differs."""
+        row = {**settlement_values(new), "kind": PAYMENT_KIND, "next_probe_at": None}
+        try:
+            with self._writer.begin() as conn:
+                conn.execute(insert(s.settlements).values(**row))
+                conn.execute(
+                    insert(s.payment_specs).values(
+                        settlement_id=new.settlement_id, chain=new.chain, **asdict(spec)
+                    )
+                )
+        except StoreConflict:
+            stored = self.payment_spec(new.settlement_id)
+            for field, mine in (
+                ("to", spec.to_address),
+                ("asset", spec.asset),
+                ("amount", spec.amount),
+                ("from", spec.sender),
+                ("chain", new.chain),
+            ):
+                theirs = {
+                    "to": stored.to_address,
+                    "asset": stored.asset,
+                    "amount": stored.amount,
+                    "from": stored.sender,
+                    "chain": stored.chain,
+                }[field]
+                if mine != theirs:
+                    raise PaymentConflict(new.settlement_id, field) from None
+            return self._settlement(new.settlement_id), False
+        return self._settlement(new.settlement_id), True
+
+    def _settlement(self, settlement_id: str) -> SettlementRecord:
+        with self._reader.connect() as conn:
+            row = (
+                conn.execute(
+                    select(s.settlements).where(s.settlements.c.settlement_id == settlement_id)
+                )
+                .mappings()
+                .first()
+            )
+        if row is None:
+            raise SettlementNotFound(settlement_id)
+        return from_row(SettlementRecord, row)
+
+    def payment_spec(self, settlement_id: str) -> PaymentSpecRecord:
+        """What the payment waits for; raises :class:`SettlementNotFound`."""
+        t = s.payment_specs
+        with self._reader.connect() as conn:
+            row = conn.execute(select(t).where(t.c.settlement_id == settlement_id)).mappings()
+            found = row.first()
+        if found is None:
+            raise SettlementNotFound(settlement_id)
+        return from_row(PaymentSpecRecord, found)
+
+    def payment_transfers(self, settlement_id: str) -> list[TransferRecord]:
+        """The transfers counted for the payment now (each in a canonical block we
+        processed), in chain order: block, tx, log."""
+        with self._reader.connect() as conn:
+            return _transfers(conn, [settlement_id]).get(settlement_id, [])
+
+    def payment_watches(self, chain: str, after_seq: int = 0) -> list[PaymentWatch]:
+        """Watched payments of ``chain`` inserted after ``after_seq``, in order (what the
+        engine's payment index is built from)."""
+        t, p = s.settlements, s.payment_specs
+        query = (
+            select(
+                t.c.seq,
+                t.c.settlement_id,
+                p.c.to_address,
+                p.c.asset,
+                p.c.sender,
+                p.c.after_block,
+            )
+            .join(p, p.c.settlement_id == t.c.settlement_id)
+            .where(
+                t.c.chain == chain,
+                t.c.kind == PAYMENT_KIND,
+                t.c.watching.is_(True),
+                t.c.seq > after_seq,
+            )
+            .order_by(t.c.seq)
+        )
+        with self._reader.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [from_row(PaymentWatch, r) for r in rows]
+
+
+def _transfers(conn: Connection, ids: Sequence[str]) -> dict[str, list[TransferRecord]]:
+    """Transfers of the payments ``ids``, by settlement, in chain order."""
+    t = s.payment_transfers
+    out: dict[str, list[TransferRecord]] = {}
+    if not ids:
+        return out
+    rows = (
+        conn.execute(
+            select(t)
+            .where(t.c.settlement_id.in_(list(ids)))
+            .order_by(t.c.block_number, t.c.tx_index, t.c.log_index, t.c.id)
+        )
+        .mappings()
+        .all()
+    )
+    for row in rows:
+        rec = from_row(TransferRecord, row)
+        out.setdefault(rec.settlement_id, []).append(rec)
+    return out
+
+
+# -- inside a block's transaction ---------------------------------------------------------
+
+
+def specs_in(txn: BlockTxn, ids: Sequence[str]) -> dict[str, PaymentSpecRecord]:
+    """The specs of the payments ``ids``."""
+    if not ids:
+        return {}
+    t = s.payment_specs
+    rows = txn.conn.execute(select(t).where(t.c.settlement_id.in_(list(ids)))).mappings().all()
+    return {r["settlement_id"]: from_row(PaymentSpecRecord, r) for r in rows}
+
+
+def transfers_in(txn: BlockTxn, ids: Sequence[str]) -> dict[str, list[TransferRecord]]:
+    """The counted transfers of the payments ``ids``, by settlement, in chain order."""
+    return _transfers(txn.conn, ids)
+
+
+def add_transfers(txn: BlockTxn, block_number: int, transfers: Sequence[NewTransfer]) -> None:
+    """Count ``transfers`` of one block; those stored for that height before (a block
+    processed again after a crash before its commit cannot leave any, but a re-scan may)
+    are replaced, so a block's transfers are counted once."""
+    t = s.payment_transfers
+    txn.conn.execute(delete(t).where(t.c.chain == txn.chain, t.c.block_number == block_number))
+    if transfers:
+        txn.conn.execute(insert(t), [dict(asdict(n), chain=txn.chain) for n in transfers])
+
+
+def drop_transfers_above(txn: BlockTxn, number: int) -> list[TransferRecord]:
+    """A reorg replaced the blocks above ``number``: delete the transfers counted there and
+    return them (their payments are re-decided; a confirmed one is a finality violation)."""
+    t = s.payment_transfers
+    rows = (
+        txn.conn.execute(
+            select(t).where(t.c.chain == txn.chain, t.c.block_number > number).order_by(t.c.id)
+        )
+        .mappings()
+        .all()
+    )
+    if rows:
+        txn.conn.execute(delete(t).where(t.c.chain == txn.chain, t.c.block_number > number))
+    return [from_row(TransferRecord, r) for r in rows]
+
+
+def drop_transfers_in(txn: BlockTxn, block_hashes: Sequence[str]) -> list[TransferRecord]:
+    """Delete (and return) the transfers counted in ``block_hashes`` (blocks a reorg beyond
+    the window proved gone)."""
+    if not block_hashes:
+        return []
+    t = s.payment_transfers
+    cond = and_(t.c.chain == txn.chain, t.c.block_hash.in_(list(block_hashes)))
+    rows = txn.conn.execute(select(t).where(cond)).mappings().all()
+    if rows:
+        txn.conn.execute(delete(t).where(cond))
+    return [from_row(TransferRecord, r) for r in rows]
+
+
+def payments_due(txn: BlockTxn, late_watch_ms: int) -> list[SettlementRecord]:
+    """Watched payments whose verdict may change now: those with counted transfers (they
+    may have become final), and those whose deadline (or late watch) passed."""
+    t, x = s.settlements, s.payment_transfers
+    with_transfers = select(x.c.settlement_id).where(x.c.chain == txn.chain).distinct()
+    rows = (
+        txn.conn.execute(
+            select(t)
+            .where(
+                t.c.chain == txn.chain,
+                t.c.kind == PAYMENT_KIND,
+                t.c.watching.is_(True),
+                or_(
+                    t.c.settlement_id.in_(with_transfers),
+                    *deadline_reasons(txn.now, late_watch_ms),
+                ),
+            )
+            .order_by(t.c.seq)
+        )
+        .mappings()
+        .all()
+    )
+    return [from_row(SettlementRecord, r) for r in rows]
