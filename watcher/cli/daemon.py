@@ -17,12 +17,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     from watcher import logs
     from watcher.config.errors import ConfigError
     from watcher.config.loading import load_config
+    from watcher.config.secrets import configured_secrets
 
     logs.configure(args.log_level.upper())
     try:
         config = load_config(args.config)
     except ConfigError as exc:
         raise CliError(str(exc), EX_CONFIG) from None
+    logs.protect(configured_secrets(config))
     from chains.errors import ChainIdMismatch
     from watcher.api.server import create_app
     from watcher.app.build import build

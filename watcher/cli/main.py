@@ -10,6 +10,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from chains.redact import redact_text
+from watcher import logs
 from watcher.cli import (
     chains,
     daemon,
@@ -64,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser(commands).parse_args(argv)
         return commands[args.command](args)
     except CliError as exc:
-        print(f"finality: {exc}", file=sys.stderr)
+        # Redacted: a start-up error may quote a configured URL (logs.protect knows them).
+        print(f"finality: {redact_text(str(exc), logs.REDACTING.secrets)}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
         return 130

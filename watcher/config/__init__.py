@@ -42,5 +42,6 @@ Modules (import them by their full path; this ``__init__`` re-exports nothing):
 - :mod:`.sections`: ``[store]``, ``[api]``, ``[signing]``, ``[delivery]``, ``[[alerts]]``,
   ``[handoff]``; :mod:`.chains`: ``[[chains]]``; :mod:`.sources`: the keys every
   ``[[sources]]`` table shares; :mod:`.source_kinds`: which kinds exist, and their models;
+- :mod:`.secrets`: ``configured_secrets``, the values no output may show;
 - :mod:`.base`: the strict model base and the keyed-problem helpers they share.
 """
