@@ -27,9 +27,19 @@ def depth_of(block_number: int | None, head_number: int | None) -> int:
     return head_number - block_number + 1
 
 
-def settlement_id_for(chain: str, tx_hash: str) -> str:
-    """Deterministic id: the same (chain, tx hash) always gets the same id, on any instance."""
-    return "stl_" + hashlib.sha256(f"evm_tx:{chain}:{tx_hash}".encode()).hexdigest()[:24]
+ANONYMOUS_OWNER = "anonymous"
+"""The owner of a settlement registered without a token (and of every row before 0008)."""
+
+
+def settlement_id_for(chain: str, tx_hash: str, owner: str = ANONYMOUS_OWNER) -> str:
+    """Deterministic id: the same (chain, tx hash, owner) always gets the same id, on any
+    instance. The anonymous owner's id is the one used before owners existed, so stored
+    settlements keep their ids; another owner's id depends on its name too, so two callers'
+    settlements of one tx never share an id."""
+    key = f"evm_tx:{chain}:{tx_hash}"
+    if owner != ANONYMOUS_OWNER:
+        key += f":{owner}"
+    return "stl_" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
 @dataclass(frozen=True)
@@ -55,17 +65,20 @@ class Registration:
     """Its nonce."""
     raw_tx: str | None = None
     """The signed bytes (0x hex), checked against ``tx_hash``: a replacement is provable."""
+    owner: str = ANONYMOUS_OWNER
+    """The API caller registering it (``Caller.name``): its settlement, nobody else's."""
 
 
 def register(store: Store, reg: Registration, now: int) -> tuple[SettlementRecord, bool]:
-    """Store a new settlement (AWAITING_FINALITY), or return the existing one and False."""
+    """Store a new settlement (AWAITING_FINALITY), or return the one its owner already
+    registered and False."""
     return store.register(new_settlement(reg, now))
 
 
 def new_settlement(reg: Registration, now: int) -> NewSettlement:
     """The row for a registration at ``now``: its id, deadline and initial decision."""
     chain = reg.chain
-    sid = SettlementId(settlement_id_for(chain.name, reg.tx_hash))
+    sid = SettlementId(settlement_id_for(chain.name, reg.tx_hash, reg.owner))
     timeout_ms = int((reg.timeout_s if reg.timeout_s is not None else chain.timeout_s) * 1000)
     settlement = Settlement(sid, True, UnixMillis(now), timeout_ms)
     policy = SettlementPolicy(max_wait_ms=int(chain.max_wait_s * 1000))
@@ -86,6 +99,7 @@ def new_settlement(reg: Registration, now: int) -> NewSettlement:
         sender=reg.sender,
         nonce=reg.nonce,
         raw_tx=reg.raw_tx,
+        owner=reg.owner,
     )
 
 

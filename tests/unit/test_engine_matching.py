@@ -51,3 +51,20 @@ def test_after_a_reorg_a_confirmed_settlement_no_longer_watched_is_found_again()
     assert found.matched == [("s-1", confirmed)]  # re-included in the new branch
     assert found.replacing == [("s-2", rival)]  # its nonce taken by another tx there
     assert match_block([confirmed, rival], index).ids == set()  # not without the reorg
+
+
+def test_one_tx_watched_by_two_settlements_concerns_both() -> None:
+    """Two callers registered one tx (issue 14): its inclusion and its replacement reach
+    both settlements; forgetting one keeps the other indexed."""
+    watched, other = tx(1, ALICE, 7), tx(2, ALICE, 7)
+    index = index_of(
+        WatchEntry(1, "s-a", watched.hash, ALICE, 7, None),
+        WatchEntry(2, "s-b", watched.hash, ALICE, 7, None),
+    )
+    assert match_block([watched], index).matched == [("s-a", watched), ("s-b", watched)]
+    assert match_block([other], index).replacing == [("s-a", other), ("s-b", other)]
+    index.remove("s-a")
+    assert match_block([watched], index).matched == [("s-b", watched)]
+    assert match_block([other], index).replacing == [("s-b", other)]
+    reanchor = reanchor_of([(watched.hash, "s-a", ALICE, 7)], index)
+    assert match_block([watched], index, reanchor).matched == [("s-a", watched), ("s-b", watched)]

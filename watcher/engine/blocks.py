@@ -99,7 +99,8 @@ class BlockCommits(ChainState):
         """Receipts of the block's watched txs (none fetched when it holds none)."""
         if block is None or not matches.matched:
             return {}
-        wanted: list[str] = [tx.hash for _, tx in matches.matched]
+        # Several settlements of one tx (one per caller) share its receipt: asked once.
+        wanted: list[str] = list(dict.fromkeys(tx.hash for _, tx in matches.matched))
         found: dict[str, Any] = {
             r.tx_hash: r for r in self.client.block_receipts(block.header.hash, wanted)
         }

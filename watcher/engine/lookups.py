@@ -14,7 +14,7 @@ from typing import Any
 
 from chains.models import BlockHeader
 from chains.quorum import Anchor, GateResult
-from watcher.engine.probes import located_info, lookup, receipts_by_block
+from watcher.engine.probes import located_info, lookup, per_hash, receipts_by_block
 from watcher.engine.settle import decide_settlement
 from watcher.engine.state import ChainState
 from watcher.store.block_txn import BlockTxn
@@ -105,12 +105,14 @@ class TxLookups(ChainState):
         return len(todo)
 
     def _answers(self, todo: list[SettlementRecord], by_receipt: bool) -> Answers:
-        """Ask the node about ``todo``: one call per tx at most, one per block for receipts
-        (watcher/engine/probes.py); with ``by_receipt`` every receipt and raw tx is asked."""
+        """Ask the node about ``todo``: one call per tx hash at most (several settlements of
+        one tx share it), one per block for receipts (watcher/engine/probes.py); with
+        ``by_receipt`` every receipt and raw tx is asked."""
         hashes = [r.tx_hash for r in todo]
         rebuilt: dict[str, str | None] = {}
-        infos = self.client.transactions(hashes) if by_receipt else self._infos(todo, rebuilt)
-        every = self.client.receipts(hashes) if by_receipt else [None] * len(todo)
+        client = self.client
+        infos = per_hash(client.transactions, hashes) if by_receipt else self._infos(todo, rebuilt)
+        every = per_hash(client.receipts, hashes) if by_receipt else [None] * len(todo)
         hits = [
             (r, i, receipt)
             for r, i, receipt in zip(todo, infos, every, strict=True)
@@ -137,7 +139,7 @@ class TxLookups(ChainState):
         if not by_receipt:
             raws = {r.settlement_id: rebuilt.get(r.settlement_id) for r in pending}
         else:
-            fetched = self.client.raw_transactions([r.tx_hash for r in pending]) if pending else []
+            fetched = per_hash(client.raw_transactions, [r.tx_hash for r in pending])
             raws = dict(zip((r.settlement_id for r in pending), fetched, strict=True))
         return Answers(infos, included, receipts, raws)
 

@@ -5,6 +5,10 @@ it. After a reorg, settlements anchored on the replaced blocks are looked for to
 they are no longer watched (a confirmed one is not): a tx re-included in the branch's first
 block, or another tx of the same sender and nonce there, must not be missed. Nothing here
 reads the store or the node: the caller passes what it read.
+
+One tx hash may belong to several settlements (one per caller that registered it): the tx
+is matched once and every settlement of its hash gets an entry, in the order of their ids,
+so one receipt serves them all.
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ Anchored = tuple[str, str, str | None, int | None]
 class Reanchor:
     """Settlements a reorg un-anchored, to look for in the new branch's first block."""
 
-    by_hash: Mapping[str, str] = field(default_factory=dict)
-    """tx hash → settlement id."""
+    by_hash: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """tx hash → settlement ids."""
     by_sender_nonce: Mapping[tuple[str, int], Sequence[tuple[str, str]]] = field(
         default_factory=dict
     )
@@ -33,10 +37,10 @@ class Reanchor:
 
 def reanchor_of(anchored: Iterable[Anchored], index: WatchIndex) -> Reanchor:
     """The :class:`Reanchor` of the settlements ``anchored`` above a reorg's ancestor."""
-    by_hash: dict[str, str] = {}
+    by_hash: dict[str, list[str]] = {}
     by_nonce: dict[tuple[str, int], list[tuple[str, str]]] = {}
     for tx_hash, settlement_id, sender, nonce in anchored:
-        by_hash[tx_hash] = settlement_id
+        by_hash.setdefault(tx_hash, []).append(settlement_id)
         if sender is not None and nonce is not None and settlement_id not in index.by_id:
             by_nonce.setdefault((sender, nonce), []).append((settlement_id, tx_hash))
     return Reanchor(by_hash, by_nonce)
@@ -47,7 +51,7 @@ class BlockMatches:
     """What one block holds for the watched settlements."""
 
     matched: list[tuple[str, BlockTx]]
-    """(settlement id, its tx) for each watched tx in the block."""
+    """(settlement id, its tx) for each settlement of each watched tx in the block."""
     replacing: list[tuple[str, BlockTx]]
     """(settlement id, the other tx) for each tx with a watched sender and nonce."""
 
@@ -67,10 +71,11 @@ def match_block(
     matched: list[tuple[str, BlockTx]] = []
     replacing: list[tuple[str, BlockTx]] = []
     for tx in txs:
-        sid = index.by_hash.get(tx.hash) or reanchor.by_hash.get(tx.hash)
-        if sid is not None:
-            matched.append((sid, tx))
-        for other in index.by_sender_nonce.get((tx.sender, tx.nonce), ()):
+        watched, anchored = index.by_hash.get(tx.hash), reanchor.by_hash.get(tx.hash)
+        if watched or anchored:
+            ids = set(watched or ()).union(anchored or ())
+            matched.extend((sid, tx) for sid in sorted(ids))
+        for other in sorted(index.by_sender_nonce.get((tx.sender, tx.nonce), ())):
             if index.by_id[other].tx_hash != tx.hash:
                 replacing.append((other, tx))
         for other, other_hash in reanchor.by_sender_nonce.get((tx.sender, tx.nonce), ()):

@@ -15,12 +15,15 @@ block:
 * a registration that gave ``sender`` and ``nonce`` (or ``raw_tx``) is not looked up at
   all: its tx is found by hash in the blocks the tracker holds, else block scanning finds
   it when it is mined.
+
+Several settlements of one tx (one per caller that registered it) are asked about once:
+every call here takes the distinct hashes (:func:`per_hash`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from chains.block_facts import BlockFacts
 from chains.models import TxInfo, TxReceipt
@@ -30,10 +33,28 @@ from guard.tx_encode import encode_checked
 from guard.txs import TransactionError
 from guard.types import Address, BlockHash, BlockNumber, TxHash
 
+T = TypeVar("T")
+
+
+def per_hash(ask: Callable[[Sequence[str]], Sequence[T]], tx_hashes: Sequence[str]) -> list[T]:
+    """``ask`` (a batched call, one answer per hash) over the distinct hashes of
+    ``tx_hashes``, answered per item: a hash several settlements share costs one call."""
+    unique = list(dict.fromkeys(tx_hashes))
+    if not unique:
+        return []
+    answers = dict(zip(unique, ask(unique), strict=True))
+    return [answers[h] for h in tx_hashes]
+
 
 def lookup(client: RpcClient, tx_hashes: Sequence[str]) -> list[tuple[TxInfo | None, str | None]]:
     """(``eth_getTransactionByHash`` parsed, signed bytes of a pending tx) per hash, in one
-    batch; the bytes are rebuilt locally, fetched raw only where that fails."""
+    batch (each distinct hash asked once); the bytes are rebuilt locally, fetched raw only
+    where that fails."""
+    return per_hash(lambda hashes: _lookup(client, hashes), tx_hashes)
+
+
+def _lookup(client: RpcClient, tx_hashes: Sequence[str]) -> list[tuple[TxInfo | None, str | None]]:
+    """:func:`lookup` of distinct hashes."""
     if not tx_hashes:
         return []
     raws = client.batch([("eth_getTransactionByHash", [h]) for h in tx_hashes])
@@ -70,11 +91,12 @@ def receipts_by_block(
 ) -> dict[str, TxReceipt]:
     """Receipts of ``included`` (tx hash, block hash): one ``eth_getBlockReceipts`` per block
     not already held (then held for the receipt builder too)."""
-    by_block: dict[str, list[str]] = {}
+    by_block: dict[str, dict[str, None]] = {}
     for tx_hash, block_hash in included:
-        by_block.setdefault(block_hash, []).append(tx_hash)
+        by_block.setdefault(block_hash, {})[tx_hash] = None
     found: dict[str, TxReceipt] = {}
-    for block_hash, hashes in by_block.items():
+    for block_hash, distinct in by_block.items():
+        hashes = list(distinct)
         held = facts.receipts(block_hash)
         if held is None:
             receipts = client.block_receipts(block_hash, hashes)

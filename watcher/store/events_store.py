@@ -9,15 +9,16 @@ receipts scan (:func:`terminal_events`, :func:`lifecycle`, :func:`last_event_id`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, or_, select
 from sqlalchemy.engine import Connection
 
 from watcher.store import schema as s
 from watcher.store.db import Db
 from watcher.store.records import EventRecord, ReorgRecord, from_row
+from watcher.store.settlements_store import owned_ids
 
 
 class EventQueries:
@@ -26,27 +27,67 @@ class EventQueries:
     _writer: Db
     _reader: Db
 
-    def reorgs(self, chain: str | None = None, limit: int = 100) -> list[ReorgRecord]:
-        """Most recent reorgs first."""
+    def reorgs(
+        self, chain: str | None = None, limit: int = 100, *, owner: str | None = None
+    ) -> list[ReorgRecord]:
+        """Most recent reorgs first; for ``owner``, each one's ``touched`` lists only its
+        settlements (a reorg is chain-wide: every caller sees it happened)."""
         t = s.reorgs
         query = select(t).order_by(t.c.id.desc()).limit(limit)
         if chain is not None:
             query = query.where(t.c.chain == chain)
         with self._reader.connect() as conn:
             rows = conn.execute(query).mappings().all()
-        return [from_row(ReorgRecord, r) for r in rows]
+        found = [from_row(ReorgRecord, r) for r in rows]
+        if owner is None:
+            return found
+        mine = owned_ids(self._reader, (i for r in found for i in r.touched), owner)
+        return [replace(r, touched=[i for i in r.touched if i in mine]) for r in found]
 
     def events(
-        self, settlement_id: str | None = None, after_id: int = 0, limit: int = 1000
+        self,
+        settlement_id: str | None = None,
+        after_id: int = 0,
+        limit: int = 1000,
+        *,
+        owner: str | None = None,
     ) -> list[EventRecord]:
-        """Events in order, optionally for one settlement."""
+        """Events in order, optionally for one settlement; for ``owner``, only the events
+        of its settlements and the chain-wide ones (see :meth:`visible_to`)."""
         t = s.events
         query = select(t).where(t.c.id > after_id).order_by(t.c.id).limit(limit)
         if settlement_id is not None:
             query = query.where(t.c.settlement_id == settlement_id)
+        if owner is not None:
+            theirs = select(s.settlements.c.settlement_id).where(s.settlements.c.owner == owner)
+            query = query.where(or_(t.c.settlement_id.is_(None), t.c.settlement_id.in_(theirs)))
         with self._reader.connect() as conn:
             rows = conn.execute(query).mappings().all()
-        return [from_row(EventRecord, r) for r in rows]
+        found = [from_row(EventRecord, r) for r in rows]
+        return found if owner is None else self.visible_to(found, owner)
+
+    def visible_to(self, events: Sequence[EventRecord], owner: str) -> list[EventRecord]:
+        """What ``owner`` may see of ``events``: the events of its own settlements, and the
+        chain-wide ones (reorgs, endpoint health) with their ``touched`` list cut to its own
+        settlements; another caller's settlement is never named."""
+        named = {e.settlement_id for e in events if e.settlement_id is not None}
+        named.update(i for e in events for i in _touched(e))
+        mine = owned_ids(self._reader, named, owner) if named else set()
+        shown: list[EventRecord] = []
+        for event in events:
+            if event.settlement_id is not None and event.settlement_id not in mine:
+                continue
+            if "touched" in event.payload:
+                touched = [i for i in _touched(event) if i in mine]
+                event = replace(event, payload={**event.payload, "touched": touched})
+            shown.append(event)
+        return shown
+
+
+def _touched(event: EventRecord) -> list[str]:
+    """The settlement ids a chain-wide event's payload lists (a reorg's ``touched``)."""
+    touched = event.payload.get("touched")
+    return [str(i) for i in touched] if isinstance(touched, list) else []
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 The listing is keyset-paginated on ``seq`` (the insertion order): a page never repeats or
 skips a row when settlements are registered or decided between two pages, and each page is
 one indexed range scan however deep the caller has read. The batch registration is one
-transaction: the rows that are new are inserted, the ones already registered (same chain and
-tx hash) are returned as they are stored, and nothing is half-written if the store fails.
+transaction: the rows that are new are inserted, the ones already registered (same chain, tx
+hash and owner) are returned as they are stored, and nothing is half-written if the store
+fails. A page for an API caller lists only its own settlements (``owner``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from watcher.store.db import Db
 from watcher.store.errors import StoreConflict
 from watcher.store.records import NewSettlement, SettlementRecord, from_row
 from watcher.store.settlements_store import settlement_values
+
+Key = tuple[str, str, str]
+"""(chain, tx hash, owner): what makes a settlement unique."""
 
 EVM_KIND = "evm_tx"
 """The kind of a chain settlement; a source settlement's kind is its ``finality_mode``."""
@@ -48,11 +52,15 @@ class Listing:
         chain: str | None = None,
         verdict: str | None = None,
         kind: str | None = None,
+        owner: str | None = None,
     ) -> list[SettlementRecord]:
         """Up to ``limit`` settlements with ``seq > after_seq``, in ``seq`` order, filtered
-        by chain (or source) name, verdict and kind (``evm_tx`` or a source kind)."""
+        by chain (or source) name, verdict, kind (``evm_tx`` or a source kind) and owner
+        (None: every owner's)."""
         t = s.settlements
         query = select(t).where(t.c.seq > after_seq)
+        if owner is not None:
+            query = query.where(t.c.owner == owner)
         if chain is not None:
             query = query.where(t.c.chain == chain)
         if verdict is not None:
@@ -68,7 +76,7 @@ class Listing:
     def register_batch(self, news: Sequence[NewSettlement]) -> list[tuple[SettlementRecord, bool]]:
         """Register every item in one transaction; per item (stored record, created).
 
-        An item whose (chain, tx hash) is already stored, or repeats an earlier item, is not
+        An item whose (chain, tx hash, owner) is stored, or repeats an earlier item, is not
         inserted again (created False, the stored row returned). A concurrent registration
         of the same tx makes the insert conflict: the transaction is retried once, and then
         sees that row as existing."""
@@ -79,37 +87,34 @@ class Listing:
 
     def _register_batch(self, news: Sequence[NewSettlement]) -> list[tuple[SettlementRecord, bool]]:
         t = s.settlements
-        keys = list(dict.fromkeys((n.chain, n.tx_hash) for n in news))
+        keys = list(dict.fromkeys((n.chain, n.tx_hash, n.owner) for n in news))
+        key_of = tuple_(t.c.chain, t.c.tx_hash, t.c.owner)
         with self._writer.begin() as conn:
-            existing: set[tuple[str, str]] = set()
+            existing: set[Key] = set()
             for start in range(0, len(keys), 200):
                 chunk = keys[start : start + 200]
                 found = conn.execute(
-                    select(t.c.chain, t.c.tx_hash).where(tuple_(t.c.chain, t.c.tx_hash).in_(chunk))
+                    select(t.c.chain, t.c.tx_hash, t.c.owner).where(key_of.in_(chunk))
                 ).all()
-                existing.update((row[0], row[1]) for row in found)
-            fresh: dict[tuple[str, str], NewSettlement] = {}
+                existing.update((row[0], row[1], row[2]) for row in found)
+            fresh: dict[Key, NewSettlement] = {}
             for new in news:
-                key = (new.chain, new.tx_hash)
+                key = (new.chain, new.tx_hash, new.owner)
                 if key not in existing and key not in fresh:
                     fresh[key] = new
             if fresh:
                 conn.execute(s.settlements.insert(), [settlement_values(n) for n in fresh.values()])
-            stored: dict[tuple[str, str], SettlementRecord] = {}
+            stored: dict[Key, SettlementRecord] = {}
             for start in range(0, len(keys), 200):
                 chunk = keys[start : start + 200]
-                rows = (
-                    conn.execute(select(t).where(tuple_(t.c.chain, t.c.tx_hash).in_(chunk)))
-                    .mappings()
-                    .all()
-                )
+                rows = conn.execute(select(t).where(key_of.in_(chunk))).mappings().all()
                 for row in rows:
                     rec = from_row(SettlementRecord, row)
-                    stored[(rec.chain, rec.tx_hash)] = rec
+                    stored[(rec.chain, rec.tx_hash, rec.owner)] = rec
         out: list[tuple[SettlementRecord, bool]] = []
-        first_seen: set[tuple[str, str]] = set()
+        first_seen: set[Key] = set()
         for new in news:
-            key = (new.chain, new.tx_hash)
+            key = (new.chain, new.tx_hash, new.owner)
             created = key in fresh and key not in first_seen
             first_seen.add(key)
             out.append((stored[key], created))

@@ -172,11 +172,15 @@ class Outbox:
 
     # -- operators -----------------------------------------------------------------------
 
-    def get(self, delivery_id: int) -> DeliveryRecord:
-        """One delivery; raises :class:`DeliveryNotFound`."""
+    def get(self, delivery_id: int, *, owner: str | None = None) -> DeliveryRecord:
+        """One delivery; raises :class:`DeliveryNotFound`, also when ``owner`` is given and
+        the delivery is not of one of its settlements."""
         d = s.deliveries
+        query = select(d).where(d.c.id == delivery_id)
+        if owner is not None:
+            query = query.where(d.c.settlement_id.in_(_settlements_of(owner)))
         with self._reader.connect() as conn:
-            row = conn.execute(select(d).where(d.c.id == delivery_id)).mappings().first()
+            row = conn.execute(query).mappings().first()
         if row is None:
             raise DeliveryNotFound(delivery_id)
         return from_row(DeliveryRecord, row)
@@ -187,14 +191,19 @@ class Outbox:
         settlement_id: str | None = None,
         after_id: int = 0,
         limit: int = 100,
+        *,
+        owner: str | None = None,
     ) -> list[DeliveryRecord]:
-        """Deliveries in id order, optionally filtered by state and settlement."""
+        """Deliveries in id order, optionally filtered by state and settlement; for
+        ``owner``, only the deliveries of its settlements (no alert rows)."""
         d = s.deliveries
         query = select(d).where(d.c.id > after_id).order_by(d.c.id).limit(limit)
         if state is not None:
             query = query.where(d.c.state == state)
         if settlement_id is not None:
             query = query.where(d.c.settlement_id == settlement_id)
+        if owner is not None:
+            query = query.where(d.c.settlement_id.in_(_settlements_of(owner)))
         with self._reader.connect() as conn:
             rows = conn.execute(query).mappings().all()
         return [from_row(DeliveryRecord, r) for r in rows]
@@ -332,3 +341,8 @@ __all__ = [
     "enqueue",
     "retire_commit",
 ]
+
+
+def _settlements_of(owner: str) -> Any:
+    """The ids of ``owner``'s settlements, as a subquery."""
+    return select(s.settlements.c.settlement_id).where(s.settlements.c.owner == owner)

@@ -7,7 +7,7 @@ short transaction of its own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import func, insert, or_, select
@@ -30,19 +30,20 @@ class SettlementQueries:
     # -- settlements ---------------------------------------------------------------------
 
     def register(self, new: NewSettlement) -> tuple[SettlementRecord, bool]:
-        """Insert a settlement; if (chain, tx hash) exists, return the stored one and False."""
+        """Insert a settlement; if its owner already registered (chain, tx hash), return
+        the stored one and False (another owner's settlement of the tx is not touched)."""
         try:
             with self._writer.begin() as conn:
                 conn.execute(insert(s.settlements).values(**_settlement_values(new)))
         except StoreConflict:
-            return self.settlement_by_tx(new.chain, new.tx_hash), False
+            return self.settlement_by_tx(new.chain, new.tx_hash, owner=new.owner), False
         return self.settlement(new.settlement_id), True
 
     def register_many(self, news: Sequence[NewSettlement]) -> None:
         """Insert many new settlements in one transaction (a bulk import).
 
-        All or nothing: one already registered (chain, tx hash) rejects the whole batch
-        with :class:`StoreError` naming the conflict.
+        All or nothing: one already registered (chain, tx hash, owner) rejects the whole
+        batch with :class:`StoreError` naming the conflict.
         """
         try:
             with self._writer.begin() as conn:
@@ -50,32 +51,47 @@ class SettlementQueries:
         except StoreConflict as exc:
             raise StoreError(f"bulk registration rejected, nothing stored: {exc.detail}") from exc
 
-    def settlement(self, settlement_id: str) -> SettlementRecord:
-        """One settlement by id; raises :class:`SettlementNotFound`."""
+    def settlement(self, settlement_id: str, *, owner: str | None = None) -> SettlementRecord:
+        """One settlement by id; raises :class:`SettlementNotFound`, also when ``owner`` is
+        given and the settlement is another's (an API caller cannot tell it exists)."""
+        t = s.settlements
+        query = select(t).where(t.c.settlement_id == settlement_id)
+        if owner is not None:
+            query = query.where(t.c.owner == owner)
         with self._reader.connect() as conn:
-            row = (
-                conn.execute(
-                    select(s.settlements).where(s.settlements.c.settlement_id == settlement_id)
-                )
-                .mappings()
-                .first()
-            )
+            row = conn.execute(query).mappings().first()
         if row is None:
             raise SettlementNotFound(settlement_id)
         return from_row(SettlementRecord, row)
 
-    def settlement_by_tx(self, chain: str, tx_hash: str) -> SettlementRecord:
-        """One settlement by chain and tx hash; raises :class:`SettlementNotFound`."""
+    def settlement_by_tx(
+        self, chain: str, tx_hash: str, *, owner: str | None = None
+    ) -> SettlementRecord:
+        """The settlement ``owner`` registered for chain and tx hash (``owner`` None: the
+        first registered by anyone); raises :class:`SettlementNotFound`."""
         t = s.settlements
+        query = select(t).where(t.c.chain == chain, t.c.tx_hash == tx_hash)
+        if owner is not None:
+            query = query.where(t.c.owner == owner)
         with self._reader.connect() as conn:
-            row = (
-                conn.execute(select(t).where(t.c.chain == chain, t.c.tx_hash == tx_hash))
-                .mappings()
-                .first()
-            )
+            row = conn.execute(query.order_by(t.c.seq).limit(1)).mappings().first()
         if row is None:
             raise SettlementNotFound(f"{chain}/{tx_hash}")
         return from_row(SettlementRecord, row)
+
+    def settlements_of_tx(self, chain: str, tx_hash: str) -> list[SettlementRecord]:
+        """Every owner's settlement of chain and tx hash, in registration order (what one
+        observation of the tx, a webhook, concerns)."""
+        t = s.settlements
+        query = select(t).where(t.c.chain == chain, t.c.tx_hash == tx_hash).order_by(t.c.seq)
+        with self._reader.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [from_row(SettlementRecord, r) for r in rows]
+
+    def owned(self, settlement_ids: Iterable[str], owner: str) -> set[str]:
+        """Those of ``settlement_ids`` that belong to ``owner`` (what a caller may see of a
+        chain-wide event's ``touched`` list)."""
+        return owned_ids(self._reader, settlement_ids, owner)
 
     def watch_entries(self, chain: str, after_seq: int = 0) -> list[WatchEntry]:
         """Watched settlements of ``chain`` inserted after ``after_seq``, in order."""
@@ -245,6 +261,21 @@ def _settlement_values(new: NewSettlement) -> dict[str, Any]:
         "owner": new.owner,
         "kind": new.kind,
     }
+
+
+def owned_ids(db: Db, settlement_ids: Iterable[str], owner: str) -> set[str]:
+    """Those of ``settlement_ids`` that belong to ``owner`` (500 per statement)."""
+    t = s.settlements
+    ids = sorted(set(settlement_ids))
+    found: set[str] = set()
+    with db.connect() as conn:
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows = conn.execute(
+                select(t.c.settlement_id).where(t.c.settlement_id.in_(chunk), t.c.owner == owner)
+            ).all()
+            found.update(str(r[0]) for r in rows)
+    return found
 
 
 settlement_values = _settlement_values
