@@ -1,7 +1,9 @@
 """The API's one error shape: ``{"error": "FIELD: what is wrong", "fields": [FIELD], ...}``.
 
-A route raises :class:`ApiError`; :func:`install` makes FastAPI answer it, and request
-validation errors, in that shape.
+A route raises :class:`ApiError`; :func:`install` makes FastAPI answer it, request
+validation errors, the framework's own errors (no route, a method the path does not take, a
+body that is not JSON) and an unavailable store in that shape: nothing answers FastAPI's
+``{"detail": ...}`` or a bare ``Internal Server Error``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
+
+from watcher.store.errors import StoreUnavailable
 
 
 class ApiError(Exception):
@@ -26,7 +32,13 @@ class ApiError(Exception):
 
 def error_response(status: int, message: str, **extra: Any) -> JSONResponse:
     """The error shape as a response (for routes that answer instead of raising)."""
-    return JSONResponse({"error": message, **extra}, status_code=status)
+    return JSONResponse({"error": printable(message), **extra}, status_code=status)
+
+
+def printable(message: str) -> str:
+    """``message`` encodable as UTF-8: a lone surrogate quoted from the input is escaped
+    (``\\udc00``), or the answer itself could not be sent."""
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def field_of(loc: tuple[Any, ...]) -> str:
@@ -46,14 +58,52 @@ def install(app: FastAPI) -> None:
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse(validation_body(exc.errors()), status_code=422)
 
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return framework_error(app, request, exc)
 
-def validation_body(errors: Sequence[Any]) -> dict[str, Any]:
-    """The 422 body of pydantic validation ``errors``: each field named, with its problem
-    (shared by the request handler and the batch route, which answers per item)."""
-    problems = [
-        f"{field_of(tuple(err.get('loc', ())))}: "
-        f"{str(err.get('msg', 'invalid')).removeprefix('Value error, ')}"
-        for err in errors
-    ]
-    fields = [field_of(tuple(err.get("loc", ()))) for err in errors]
-    return {"error": "; ".join(problems), "fields": fields}
+    @app.exception_handler(StoreUnavailable)
+    async def _store_unavailable(_: Request, exc: StoreUnavailable) -> JSONResponse:
+        # The reason is the store's own classified text (watcher/store/db.py): no URL, no
+        # statement, no secret; the store's edge logs the failure itself, rate-limited.
+        return error_response(503, f"store: unavailable: {exc}", fields=[])
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        # The framework logs the traceback after this answer: a bug, to be fixed.
+        return error_response(500, "internal error (logged by the daemon)", fields=[])
+
+
+def framework_error(app: FastAPI, request: Request, exc: HTTPException) -> JSONResponse:
+    """A framework error in the error shape: 404 naming the path, 405 with an ``Allow`` that
+    lists every method the path takes (the framework names only the first route's), and a
+    body that could not be parsed as a 422 naming ``body`` (the framework says 400)."""
+    route = f"{request.method} {request.url.path}"
+    if exc.status_code == 404:
+        return error_response(404, f"path: no route {route}", fields=["path"])
+    if exc.status_code == 405:
+        allowed = sorted(_methods_of(app, request))
+        response = error_response(
+            405, f"method: {route} is not served; allowed: {', '.join(allowed)}", fields=[]
+        )
+        response.headers["Allow"] = ", ".join(allowed)
+        return response
+    if exc.status_code == 400 and isinstance(exc.__cause__, RecursionError | UnicodeError):
+        why = "nested too deeply" if isinstance(exc.__cause__, RecursionError) else "not UTF-8"
+        return error_response(422, f"body: not valid JSON ({why})", fields=["body"])
+    response = error_response(exc.status_code, f"request: {exc.detail}", fields=[])
+    for name, value in (exc.headers or {}).items():
+        response.headers[name] = value
+    return response
+
+
+def _methods_of(app: FastAPI, request: Request) -> set[str]:
+    """Every method some route serves at the request's path (each asked for a full match:
+    included routers answer only that)."""
+    methods: set[str] = set()
+    for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"):
+        # A clean scope: the request's carries the routing state of the route that refused it.
+        probe = {"type": "http", "path": request.url.path, "root_path": "", "method": method}
+        if any(r.matches({**probe, "headers": []})[0] == Match.FULL for r in app.router.routes):
+            methods.add(method)
+    return methods

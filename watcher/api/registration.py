@@ -9,6 +9,7 @@ from dataclasses import replace
 from guard.canonical import CanonicalError, canonical_json
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
+from watcher.api.models.limits import shape_problem
 from watcher.api.models.settlements import SettlementRequest
 from watcher.api.sender_facts import FieldProblem, sender_facts
 from watcher.api.views import chain_or_error
@@ -33,6 +34,9 @@ def check_dependent_state(state: object, limit: int) -> None:
     digest is signed into the binding receipt); raises :class:`ApiError`."""
     if not isinstance(state, dict):
         raise ApiError(422, "dependent_state: must be a JSON object", fields=["dependent_state"])
+    problem = shape_problem(state, "dependent_state")  # what is stored must read back
+    if problem is not None:
+        raise ApiError(422, problem, fields=["dependent_state"])
     try:
         encoded = json.dumps(state, separators=(",", ":"), allow_nan=False)
     except ValueError:

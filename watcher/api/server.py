@@ -22,6 +22,7 @@ from watcher.api import (
     sources,
 )
 from watcher.api.auth import install_auth
+from watcher.api.body_limit import BodyLimit
 from watcher.api.deps import ApiDeps, deps_of
 from watcher.api.errors import install
 from watcher.api.openapi_doc import install_openapi
@@ -38,6 +39,7 @@ def build_app(deps: ApiDeps) -> FastAPI:
         description="Says when a settlement is final, with the evidence, and never before.",
     )
     install(app)
+    app.add_middleware(BodyLimit)  # bodies capped before anything reads them
     install_auth(app, deps.config.api)
     for topic in (
         listing,

@@ -15,7 +15,9 @@ from typing import Any
 
 from guard.source import InvalidRef
 from watcher.api.deps import ApiDeps
-from watcher.api.errors import ApiError
+from watcher.api.errors import ApiError, printable
+from watcher.api.models.limits import lone_surrogate
+from watcher.api.models.settlements import MIN_TIMEOUT_S
 from watcher.api.registration import check_dependent_state
 from watcher.api.views import binding_for, latest_signed
 from watcher.config.source_kinds import EVM_KIND
@@ -86,6 +88,10 @@ def _checked(deps: ApiDeps, body: object) -> tuple[SourceSlot, str, float | None
     """The source, checked ref and capped timeout of a valid body; :class:`_Refused`."""
     if not isinstance(body, dict):
         raise _Refused(422, "body: must be a JSON object", "body")
+    bad = next((k for k, v in body.items() if lone_surrogate(k) or lone_surrogate(v)), None)
+    if bad is not None:  # not storable, nor even quotable in an answer
+        name = printable(bad)
+        raise _Refused(422, f"{name}: holds a lone surrogate (not UTF-8)", name)
     unknown = sorted(set(body) - set(FIELDS))
     if unknown:
         raise _Refused(422, f"{unknown[0]}: unknown field (allowed: {', '.join(FIELDS)})", *unknown)
@@ -100,8 +106,8 @@ def _checked(deps: ApiDeps, body: object) -> tuple[SourceSlot, str, float | None
     if timeout_s is not None:
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float):
             raise _Refused(422, "timeout_s: must be a number of seconds", "timeout_s")
-        if not math.isfinite(timeout_s) or timeout_s <= 0:
-            raise _Refused(422, "timeout_s: must be a finite number > 0", "timeout_s")
+        if not math.isfinite(timeout_s) or timeout_s < MIN_TIMEOUT_S:
+            raise _Refused(422, "timeout_s: must be a finite number >= 1", "timeout_s")
         timeout_s = min(float(timeout_s), slot.config.max_wait_s)  # the policy caps it anyway
     state = body.get("dependent_state")
     if state is not None:

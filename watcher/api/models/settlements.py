@@ -9,16 +9,21 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from guard.errors import InvalidHash
 from guard.hexes import parse_tx_hash
+from watcher.api.models.limits import MAX_DEPTH, MAX_KEYS, lone_surrogate, shape_problem
 
 MAX_BATCH = 1000
 """Most registrations one ``POST /v1/settlements/batch`` takes."""
 
 MAX_PAGE = 500
 """Largest ``limit`` of ``GET /v1/settlements``."""
+
+MIN_TIMEOUT_S = 1.0
+"""Shortest ``timeout_s``: a deadline in whole milliseconds far from zero (1e-300 or
+0.0004 s rounded to 0 ms and the guard refused the policy: a 500)."""
 
 TX_HASH = "^0x[0-9a-fA-F]{64}$"
 """What a tx hash looks like (documented; the check is guard.hexes.parse_tx_hash)."""
@@ -43,10 +48,15 @@ class SettlementRequest(BaseModel):
         default=None, ge=1, description="Depth N; chain default if omitted."
     )
     timeout_s: float | None = Field(
-        default=None, gt=0, allow_inf_nan=False, description="Seconds until treated as failed."
+        default=None,
+        ge=MIN_TIMEOUT_S,
+        allow_inf_nan=False,
+        description="Seconds until treated as failed (at least 1; capped at the chain's max wait).",
     )
     dependent_state: dict[str, Any] | None = Field(
-        default=None, description="State to commit on finality."
+        default=None,
+        description=f"State to commit on finality (at most {MAX_DEPTH} objects and arrays "
+        f"deep, {MAX_KEYS} keys in all, and [delivery] max_dependent_state_bytes).",
     )
     commit_url: str | None = Field(
         default=None,
@@ -65,6 +75,18 @@ class SettlementRequest(BaseModel):
     raw_tx: str | None = Field(
         default=None, description="The signed tx (0x hex), checked against tx_hash."
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _storable(cls, value: Any, info: ValidationInfo) -> Any:
+        """Every string storable as UTF-8; ``dependent_state`` within its depth and keys."""
+        if lone_surrogate(value):
+            raise ValueError("holds a lone surrogate (not UTF-8)")
+        if info.field_name == "dependent_state" and value is not None:
+            problem = shape_problem(value, "dependent_state")
+            if problem is not None:
+                raise ValueError(problem.removeprefix("dependent_state: "))
+        return value
 
     @field_validator("tx_hash")
     @classmethod
@@ -92,7 +114,7 @@ class SourceSettlementRequest(BaseModel):
     source: str | None = Field(
         default=None, description="Configured source name; optional if only one has this kind."
     )
-    timeout_s: float | None = Field(default=None, gt=0)
+    timeout_s: float | None = Field(default=None, ge=MIN_TIMEOUT_S)
     dependent_state: dict[str, Any] | None = None
     commit_url: str | None = None
 

@@ -1,0 +1,156 @@
+"""Request bodies capped before anything parses them, per route (a pure ASGI middleware).
+
+FastAPI reads a whole body into memory and parses it before a route can look at its size:
+a 100 MB body cost 100 MB (four of them 1.1 GB of RSS) before its 413. Here the size is
+checked first: a ``Content-Length`` over the route's limit is answered 413 without reading
+a byte of the body; a chunked body (no length) is counted while it arrives and cut off as
+soon as it passes the limit. The server reads no further (uvicorn stops reading a socket
+whose body nobody consumes), so memory stays at about one limit per request.
+
+Limits (docs/api.md): :data:`REGISTRATION_BYTES` for ``POST /v1/settlements`` and the
+webhooks, :data:`BATCH_BYTES` for ``POST /v1/settlements/batch``, :data:`DEFAULT_BYTES` for
+every other route.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from watcher.api.models.settlements import MAX_BATCH
+
+MIB = 1024 * 1024
+
+REGISTRATION_BYTES = 1 * MIB
+"""Largest body of one registration (its ``dependent_state`` has its own, smaller limit)."""
+
+BATCH_ITEM_BYTES = 16 * 1024
+"""What a batch item may take on average: ``MAX_BATCH`` of them fit the batch's cap."""
+
+BATCH_BYTES = MAX_BATCH * BATCH_ITEM_BYTES
+"""Largest body of ``POST /v1/settlements/batch`` (16 MiB: 1,000 items of 16 KiB)."""
+
+DEFAULT_BYTES = 64 * 1024
+"""Largest body of any other route (replays, handoff and lease calls take tiny bodies)."""
+
+ROUTE_BYTES: Mapping[str, int] = {
+    "/v1/settlements": REGISTRATION_BYTES,
+    "/v1/settlements/batch": BATCH_BYTES,
+}
+"""Limits by exact path."""
+
+PREFIX_BYTES: Mapping[str, int] = {"/v1/webhooks/": REGISTRATION_BYTES}
+"""Limits by path prefix (a payment processor's event can carry a whole object)."""
+
+
+def limit_for(path: str) -> int:
+    """The body limit of ``path`` in bytes."""
+    if path in ROUTE_BYTES:
+        return ROUTE_BYTES[path]
+    for prefix, limit in PREFIX_BYTES.items():
+        if path.startswith(prefix):
+            return limit
+    return DEFAULT_BYTES
+
+
+class BodyLimit:
+    """ASGI middleware: 413 in the API's error shape for a body over its route's limit."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = limit_for(str(scope.get("path", "")))
+        declared = _content_length(scope)
+        if declared is not None and declared > limit:
+            await _too_large(scope, send, declared, limit)
+            return
+        if declared is None and _has_body(scope):
+            body = await _read_capped(receive, limit)
+            if body is None:
+                await _too_large(scope, send, None, limit)
+                return
+            await self.app(scope, _replay(body, receive), send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _content_length(scope: Scope) -> int | None:
+    """The declared ``Content-Length`` (None: absent; the server refuses a malformed one)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def _has_body(scope: Scope) -> bool:
+    """Whether a body follows without a length (``Transfer-Encoding: chunked``)."""
+    return any(
+        name == b"transfer-encoding" and b"chunked" in value.lower()
+        for name, value in scope.get("headers", ())
+    )
+
+
+async def _read_capped(receive: Receive, limit: int) -> bytes | None:
+    """The whole body, or None as soon as it passes ``limit`` (the rest is never read)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the app the body read already, then the real one."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+async def _too_large(scope: Scope, send: Send, size: int | None, limit: int) -> None:
+    """Answer 413 naming the limit and close the connection (the unread body stays unread)."""
+    route = f"{scope.get('method', '')} {scope.get('path', '')}"
+    what = "the body" if size is None else f"the body of {size} bytes"
+    body = json.dumps(
+        {
+            "error": f"body: {what} is over the limit of {limit} bytes for {route}",
+            "fields": ["body"],
+            "limit": limit,
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
