@@ -30,6 +30,7 @@ from guard.fields import (
     text,
 )
 from guard.finality_rule import BASES, TAG_OF_BASIS
+from guard.payment_proof import verify_payment
 from guard.txs import SignedTx, TransactionError, decode_signed
 from guard.verify_chain import ChainFacts, Inclusion, verify_inclusion
 from guard.verify_offchain import verify_offchain
@@ -54,6 +55,8 @@ def verify_decision(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, lis
         obj(evidence, "evidence")
     if "offchain" in body:
         return verify_offchain(kind, body, state)
+    if "payment" in body:  # a payment to an address (guard/payment_proof.py)
+        return verify_payment(kind, body, state)
     if integer(body, "chain_id", "") == fmt.OFFCHAIN_CHAIN_ID:
         raise ReceiptInvalid(
             "chain_id: 0 is for off-chain receipts, which have an offchain section"
