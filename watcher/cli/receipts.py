@@ -95,6 +95,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         else "not checked against a trusted list: pass --signer, see GET /v1/signers"
     )
     lines.append(f"signer: {verified.signer} ({trust})")
+    lines += _payment_lines(receipt)
     if state_digest is not None:
         bound = verified.facts.dependent_state_digest
         if bound != state_digest:
@@ -122,6 +123,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                     "summary": verified.facts.summary,
                     "claims": list(verified.claims),
                     "checks": lines[1:],
+                    **({"payment": receipt["payment"]} if "payment" in receipt else {}),
                 },
                 indent=2,
                 sort_keys=True,
@@ -130,6 +132,28 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         print("\n".join(lines))
     return EX_OK
+
+
+def _payment_lines(receipt: dict[str, Any]) -> list[str]:
+    """What a verified payment receipt shows (its ``payment`` section checked): the terms,
+    then one line per transfer, proven (finality) or stated (timeout)."""
+    pay = receipt.get("payment")
+    if not isinstance(pay, dict):
+        return []
+    proven = "proven" if receipt.get("kind") == "settlement_finality_receipt" else "stated"
+    asset = "wei" if pay["asset"] == "native" else f"of token {pay['asset']}"
+    sender = f" from {pay['from']}" if pay.get("from") else ""
+    lines = [
+        f"payment: {pay['amount']} {asset} to {pay['to']}{sender}: paid {pay['paid']}, "
+        f"remaining {pay['remaining']}"
+    ]
+    for t in pay["transfers"]:
+        log = "" if t["log_index"] is None else f", log {t['log_index']}"
+        lines.append(
+            f"transfer ({proven}): {t['value']} from {t['from']} in tx {t['tx_hash']} "
+            f"(block {t['block_number']}{log})"
+        )
+    return lines
 
 
 def _check_canonical(url: str, chain_id: int, anchor: tuple[int, str] | None) -> str:

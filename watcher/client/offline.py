@@ -23,6 +23,10 @@ class Verification:
     valid: bool
     reason: str | None = None
     receipt: VerifiedReceipt | None = None
+    payment: Mapping[str, Any] | None = None
+    """For a payment (settlement kind ``evm_payment``): the receipt's ``payment`` section,
+    checked (to, asset, amount, from, paid, remaining and the transfers; on a finality
+    receipt each transfer proven); else None."""
 
     def as_json(self) -> dict[str, Any]:
         """``{"valid": true, ...}`` or ``{"valid": false, "reason": "..."}``."""
@@ -39,6 +43,7 @@ class Verification:
             "signer": r.signer,
             "digest": r.digest,
             "summary": r.summary(),
+            **({} if self.payment is None else {"payment": dict(self.payment)}),
         }
 
 
@@ -52,6 +57,10 @@ def verify(receipt: Mapping[str, Any], *, signers: Sequence[str] | None = None) 
     except GuardError as exc:
         return Verification(False, f"signer: {exc}")
     try:
-        return Verification(True, receipt=verify_receipt(receipt, trusted_signers=trusted))
+        verified = verify_receipt(receipt, trusted_signers=trusted)
+        payment = receipt.get("payment")
+        return Verification(
+            True, receipt=verified, payment=payment if isinstance(payment, Mapping) else None
+        )
     except ReceiptInvalid as exc:
         return Verification(False, exc.reason)

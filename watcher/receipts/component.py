@@ -52,10 +52,10 @@ from guard.receipts import (
 from guard.verify import verify_receipt
 from watcher.components import HasComponents, first_of
 from watcher.receipts.builder import ReceiptBuilder
+from watcher.receipts.payment import chain_builder
 from watcher.receipts.signer import Signer
 from watcher.receipts.sources import SourceReceiptBuilder
 from watcher.store import SettlementNotFound, SettlementRecord, StaleFencingToken, StoreError
-from watcher.store.leaves_store import leaves_store
 from watcher.store.receipts_store import ReceiptStore, current_receipts, receipt_store
 from watcher.store.records import ReceiptRecord
 
@@ -366,10 +366,7 @@ def build_issuer(
     receipts = receipt_store(store)
     receipts.use_signer(signer.address, signer.source, clock())
     builders: dict[str, ReceiptBuilder | SourceReceiptBuilder] = {
-        c.name: ReceiptBuilder(
-            c, clients[c.name], signer.address, store.compact_headers, leaves_store(store)
-        )
-        for c in config.chains
+        c.name: chain_builder(c, clients[c.name], signer.address, store) for c in config.chains
     }
     for source in config.sources:
         builders[source.name] = SourceReceiptBuilder(
