@@ -35,6 +35,10 @@ class BlockTx:
     """The ``from`` address."""
     nonce: int
     """The sender's nonce this tx consumed."""
+    to: Address | None = None
+    """The recipient (None for a contract creation); a native payment's ``to``."""
+    value: int = 0
+    """Wei the tx itself moves to ``to`` (internal transfers by contracts are not here)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,7 @@ def hex_str(value: Any, endpoint: str, method: str, what: str, length: int) -> s
 
 def parse_block(raw: Any, endpoint: str, method: str) -> Block:
     """A block object (full or hashes-only) as a :class:`Block`: its header and, for full
-    objects, each tx's hash, sender and nonce."""
+    objects, each tx's hash, sender, nonce, recipient and value."""
     if not isinstance(raw, Mapping):
         raise RpcMalformedResponse(endpoint, method, f"block is not an object: {raw!r:.200}")
     ep = endpoint
@@ -59,6 +59,10 @@ def parse_block(raw: Any, endpoint: str, method: str) -> Block:
             hash=TxHash(hex_str(tx.get("hash"), ep, method, "tx hash", 32)),
             sender=Address(hex_str(tx.get("from"), ep, method, "tx from", 20)),
             nonce=hex_int(tx.get("nonce"), ep, method, "tx nonce"),
+            to=None
+            if tx.get("to") is None
+            else Address(hex_str(tx.get("to"), ep, method, "tx to", 20)),
+            value=hex_int(tx.get("value", "0x0"), ep, method, "tx value"),
         )
         for tx in txs
         if isinstance(tx, Mapping)

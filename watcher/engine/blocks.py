@@ -18,9 +18,9 @@ from chains.quorum import GateResult
 from chains.tracker import Reorg
 from watcher.engine.matching import NO_REANCHOR, BlockMatches, match_block, reanchor_of
 from watcher.engine.observe import ChainPosition
+from watcher.engine.payments import PaymentCommits
 from watcher.engine.reorgs import ReorgOutcome, undo_reorg
 from watcher.engine.settle import decide_settlement
-from watcher.engine.state import ChainState
 from watcher.store.block_txn import BlockTxn
 from watcher.store.records import SettlementRecord
 
@@ -35,7 +35,7 @@ class ChainInconsistentReceipts(ChainError):
         )
 
 
-class BlockCommits(ChainState):
+class BlockCommits(PaymentCommits):
     """The per-block part of a chain's engine."""
 
     _stored_finalized: int | None = None
@@ -55,6 +55,7 @@ class BlockCommits(ChainState):
         self._confirmed_blocks = []
         matches = self._matches(block, reorg)
         receipts = self._receipts(block, matches)
+        paying = self._payment_candidates(block, reorg)  # watcher/engine/payments.py
         head = block.header if block is not None else (reorg.common_ancestor if reorg else None)
         assert head is not None
         pos = ChainPosition(
@@ -69,6 +70,8 @@ class BlockCommits(ChainState):
             if finalized is not None and finalized != self._stored_finalized:
                 txn.set_finalized(finalized)
             due, decisions = self._decide_due(txn, head, finalized, pos, now, outcome)
+            paid, paid_decisions = self._payment_writes(txn, block, reorg, paying, pos, now)
+            decisions += paid_decisions
             if block is not None:
                 self.plan.on_progress(txn, head.number, head.hash, {s for s, _ in matches.matched})
             touched = outcome.touched if outcome is not None else frozenset()
@@ -81,6 +84,7 @@ class BlockCommits(ChainState):
             self.window.push(block.header)
         for rec in changed:
             self.index.update(rec)
+        self._follow_payments(paid)
         self._observe_confirmed(now)
         return decisions
 

@@ -52,6 +52,7 @@ from watcher.engine.decisions import record_event
 from watcher.engine.health import UNHEALTHY_AFTER_POLLS, ChainHealth
 from watcher.engine.index import WatchIndex
 from watcher.engine.lookups import TxLookups
+from watcher.engine.payments_index import PaymentIndex
 from watcher.metrics import Buckets
 from watcher.store.errors import StoreError
 from watcher.store.store import Store
@@ -127,6 +128,7 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
         """What the tracker fetched (compact headers, block receipts, tx locations): each
         block's header fields are stored with it, so receipts never fetch them again."""
         self.index = WatchIndex()
+        self.payments = PaymentIndex()  # watched payments to addresses (engine/payments.py)
         self.probe_batch = probe_batch
         self.reprobe_per_minute = reprobe_per_minute
         self._reprobe_tokens = 0.0
@@ -172,6 +174,7 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
         Called when this instance (re)gains the lease: another instance may have moved the
         chain on meanwhile, and only the store's committed state is the checkpoint."""
         self.index = WatchIndex()
+        self.payments = PaymentIndex()
         self.window.reset(())
         self._started = False
 
@@ -199,6 +202,7 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
         self.polls += 1
         for entry in self.store.watch_entries(self.name, self.index.max_seq):
             self.index.add(entry)
+        self._load_payments()
         try:
             self._round(stats)
             self.last_error = None
@@ -246,6 +250,7 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
         finalized = (
             self._finalized(advance.node_head.number) if advance.blocks else self.finalized_number
         )
+        self._prefetch_logs(advance.blocks)  # one eth_getLogs, only for token payments
         for i, block in enumerate(advance.blocks):
             reorg = advance.reorg if i == 0 else None
             stats.decisions += self._commit_block(block, reorg, finalized, advance.node_head)
@@ -292,12 +297,13 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
         something is watched; otherwise the last known value. Under the ``safe`` rule the
         ``safe`` tag is fetched instead, into :attr:`safe_number` (chains.finality_modes)."""
         mode = self.config.resolved_finality
-        if mode in NEEDS_SAFE and self.index.by_id:
+        watched = bool(self.index.by_id or self.payments.by_id)
+        if mode in NEEDS_SAFE and watched:
             tagged = self.client.header("safe")
             if tagged is not None:
                 self.safe_number = BlockNumber(tagged.number)
             return self.finalized_number
-        if mode not in NEEDS_FINALIZED or not self.index.by_id:
+        if mode not in NEEDS_FINALIZED or not watched:
             return self.finalized_number
         header = self.client.header("finalized")
         own: int | None = header.number if header is not None else None

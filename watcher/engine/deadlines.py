@@ -10,14 +10,14 @@ from __future__ import annotations
 import logging
 
 from chains.errors import ChainError
+from watcher.engine.payments import PaymentCommits
 from watcher.engine.settle import decide_settlement
-from watcher.engine.state import ChainState
 from watcher.store.errors import StoreError
 
 log = logging.getLogger("finality.engine")
 
 
-class Deadlines(ChainState):
+class Deadlines(PaymentCommits):
     """The time-only part of a chain's engine."""
 
     def _deadlines_despite(self, failure: ChainError) -> None:
@@ -50,7 +50,10 @@ class Deadlines(ChainState):
             for rec in due:
                 decisions += self._count(decide_settlement(txn, rec, pos, now, rules))
             changed = txn.by_ids([r.settlement_id for r in due])
+            paid, paid_decisions = self._payment_writes(txn, None, None, [], pos, now)
+            decisions += paid_decisions
         for rec in changed:
             self.index.update(rec)
+        self._follow_payments(paid)
         self._observe_confirmed(now)
         return decisions

@@ -18,6 +18,7 @@ from dataclasses import asdict
 
 from sqlalchemy import and_, delete, insert, or_, select
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
 
 from guard.payment import PAYMENT_KIND
 from watcher.store import schema as s
@@ -118,9 +119,26 @@ class PaymentQueries:
         with self._reader.connect() as conn:
             return _transfers(conn, [settlement_id]).get(settlement_id, [])
 
-    def payment_watches(self, chain: str, after_seq: int = 0) -> list[PaymentWatch]:
-        """Watched payments of ``chain`` inserted after ``after_seq``, in order (what the
-        engine's payment index is built from)."""
+    def payment_watches(
+        self, chain: str, after_seq: int = 0, ids: Sequence[str] | None = None
+    ) -> list[PaymentWatch]:
+        """Watched payments of ``chain`` inserted after ``after_seq`` (or among ``ids``), in
+        order: what the engine's payment index is built from."""
+        t = s.settlements
+        conds = [t.c.watching.is_(True), t.c.seq > after_seq]
+        if ids is not None:
+            conds.append(t.c.settlement_id.in_(list(ids)))
+        return self._watches(chain, conds)
+
+    def payments_paid_above(self, chain: str, number: int) -> list[PaymentWatch]:
+        """Payments of ``chain`` (any verdict) with a transfer counted above block
+        ``number``: the ones a reorg there touches, whose transfer the new branch may
+        include again."""
+        t, x = s.settlements, s.payment_transfers
+        paid = select(x.c.settlement_id).where(x.c.chain == chain, x.c.block_number > number)
+        return self._watches(chain, [t.c.settlement_id.in_(paid.distinct())])
+
+    def _watches(self, chain: str, conds: list[ColumnElement[bool]]) -> list[PaymentWatch]:
         t, p = s.settlements, s.payment_specs
         query = (
             select(
@@ -132,12 +150,7 @@ class PaymentQueries:
                 p.c.after_block,
             )
             .join(p, p.c.settlement_id == t.c.settlement_id)
-            .where(
-                t.c.chain == chain,
-                t.c.kind == PAYMENT_KIND,
-                t.c.watching.is_(True),
-                t.c.seq > after_seq,
-            )
+            .where(t.c.chain == chain, t.c.kind == PAYMENT_KIND, *conds)
             .order_by(t.c.seq)
         )
         with self._reader.connect() as conn:

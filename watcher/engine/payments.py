@@ -1,0 +1,245 @@
+"""The payment part of a chain's engine: counting transfers to watched addresses.
+
+Per poll, and only while a token payment is watched, :meth:`PaymentCommits._prefetch_logs`
+asks for the ``Transfer`` logs of every watched (token, recipient) pair over the poll's new
+blocks in **one** ``eth_getLogs`` (:mod:`chains.logs`); a log is kept only if it belongs to
+the block hash we process at its height (a log of another branch means the node moved:
+the poll is retried, nothing was committed). Native transfers come from the full blocks the
+tracker already fetched; their receipts (status) are fetched only for a block that holds a
+value transfer to a watched recipient.
+
+Inside each block's transaction (:meth:`PaymentCommits._payment_writes`): a reorg deletes
+the transfers counted above its common ancestor (a confirmed payment that loses one is
+re-decided under the reorg's reversal: a finality violation); the block's transfers are
+given to the payments they pay; every payment that may have changed is decided
+(:mod:`watcher.engine.payments_settle`).
+
+Several payments watching the same recipient and asset share its transfers in registration
+order: a transfer goes, whole, to the oldest that is not fully paid by the transfers counted
+so far, or to the oldest of all when every one is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from chains.errors import ChainInconsistent
+from chains.logs import TransferLog, transfer_logs
+from chains.models import Block
+from chains.tracker import Reorg
+from guard.settlement import Evidence, Reversal, Verdict
+from guard.types import UnixMillis
+from watcher.engine.observe import ChainPosition
+from watcher.engine.payments_index import PaymentIndex
+from watcher.engine.payments_scan import Candidate, Lookup, candidates, native_txs
+from watcher.engine.payments_settle import decide_payment_settlement
+from watcher.engine.state import ChainState
+from watcher.store.block_txn import BlockTxn
+from watcher.store.payment_records import NewTransfer, PaymentWatch, TransferRecord
+from watcher.store.payments_store import (
+    add_transfers,
+    drop_transfers_above,
+    drop_transfers_in,
+    payments_due,
+    specs_in,
+    transfers_in,
+)
+from watcher.store.records import SettlementRecord
+
+
+class PaymentCommits(ChainState):
+    """The payment part of a chain's engine (see the module doc)."""
+
+    payments: PaymentIndex
+    _payment_logs: dict[str, list[TransferLog]]
+    """This poll's ``Transfer`` logs by block hash (set by :meth:`_prefetch_logs`)."""
+
+    # -- memory ------------------------------------------------------------------------------
+
+    def _load_payments(self) -> None:
+        """Index the payments registered since the last look (one indexed query)."""
+        for watch in self.store.payment_watches(self.name, self.payments.max_seq):
+            self.payments.add(watch)
+
+    def _follow_payments(self, changed: Sequence[SettlementRecord]) -> None:
+        """After a commit: forget payments no longer watched, re-index reversed ones."""
+        back: list[str] = []
+        for rec in changed:
+            if not rec.watching:
+                self.payments.remove(rec.settlement_id)
+            elif rec.settlement_id not in self.payments.by_id:
+                back.append(rec.settlement_id)
+        if back:
+            for watch in self.store.payment_watches(self.name, 0, ids=back):
+                self.payments.add(watch)
+
+    # -- before the transactions -------------------------------------------------------------
+
+    def _prefetch_logs(self, blocks: Sequence[Block]) -> None:
+        """The poll's one ``eth_getLogs`` (none without a watched token payment), kept by
+        block hash; raises :class:`ChainInconsistent` for a log of another branch."""
+        self._payment_logs = {}
+        if not blocks or not self.payments.tokens:
+            return
+        first, last = blocks[0].header.number, blocks[-1].header.number
+        ours: dict[int, str] = {b.header.number: b.header.hash for b in blocks}
+        found = transfer_logs(
+            self.client, first, last, self.payments.tokens, self.payments.token_recipients()
+        )
+        for log in found:
+            want = ours.get(log.block_number)
+            if want is None:
+                continue
+            if log.block_hash != want:
+                raise ChainInconsistent(
+                    f"{self.name}: eth_getLogs answered for block {log.block_number} "
+                    f"{log.block_hash}, but the block processed there is {want} (the node "
+                    "moved to another branch): retrying"
+                )
+            self._payment_logs.setdefault(want, []).append(log)
+
+    def _payment_candidates(self, block: Block | None, reorg: Reorg | None) -> list[Candidate]:
+        """The block's transfers that may pay a watched payment (receipts fetched only for
+        a block with a native value transfer to a watched recipient)."""
+        if block is None or (not self.payments.by_id and reorg is None):
+            return []
+        lookup = self._lookup(reorg)
+        native = native_txs(block, lookup)
+        statuses: dict[str, int] = {}
+        if native:
+            wanted = [tx.hash for _, tx in native]
+            receipts = self.client.block_receipts(block.header.hash, wanted)
+            statuses = {r.tx_hash: r.status for r in receipts}
+            missing = [h for h in wanted if h not in statuses]
+            if missing:
+                raise ChainInconsistent(
+                    f"{self.name}: block {block.header.number} lists {len(missing)} payment "
+                    f"tx(s) without receipts (first {missing[0]}): retrying"
+                )
+        logs = getattr(self, "_payment_logs", {}).get(block.header.hash, [])
+        return candidates(block, lookup, statuses, logs)
+
+    def _lookup(self, reorg: Reorg | None) -> Lookup:
+        """Who a transfer may pay: the watched payments and, on a reorg's new branch, those
+        whose transfers it removes (a confirmed one must find its transfer re-included)."""
+        if reorg is None:
+            return self.payments.watching
+        extra = PaymentIndex()
+        for watch in self.store.payments_paid_above(self.name, reorg.common_ancestor.number):
+            extra.add(watch)
+        if not extra.by_id:
+            return self.payments.watching
+
+        def both(asset: str, to: str) -> list[PaymentWatch]:
+            merged = {w.settlement_id: w for w in self.payments.watching(asset, to)}
+            merged.update((w.settlement_id, w) for w in extra.watching(asset, to))
+            return sorted(merged.values(), key=lambda w: w.seq)
+
+        return both
+
+    # -- inside a block's transaction ----------------------------------------------------------
+
+    def _payment_writes(
+        self,
+        txn: BlockTxn,
+        block: Block | None,
+        reorg: Reorg | None,
+        found: list[Candidate],
+        pos: ChainPosition,
+        now: int,
+    ) -> tuple[list[SettlementRecord], int]:
+        """Undo a reorg's transfers, count the block's, decide every payment that may have
+        changed. Returns (the payments as now stored, decisions that changed something)."""
+        touched: set[str] = set()
+        reversed_ids: set[str] = set()
+        reversal = None
+        if reorg is not None:
+            dropped = self._drop_reorged(txn, reorg)
+            touched = {t.settlement_id for t in dropped}
+            reversed_ids = {
+                r.settlement_id
+                for r in txn.by_ids(sorted(touched))
+                if r.verdict == Verdict.FINALITY_CONFIRMED
+            }
+            reversal = _reversal(reorg, dropped, txn.now)
+        if block is not None and found:
+            add_transfers(txn, block.header.number, self._allocate(txn, found))
+        late_ms = int(self.config.late_watch_s * 1000)
+        due = {r.settlement_id: r for r in payments_due(txn, late_ms)}
+        for r in txn.by_ids(sorted(touched - set(due))):
+            due[r.settlement_id] = r
+        if not due:
+            return [], 0
+        ids = list(due)
+        specs, transfers = specs_in(txn, ids), transfers_in(txn, ids)
+        rules = self._rules(reversal=reversal)
+        decisions = 0
+        for sid, rec in due.items():
+            decided = decide_payment_settlement(
+                txn, rec, specs[sid], transfers.get(sid, []), pos, now, rules, sid in reversed_ids
+            )
+            decisions += self._count(decided)
+        return txn.by_ids(ids), decisions
+
+    def _drop_reorged(self, txn: BlockTxn, reorg: Reorg) -> list[TransferRecord]:
+        """Delete the transfers counted in the blocks the reorg replaced."""
+        dropped = drop_transfers_above(txn, reorg.common_ancestor.number)
+        if reorg.beyond_window:
+            gone = [b.old_hash for b in reorg.replaced if b.number <= reorg.common_ancestor.number]
+            dropped += drop_transfers_in(txn, gone)
+        return dropped
+
+    def _allocate(self, txn: BlockTxn, found: list[Candidate]) -> list[NewTransfer]:
+        """Give each transfer to the oldest of its payments not yet fully paid."""
+        ids = sorted({sid for c in found for sid in c.payments})
+        specs = specs_in(txn, ids)
+        paid = {sid: sum(int(t.value) for t in ts) for sid, ts in transfers_in(txn, ids).items()}
+        out: list[NewTransfer] = []
+        for cand in found:
+            live = [sid for sid in cand.payments if sid in specs]
+            if not live:
+                continue
+            owed = [sid for sid in live if paid.get(sid, 0) < int(specs[sid].amount)]
+            chosen = owed[0] if owed else live[0]
+            value = int(cand.transfer.value)
+            paid[chosen] = paid.get(chosen, 0) + value
+            out.append(_given(cand.transfer, chosen))
+        return out
+
+
+def _given(transfer: NewTransfer, settlement_id: str) -> NewTransfer:
+    return NewTransfer(
+        settlement_id=settlement_id,
+        tx_hash=transfer.tx_hash,
+        block_number=transfer.block_number,
+        block_hash=transfer.block_hash,
+        tx_index=transfer.tx_index,
+        log_index=transfer.log_index,
+        sender=transfer.sender,
+        value=transfer.value,
+    )
+
+
+def _reversal(reorg: Reorg, dropped: list[TransferRecord], now: int) -> Reversal:
+    """The reversal a confirmed payment that lost a transfer is re-decided under."""
+    anc = reorg.common_ancestor
+    return Reversal(
+        reason=f"reorg of depth {reorg.depth} past block {anc.number + 1} removed a counted transfer",
+        evidence=Evidence.of(
+            "reorg",
+            UnixMillis(now),
+            depth=reorg.depth,
+            common_ancestor={"number": anc.number, "hash": anc.hash},
+            removed=[
+                {
+                    "settlement_id": t.settlement_id,
+                    "tx_hash": t.tx_hash,
+                    "block_number": t.block_number,
+                    "block_hash": t.block_hash,
+                    "log_index": t.log_index,
+                    "value": t.value,
+                }
+                for t in dropped
+            ],
+        ),
+    )
