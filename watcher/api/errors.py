@@ -107,3 +107,28 @@ def _methods_of(app: FastAPI, request: Request) -> set[str]:
         if any(r.matches({**probe, "headers": []})[0] == Match.FULL for r in app.router.routes):
             methods.add(method)
     return methods
+
+
+def validation_body(errors: Sequence[Any]) -> dict[str, Any]:
+    """The 422 body of pydantic validation ``errors``: each field named, with its problem
+    (shared by the request handler and the batch route, which answers per item)."""
+    problems = [f"{_field(err)}: {_problem(err)}" for err in errors]
+    fields = [_field(err) for err in errors]
+    return {"error": printable("; ".join(problems)), "fields": [printable(f) for f in fields]}
+
+
+def _field(err: Any) -> str:
+    """The field one pydantic error is about (``body`` for a body that is not JSON)."""
+    if err.get("type") == "json_invalid":
+        return "body"
+    return field_of(tuple(err.get("loc", ())))
+
+
+def _problem(err: Any) -> str:
+    """What is wrong, in one phrase."""
+    if err.get("type") == "json_invalid":
+        loc = tuple(err.get("loc", ()))
+        where = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
+        detail = (err.get("ctx") or {}).get("error", "")
+        return f"not valid JSON{where}" + (f" ({detail})" if detail else "")
+    return str(err.get("msg", "invalid")).removeprefix("Value error, ")
