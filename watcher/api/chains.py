@@ -37,14 +37,16 @@ def router(deps: ApiDeps) -> APIRouter:
         tx_hash: str,
         confirmations: int | None = Query(default=None, ge=1, le=MAX_LIVE_CONFIRMATIONS),
     ) -> dict[str, Any]:
-        """Verdict for any tx hash: the registered settlement, or a live answer from the node."""
+        """Verdict for any tx hash: the caller's registered settlement, or a live answer from
+        the node."""
         config = chain_or_error(deps, chain)
         try:
             tx = parse_tx_hash(tx_hash)
         except InvalidHash as exc:
             raise ApiError(422, f"tx_hash: {exc}", fields=["tx_hash"]) from None
         try:
-            return chain_settlement_view(deps, deps.store.settlement_by_tx(chain, tx))
+            rec = deps.store.settlement_by_tx(chain, tx, owner=caller.name)
+            return chain_settlement_view(deps, rec)
         except SettlementNotFound:
             pass
         from watcher.engine.live import live_view
@@ -73,10 +75,11 @@ def router(deps: ApiDeps) -> APIRouter:
         chain: str | None = None,
         limit: int = Query(default=100, ge=1, le=1000),
     ) -> list[dict[str, Any]]:
-        """Reorgs seen, newest first, with depth, common ancestor and touched settlements."""
+        """Reorgs seen, newest first, with depth, common ancestor and the caller's touched
+        settlements."""
         if chain is not None:
             chain_or_error(deps, chain)
-        return [_reorg_json(r) for r in deps.store.reorgs(chain, limit)]
+        return [_reorg_json(r) for r in deps.store.reorgs(chain, limit, owner=caller.name)]
 
     return api
 

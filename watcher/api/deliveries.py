@@ -13,12 +13,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
-from watcher.api.auth import Admin, Reader
+from chains.redact import redact_url
+from watcher.api.auth import Admin, Caller, Reader
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import error_response
 from watcher.api.models.errors import ERRORS
 from watcher.api.models.params import MAX_ID
 from watcher.api.models.views import DeliveryView
+from watcher.store.outbox_states import COMMIT_CHANNEL
 from watcher.store.outbox_store import (
     STATES,
     DeliveryNotFound,
@@ -35,7 +37,9 @@ def delivery_json(rec: DeliveryRecord, with_body: bool = False) -> dict[str, Any
         "event_id": rec.event_id,
         "channel": rec.channel,
         "kind": rec.kind,
-        "url": rec.url,
+        # A commit goes to the caller's own commit_url (shown as given); an alert goes to
+        # an operator's URL, whose path is often the secret (a Slack webhook): redacted.
+        "url": rec.url if rec.channel == COMMIT_CHANNEL else redact_url(rec.url),
         "idempotency_key": rec.idempotency_key,
         "state": rec.state,
         "attempts": rec.attempts,
@@ -49,6 +53,12 @@ def delivery_json(rec: DeliveryRecord, with_body: bool = False) -> dict[str, Any
     if with_body:
         view["body"] = rec.body
     return view
+
+
+def _owner_filter(caller: Caller) -> str | None:
+    """Whose deliveries a caller reads: an admin (who replays dead letters) every caller's and
+    the alerts; anyone else only those of its own settlements."""
+    return None if "admin" in caller.scopes else caller.name
 
 
 def router(deps: ApiDeps) -> APIRouter:
@@ -73,7 +83,7 @@ def router(deps: ApiDeps) -> APIRouter:
             return error_response(
                 422, f"state: must be one of {', '.join(STATES)}, got {state!r}", fields=["state"]
             )
-        rows = outbox.list(state, settlement_id, after, limit)
+        rows = outbox.list(state, settlement_id, after, limit, owner=_owner_filter(caller))
         return [delivery_json(r) for r in rows]
 
     @api.get(
@@ -84,7 +94,9 @@ def router(deps: ApiDeps) -> APIRouter:
     def get_delivery(caller: Reader, delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> Any:
         """One outbox row, with the body it sends."""
         try:
-            return delivery_json(outbox.get(delivery_id), with_body=True)
+            return delivery_json(
+                outbox.get(delivery_id, owner=_owner_filter(caller)), with_body=True
+            )
         except DeliveryNotFound as exc:
             return error_response(404, f"delivery_id: {exc}")
 

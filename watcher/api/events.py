@@ -67,14 +67,17 @@ def router(deps: ApiDeps) -> APIRouter:
         With ``Accept: text/event-stream`` this is a Server-Sent Events stream instead
         (resumable with ``Last-Event-ID``; see :mod:`watcher.api.events`)."""
         if "text/event-stream" in request.headers.get("accept", ""):
-            return event_stream(deps, request, after)
-        return [event_json(e) for e in deps.store.events(after_id=after, limit=limit)]
+            return event_stream(deps, request, after, caller.name)
+        events = deps.store.events(after_id=after, limit=limit, owner=caller.name)
+        return [event_json(e) for e in events]
 
     return api
 
 
-def event_stream(deps: ApiDeps, request: Request, after: int) -> Response:
-    """``GET /v1/events`` as Server-Sent Events (see the module doc)."""
+def event_stream(deps: ApiDeps, request: Request, after: int, owner: str) -> Response:
+    """``GET /v1/events`` as Server-Sent Events (see the module doc), of what ``owner`` may
+    see: the tail reads every event (a gap in the ids must mean a late commit, not another
+    caller's event), then drops the others' and cuts the chain-wide ones' ``touched``."""
     start = after
     header = request.headers.get("last-event-id")
     if header is not None and header.strip():
@@ -107,7 +110,10 @@ def event_stream(deps: ApiDeps, request: Request, after: int) -> Response:
             if await request.is_disconnected():
                 return
             events = await run_in_threadpool(deps.store.events, None, tail.last, 200)
-            for event in tail.take(events):
+            ready = tail.take(events)
+            if ready:
+                ready = await run_in_threadpool(deps.store.visible_to, ready, owner)
+            for event in ready:
                 if kinds is not None and event.kind not in kinds:
                     continue
                 if SEVERITY_RANK.get(event.severity, 0) < floor:

@@ -58,9 +58,14 @@ def router(deps: ApiDeps) -> APIRouter:
         ] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     ) -> dict[str, Any]:
-        """Registered settlements, oldest first, a page at a time."""
+        """The caller's registered settlements, oldest first, a page at a time."""
         records = listing(deps.store).page(
-            after_seq=_cursor(cursor), limit=limit, chain=chain, verdict=verdict, kind=kind
+            after_seq=_cursor(cursor),
+            limit=limit,
+            chain=chain,
+            verdict=verdict,
+            kind=kind,
+            owner=caller.name,
         )
         last = records[-1].seq if len(records) == limit else None
         return {
@@ -82,7 +87,7 @@ def router(deps: ApiDeps) -> APIRouter:
         results: list[BatchItemResult | None] = []
         valid: list[tuple[int, NewSettlement]] = []
         for index, item in enumerate(body.items):
-            checked = _checked(deps, index, item)
+            checked = _checked(deps, index, item, caller.name)
             results.append(checked if isinstance(checked, BatchItemResult) else None)
             if not isinstance(checked, BatchItemResult):
                 valid.append((index, checked))
@@ -108,10 +113,13 @@ def _cursor(cursor: str | None) -> int:
     return int(cursor)
 
 
-def _checked(deps: ApiDeps, index: int, item: dict[str, Any]) -> NewSettlement | BatchItemResult:
-    """One batch item checked as ``POST /v1/settlements`` checks it, or its error result."""
+def _checked(
+    deps: ApiDeps, index: int, item: dict[str, Any], owner: str
+) -> NewSettlement | BatchItemResult:
+    """One batch item checked as ``POST /v1/settlements`` checks it (as ``owner``'s), or its
+    error result."""
     if item.get("kind", EVM_KIND) != EVM_KIND:
-        new = checked_source_settlement(deps, item)
+        new = checked_source_settlement(deps, item, owner)
         if not isinstance(new, tuple):
             return new
         answer, status = new
@@ -125,7 +133,7 @@ def _checked(deps: ApiDeps, index: int, item: dict[str, Any]) -> NewSettlement |
         )
     try:
         body = SettlementRequest.model_validate({k: v for k, v in item.items() if k != "kind"})
-        return checked_settlement(deps, body)
+        return checked_settlement(deps, body, owner)
     except ValidationError as exc:
         answer = validation_body(exc.errors(include_url=False))
         return BatchItemResult(index=index, status=422, settlement=None, **answer)

@@ -34,7 +34,7 @@ def router(deps: ApiDeps) -> APIRouter:
     )
     def list_receipts(caller: Reader, settlement_id: str) -> list[dict[str, Any]]:
         """Every signed receipt of a settlement, revocations included, in order of issue."""
-        settlement_or_error(deps, settlement_id)
+        settlement_or_error(deps, settlement_id, caller.name)
         records = receipt_store(deps.store).for_settlement(settlement_id)
         revoked_by = {r.revokes: r.id for r in records if r.revokes is not None}
         return [

@@ -13,7 +13,7 @@ from watcher.api.models.limits import shape_problem
 from watcher.api.models.settlements import SettlementRequest
 from watcher.api.sender_facts import FieldProblem, sender_facts
 from watcher.api.views import chain_or_error
-from watcher.settlements import Registration, new_settlement
+from watcher.settlements import ANONYMOUS_OWNER, Registration, new_settlement
 from watcher.store import NewSettlement
 
 __all__ = [
@@ -55,10 +55,13 @@ def check_dependent_state(state: object, limit: int) -> None:
         raise ApiError(422, message, fields=["dependent_state"]) from None
 
 
-def checked_settlement(deps: ApiDeps, body: SettlementRequest) -> NewSettlement:
+def checked_settlement(
+    deps: ApiDeps, body: SettlementRequest, owner: str = ANONYMOUS_OWNER
+) -> NewSettlement:
     """The row a valid chain registration stores, checked against its chain (known,
     confirmations below the header window, timeout capped at the policy's max wait,
-    dependent state, sender facts); raises :class:`ApiError` naming the field."""
+    dependent state, sender facts); raises :class:`ApiError` naming the field. The row is
+    ``owner``'s (the caller's name)."""
     chain = chain_or_error(deps, body.chain, 422)
     window = chain.resolved_header_window
     if body.confirmations is not None and body.confirmations >= window:
@@ -89,5 +92,6 @@ def checked_settlement(deps: ApiDeps, body: SettlementRequest) -> NewSettlement:
         sender=known.sender,
         nonce=known.nonce,
         raw_tx=known.raw_tx,
+        owner=owner,
     )
     return replace(new_settlement(registration, deps.clock()), provisional=body.provisional)

@@ -75,19 +75,19 @@ def router(deps: ApiDeps) -> APIRouter:
         (``stripe_payment_intent``, ``rq_job``, ``celery_task``) takes ``ref`` and
         ``source`` instead (docs/sources.md)."""
         if payload.get("kind", "evm_tx") != "evm_tx":
-            view, status = register_source_settlement(deps, payload)
+            view, status = register_source_settlement(deps, payload, caller.name)
             return JSONResponse(view, status_code=status)
         try:
             body = SettlementRequest.model_validate(_without_kind(payload))
         except ValidationError as exc:
             raise RequestValidationError(exc.errors(include_url=False)) from None
-        view, created = _register(deps, body)
+        view, created = _register(deps, body, caller.name)
         return JSONResponse(view, status_code=201 if created else 200)
 
     @api.get("/v1/settlements/{settlement_id}", response_model=SettlementView, **_READ)
     def get_settlement(caller: Reader, settlement_id: str) -> dict[str, Any]:
-        """A registered settlement's current view."""
-        rec = settlement_or_error(deps, settlement_id)
+        """A registered settlement's current view (the caller's own: 404 for another's)."""
+        rec = settlement_or_error(deps, settlement_id, caller.name)
         view = source_view(deps, rec)
         return view if view is not None else chain_settlement_view(deps, rec)
 
@@ -95,7 +95,7 @@ def router(deps: ApiDeps) -> APIRouter:
     def get_receipt(caller: Reader, settlement_id: str) -> dict[str, Any]:
         """The latest signed receipt of the terminal verdict (a document `finality verify`
         checks offline); 404 while the settlement is not terminal or not yet signed."""
-        rec = settlement_or_error(deps, settlement_id)
+        rec = settlement_or_error(deps, settlement_id, caller.name)
         receipt = wait_signed(deps, rec) if rec.verdict_enum.terminal else None
         if receipt is None:
             pending = rec.verdict_enum.terminal
@@ -111,8 +111,9 @@ def router(deps: ApiDeps) -> APIRouter:
     @api.get("/v1/settlements/{settlement_id}/events", response_model=list[EventView], **_READ)
     def get_settlement_events(caller: Reader, settlement_id: str) -> list[dict[str, Any]]:
         """Events (confirmed, failed, reorg, violations) recorded for one settlement."""
-        settlement_or_error(deps, settlement_id)
-        return [event_json(e) for e in deps.store.events(settlement_id=settlement_id)]
+        settlement_or_error(deps, settlement_id, caller.name)
+        events = deps.store.events(settlement_id=settlement_id, owner=caller.name)
+        return [event_json(e) for e in events]
 
     return api
 
@@ -122,7 +123,8 @@ def _without_kind(payload: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in payload.items() if k != "kind"}
 
 
-def _register(deps: ApiDeps, body: SettlementRequest) -> tuple[dict[str, Any], bool]:
-    """Check a chain registration against its chain and store it; (view, created)."""
-    rec, created = deps.store.register(checked_settlement(deps, body))
+def _register(deps: ApiDeps, body: SettlementRequest, owner: str) -> tuple[dict[str, Any], bool]:
+    """Check a chain registration against its chain and store it as ``owner``'s; (view,
+    created: False when ``owner`` had registered the tx already)."""
+    rec, created = deps.store.register(checked_settlement(deps, body, owner))
     return chain_settlement_view(deps, rec), created

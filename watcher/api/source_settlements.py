@@ -21,6 +21,7 @@ from watcher.api.models.settlements import MIN_TIMEOUT_S
 from watcher.api.registration import check_dependent_state
 from watcher.api.views import binding_for, latest_signed
 from watcher.config.source_kinds import EVM_KIND
+from watcher.settlements import ANONYMOUS_OWNER
 from watcher.sources.poller import SourceSlot
 from watcher.sources.settlements import new_source_settlement, source_settlement_view
 from watcher.store import NewSettlement, SettlementRecord
@@ -38,13 +39,15 @@ class _Refused(Exception):
         self.answer: Answer = ({"error": message, "fields": list(fields), **extra}, status)
 
 
-def register_source_settlement(deps: ApiDeps, body: dict[str, Any]) -> Answer:
+def register_source_settlement(
+    deps: ApiDeps, body: dict[str, Any], owner: str = ANONYMOUS_OWNER
+) -> Answer:
     """Validate and register a source settlement; returns (JSON body, HTTP status).
 
     Errors are ``({"error": "FIELD: what is wrong", "fields": [FIELD]}, 4xx)``: 422 for a
     bad field, 413 for dependent state over ``[delivery] max_dependent_state_bytes``.
-    Nothing is stored unless the whole body is valid."""
-    new = checked_source_settlement(deps, body)
+    Nothing is stored unless the whole body is valid. The settlement is ``owner``'s."""
+    new = checked_source_settlement(deps, body, owner)
     if isinstance(new, tuple):
         return new
     rec, created = deps.store.register(new)
@@ -53,7 +56,9 @@ def register_source_settlement(deps: ApiDeps, body: dict[str, Any]) -> Answer:
     return _view(deps, rec), 201 if created else 200
 
 
-def checked_source_settlement(deps: ApiDeps, body: dict[str, Any]) -> NewSettlement | Answer:
+def checked_source_settlement(
+    deps: ApiDeps, body: dict[str, Any], owner: str = ANONYMOUS_OWNER
+) -> NewSettlement | Answer:
     """The row a valid source registration stores, or its refusal (JSON body, 4xx status);
     nothing is stored here (the batch stores many rows in one transaction)."""
     try:
@@ -67,6 +72,7 @@ def checked_source_settlement(deps: ApiDeps, body: dict[str, Any]) -> NewSettlem
         timeout_s,
         body.get("dependent_state"),
         body.get("commit_url"),
+        owner,
     )
 
 

@@ -36,10 +36,13 @@ def chain_or_error(deps: ApiDeps, name: str, status: int = 404) -> ChainConfig:
         ) from None
 
 
-def settlement_or_error(deps: ApiDeps, settlement_id: str) -> SettlementRecord:
-    """The stored settlement; a 404 :class:`ApiError` if there is none."""
+def settlement_or_error(
+    deps: ApiDeps, settlement_id: str, owner: str | None = None
+) -> SettlementRecord:
+    """The stored settlement (``owner``'s: another caller's is answered as missing, so its
+    existence is not revealed); a 404 :class:`ApiError` if there is none."""
     try:
-        return deps.store.settlement(settlement_id)
+        return deps.store.settlement(settlement_id, owner=owner)
     except SettlementNotFound:
         raise ApiError(404, f"settlement_id: no settlement {settlement_id!r}") from None
 

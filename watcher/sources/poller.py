@@ -41,7 +41,7 @@ from watcher.config.sources import SourceConfig
 from watcher.delivery.plan import OutboxPlan
 from watcher.sources.record import record_observation
 from watcher.sources.registry import build_source
-from watcher.store import SettlementNotFound, SettlementRecord, Store, StoreError, WatchEntry
+from watcher.store import SettlementRecord, Store, StoreError, WatchEntry
 
 log = logging.getLogger("finality.sources")
 
@@ -195,15 +195,18 @@ class SourcePoller:
             return 0
         batch = _in_turn(entries, slot.cursor, MAX_FETCH_PER_POLL)
         snapshots: dict[str, Snapshot | None] = {}
+        fetched: dict[str, Snapshot | None] = {}  # by ref: several callers' settlements of one
         failure: SourceUnavailable | None = None
         for entry in batch:
-            try:
-                snapshots[entry.settlement_id] = slot.source.fetch(
-                    entry.tx_hash, UnixMillis(self.clock())
-                )
-            except SourceUnavailable as exc:
-                failure = exc
-                break
+            if entry.tx_hash not in fetched:
+                try:
+                    fetched[entry.tx_hash] = slot.source.fetch(
+                        entry.tx_hash, UnixMillis(self.clock())
+                    )
+                except SourceUnavailable as exc:
+                    failure = exc
+                    break
+            snapshots[entry.settlement_id] = fetched[entry.tx_hash]
             slot.cursor = entry.seq
         stored = len(self.apply(name, snapshots)) if snapshots else 0
         if failure is not None:
@@ -211,17 +214,18 @@ class SourcePoller:
         return stored
 
     def receive(self, name: str, ref: str, snapshot: Snapshot) -> SettlementRecord | None:
-        """Decide the settlement of ``ref`` on a snapshot pushed by the source (a webhook).
+        """Decide the settlements of ``ref`` (one per caller that registered it) on a
+        snapshot pushed by the source (a webhook).
 
-        Returns the settlement as stored afterwards, or None when nobody registered ``ref``
-        with this source. Works whether or not the settlement is still watched: a refund
-        months after finality is still a finality violation."""
-        try:
-            rec = self.store.settlement_by_tx(name, ref)
-        except SettlementNotFound:
+        Returns the first registered as stored afterwards, or None when nobody registered
+        ``ref`` with this source. Works whether or not a settlement is still watched: a
+        refund months after finality is still a finality violation."""
+        recs = self.store.settlements_of_tx(name, ref)
+        if not recs:
             return None
-        self.apply(name, {rec.settlement_id: snapshot}, only_watched=False)
-        return self.store.settlement(rec.settlement_id)
+        pushed: dict[str, Snapshot | None] = {r.settlement_id: snapshot for r in recs}
+        self.apply(name, pushed, only_watched=False)
+        return self.store.settlement(recs[0].settlement_id)
 
     def apply(
         self, name: str, snapshots: Mapping[str, Snapshot | None], only_watched: bool = True

@@ -22,13 +22,16 @@ from guard.settlement import (
 )
 from guard.types import SettlementId, UnixMillis
 from watcher.config.sources import SourceConfig
-from watcher.settlements import settlement_view
+from watcher.settlements import ANONYMOUS_OWNER, settlement_view
 from watcher.store import NewSettlement, SettlementRecord
 
 
-def source_settlement_id(kind: str, source: str, ref: str) -> str:
-    """``stl_`` + the first 24 hex digits of sha256("{kind}:{source}:{ref}")."""
-    return "stl_" + hashlib.sha256(f"{kind}:{source}:{ref}".encode()).hexdigest()[:24]
+def source_settlement_id(kind: str, source: str, ref: str, owner: str = ANONYMOUS_OWNER) -> str:
+    """``stl_`` + the first 24 hex digits of sha256("{kind}:{source}:{ref}"), with
+    ":{owner}" appended for an owner other than the anonymous one (whose ids predate owners):
+    two callers' settlements of one reference never share an id."""
+    key = f"{kind}:{source}:{ref}" + ("" if owner == ANONYMOUS_OWNER else f":{owner}")
+    return "stl_" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
 def new_source_settlement(
@@ -38,12 +41,13 @@ def new_source_settlement(
     timeout_s: float | None = None,
     dependent_state: dict[str, Any] | None = None,
     commit_url: str | None = None,
+    owner: str = ANONYMOUS_OWNER,
 ) -> NewSettlement:
     """The row registering ``ref`` with the source ``config`` at ``now`` (AWAITING_FINALITY).
 
     ``timeout_s`` defaults to the source's ``timeout_s``; the deadline is capped by its
-    ``max_wait_s``, as for chains."""
-    sid = SettlementId(source_settlement_id(config.kind, config.name, ref))
+    ``max_wait_s``, as for chains; the row is ``owner``'s (the API caller's name)."""
+    sid = SettlementId(source_settlement_id(config.kind, config.name, ref, owner))
     timeout_ms = int((config.timeout_s if timeout_s is None else timeout_s) * 1000)
     settlement = Settlement(sid, True, UnixMillis(now), timeout_ms)
     policy = SettlementPolicy(max_wait_ms=int(config.max_wait_s * 1000))
@@ -61,6 +65,7 @@ def new_source_settlement(
         decision=decision_as_json(decision),
         dependent_state=dependent_state,
         commit_url=commit_url,
+        owner=owner,
     )
 
 
