@@ -11,8 +11,9 @@ counted transfers), so every existing receipt and verifier path stays exactly as
   its ``Transfer`` log by position in the proven receipt, every block in one header chain
   that runs from the first transfer's block up (``proof.transfers[i]`` goes with
   ``payment.transfers[i]``);
-* the timeout receipt is the usual timeout signature plus the ``payment`` section: what was
-  paid before the deadline (the signer's word: a partial payment is the caller's to refund).
+* the timeout receipt is the usual timeout signature plus the ``payment`` section
+  (:func:`payment_json`): what was paid before the deadline (the signer's word: a partial
+  payment is the caller's to refund).
 
 Builders are pure (watcher/receipts/payment.py fetches); guard/payment_proof.py verifies;
 docs/receipts.md documents every field.
@@ -27,7 +28,7 @@ from typing import Any
 from guard.hashing import keccak256
 from guard.header_chain import encode_header_chain
 from guard.payment import PAYMENT_KIND, PaymentSpec, Transfer
-from guard.receipt_bodies import FinalityBasis, TimeoutTerms, decided, timeout_body
+from guard.receipt_bodies import FinalityBasis, decided
 from guard.receipt_format import FINALITY, Subject
 
 PAYMENT_VERSION = 1
@@ -136,29 +137,3 @@ def payment_finality_body(
         "finality": basis.as_json(proof.depth()),
         "proof": proof.as_json(),
     }
-
-
-def payment_timeout_body(
-    subject: Subject,
-    issued_at: int,
-    decision: Mapping[str, Any],
-    spec: PaymentSpec,
-    transfers: Sequence[Transfer],
-    terms: TimeoutTerms,
-    head: tuple[Mapping[str, str] | None, Mapping[str, str] | None],
-    observed_by: Sequence[str],
-    dependent_state_digest: str | None,
-) -> dict[str, Any]:
-    """Body of an ``async_settlement_timeout_signature`` for a payment: the timeout's own
-    fields (``head``: the head at the deadline and its child) plus what was paid."""
-    body = timeout_body(
-        subject,
-        issued_at,
-        decision,
-        terms,
-        head[0],
-        head[1],
-        observed_by,
-        dependent_state_digest,
-    )
-    return {**body, "payment": payment_json(spec, transfers)}
