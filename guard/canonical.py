@@ -21,15 +21,22 @@ not expect. With ``floats=True`` any JSON value is accepted, written as RFC 8785
 hex. Anything else raises :class:`CanonicalError`.
 """
 
+from __future__ import annotations
+
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
+from json.encoder import encode_basestring as _encode_string
+from typing import Any, NoReturn, TypeVar
 
 from guard.errors import GuardError
 
 MAX_SAFE_INTEGER = 2**53 - 1
+
+_T = TypeVar("_T")
+_V = TypeVar("_V", bound="str | int | bool | None")
 
 
 class CanonicalError(GuardError, TypeError):
@@ -128,9 +135,107 @@ def _write(value: object, out: list[str]) -> None:
         out.append(json.dumps(value, ensure_ascii=False))
 
 
-def canonical_json(value: object, *, floats: bool = False) -> bytes:
-    """Encode ``value`` as RFC 8785 canonical JSON bytes; raises :class:`CanonicalError`
-    (for any float unless ``floats``: see the module doc)."""
+class FrozenJson(dict[str, _V]):
+    """A flat JSON object that never changes (string keys, scalar values), whose canonical
+    text is computed once: a block's header objects go into every receipt of the block, and
+    each receipt is encoded twice (signing, then the self-check), so re-encoding them was
+    the largest share of a receipt's CPU. A ``dict`` to everything else (``json``, the
+    store, ``==``); writes raise ``TypeError``; ``dict(frozen)`` is a plain, mutable copy."""
+
+    __slots__ = ("_derived", "_text")
+
+    def __init__(self, fields: Mapping[str, _V]) -> None:
+        super().__init__(fields)
+        for key, item in self.items():
+            if type(key) is not str or not (item is None or type(item) in (str, int, bool)):
+                raise TypeError(f"FrozenJson holds scalars under string keys, not {key!r}")
+        self._text: str | None = None
+        self._derived: dict[str, object] = {}
+
+    def derived(self, name: str, compute: Callable[[Mapping[str, object]], _T]) -> _T:
+        """``compute(self)``, remembered under ``name``: for pure functions of the content
+        (a header's hash), which cannot change. A raise is not remembered."""
+        if name not in self._derived:
+            self._derived[name] = compute(self)
+        return self._derived[name]  # type: ignore[return-value]
+
+    def canonical_text(self) -> str:
+        """The canonical JSON text, computed on first use (the content cannot change);
+        raises :class:`_Slow` when the fast writer cannot write it (the caller's general
+        path then encodes it, and names the offending field with its full path)."""
+        if self._text is None:
+            out: list[str] = []
+            _fast(dict(self), out)
+            self._text = "".join(out)
+        return self._text
+
+    def _refuse(self, *_args: object, **_kw: object) -> NoReturn:
+        raise TypeError("a FrozenJson cannot change: copy it with dict() first")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> tuple[type[FrozenJson[_V]], tuple[dict[str, _V]]]:
+        return (FrozenJson, (dict(self),))
+
+
+class _Slow(Exception):
+    """The fast writer met something it leaves to the general path (a float, a big integer,
+    a non-ASCII key, a type other than the plain JSON ones)."""
+
+
+def _fast(value: Any, out: list[str]) -> None:
+    """Write the canonical JSON of a value made of the plain JSON types only (exact ``dict``,
+    ``list``, ``str``, ``int``, ``bool``, ``None``, ASCII keys: code point order is UTF-16
+    order there), splicing the cached text of each :class:`FrozenJson`; raises
+    :class:`_Slow` for anything else, so :func:`_general` decides (the same bytes, or the
+    same error with its path). One pass and no copy: a receipt is encoded twice per
+    signature (sign, then the self-check), most of it its shared header chain."""
+    kind = type(value)
+    if kind is str:
+        out.append(_encode_string(value))
+    elif kind is dict:
+        if not value:
+            out.append("{}")
+            return
+        mapping: dict[Any, Any] = value
+        sep = "{"
+        for key in sorted(mapping):  # TypeError for mixed key types: the general path
+            if type(key) is not str or not key.isascii():
+                raise _Slow
+            out.append(sep + _encode_string(key) + ":")
+            _fast(mapping[key], out)
+            sep = ","
+        out.append("}")
+    elif kind is FrozenJson:
+        out.append(value.canonical_text())
+    elif kind is list:
+        items: list[Any] = value
+        if not items:
+            out.append("[]")
+            return
+        sep = "["
+        for item in items:
+            out.append(sep)
+            _fast(item, out)
+            sep = ","
+        out.append("]")
+    elif kind is int:
+        if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            raise _Slow
+        out.append(int.__repr__(value))
+    elif value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    else:
+        raise _Slow
+
+
+def _general(value: object, floats: bool) -> str:
+    """The general path: every value checked and normalised (with its path in an error)."""
     seen = [False]
     normalised = _normalise(value, "$", floats, seen)
     if seen[0]:
@@ -139,6 +244,22 @@ def canonical_json(value: object, *, floats: bool = False) -> bytes:
         text = "".join(out)
     else:
         text = json.dumps(normalised, separators=(",", ":"), ensure_ascii=False)
+    return text
+
+
+def _text(value: object, floats: bool) -> str:
+    out: list[str] = []
+    try:
+        _fast(value, out)
+    except (_Slow, TypeError):
+        return _general(value, floats)
+    return "".join(out)
+
+
+def canonical_json(value: object, *, floats: bool = False) -> bytes:
+    """Encode ``value`` as RFC 8785 canonical JSON bytes; raises :class:`CanonicalError`
+    (for any float unless ``floats``: see the module doc)."""
+    text = _text(value, floats)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from guard import rlp
+from guard.canonical import FrozenJson
 from guard.errors import GuardError
 from guard.hashing import keccak256
 
@@ -113,7 +114,14 @@ def header_fields(header: Mapping[str, object]) -> list[bytes]:
 
 
 def header_hash(header: Mapping[str, object]) -> str:
-    """``0x`` + keccak256(rlp(fields)) of a header object; :class:`HeaderError` if malformed."""
+    """``0x`` + keccak256(rlp(fields)) of a header object; :class:`HeaderError` if malformed.
+    A frozen header (every receipt of a block carries the same ones) is hashed once."""
+    if type(header) is FrozenJson:
+        return header.derived("header_hash", _header_hash)
+    return _header_hash(header)
+
+
+def _header_hash(header: Mapping[str, object]) -> str:
     return "0x" + keccak256(rlp.encode(header_fields(header))).hex()
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from guard.canonical import FrozenJson
 from guard.header_chain import encode_header_chain
 from guard.receipt_format import (
     BINDING,
@@ -47,7 +48,9 @@ class InclusionProof:
         if self.compact_headers:
             chain: dict[str, Any] = {"header_chain": encode_header_chain(self.headers)}
         else:
-            chain = {"headers": [dict(h) for h in self.headers]}
+            # A block's frozen header objects are shared by its receipts as they are: their
+            # canonical text is encoded once (guard/canonical.py), the bytes unchanged.
+            chain = {"headers": [h if type(h) is FrozenJson else dict(h) for h in self.headers]}
         return {
             "tx_index": self.tx_index,
             **chain,

@@ -146,7 +146,5 @@ def receipts_for(rig: Rig) -> Receipts:
     builder = ReceiptBuilder(
         rig.config, rig.client, signer.address, rig.store.compact_headers, leaves_store(rig.store)
     )
-    issuer = ReceiptIssuer(
-        signer, store, rig.store.settlement, {rig.config.name: builder}, rig.clock
-    )
+    issuer = ReceiptIssuer(signer, store, {rig.config.name: builder}, rig.clock)
     return Receipts(issuer, store, signer)

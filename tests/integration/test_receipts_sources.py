@@ -63,7 +63,7 @@ class Rig:
             config.name, config.kind, self.signer.address, self.receipts.lifecycle
         )
         self.issuer = ReceiptIssuer(
-            self.signer, self.receipts, self.store.settlement, {config.name: builder}, self.clock
+            self.signer, self.receipts, {config.name: builder}, self.clock
         )
         self.poller = SourcePoller(
             self.store, [config], OutboxPlan(), self.clock, notify=[self.issuer.after_poll]

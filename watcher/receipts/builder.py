@@ -37,7 +37,7 @@ from chains.proofs import (
 )
 from chains.redact import redact_url
 from chains.rpc import RpcClient
-from guard.canonical import digest
+from guard.canonical import FrozenJson, digest
 from guard.finality_rule import BASES, TAG_OF_BASIS
 from guard.receipts import (
     BindingTerms,
@@ -65,6 +65,12 @@ def redact(endpoint: str) -> str:
     """An RPC endpoint by its origin, without credentials, path or query (API keys live
     there): the one redaction (chains/redact), without the ``/…`` mark."""
     return redact_url(endpoint, mark=False)
+
+
+def _frozen(headers: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The header objects frozen (guard.canonical.FrozenJson): every receipt of the block
+    carries them, and their canonical text and hashes are computed once."""
+    return [FrozenJson(h) for h in headers]
 
 
 class ReceiptBuilder:
@@ -151,15 +157,17 @@ class ReceiptBuilder:
         key = (number, count, block_hash, head)
         headers = self._chains.get(key)
         if headers is None and self.header_rows is not None:
-            headers = stored_chain(
+            stored = stored_chain(
                 self.header_rows, self.chain.name, number, count, block_hash, head
             )
-            if headers is not None:
+            if stored is not None:
+                headers = _frozen(stored)  # encoded once for the whole block
                 self._chains[key] = headers  # the block's other settlements share it
                 while len(self._chains) > TRIES_CACHED:
                     self._chains.popitem(last=False)
         if headers is None:
-            block, headers = fetch_headers(self.client, number, count, block_hash, head)
+            block, fetched = fetch_headers(self.client, number, count, block_hash, head)
+            headers = _frozen(fetched)
         else:
             block = self._block_of(headers[0])
         tries = self._block_tries(block)

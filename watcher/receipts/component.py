@@ -10,15 +10,15 @@ receipt goes at once). Per chain its work is serialised (one lock):
    settlements they name;
 2. for each noted settlement: a ``finality_violation`` revokes the finality receipts of the
    reversed decision (a signed ``receipt_revocation`` citing the revoked digest); a terminal
-   verdict without a current receipt for its decision gets one: built from the node
-   (watcher/receipts/builder.py), signed, checked with the offline verifier, and stored in
-   one transaction.
+   verdict without a current receipt for its decision gets one: built from what the tracker
+   and engine fetched (watcher/receipts/builder.py), signed, checked with the offline
+   verifier; a batch (a block's settlements together) is stored in one transaction.
 
 Crash safety without bookkeeping: the cursor lives in memory and starts at 0, so a restarted
 daemon re-reads the events, finds which settlements already have their receipt (one query
-per 500), and builds only what is missing. A receipt that cannot be built yet (the node
-lags, or the chain moved away from the decision's evidence: never sign then) is retried with
-a backoff, reset by each new decision (a reorg re-decides it on the new branch: try at once).
+per 500), and builds only what is missing. A receipt that cannot be built yet (the node lags,
+or the chain moved away from the decision's evidence: never sign then) waits out a backoff,
+reset by each new decision; fresh decisions go before retries (watcher/receipts/due.py).
 
 Source settlements (Stripe, RQ, Celery) are receipted the same way, keyed by the source's
 name instead of a chain's: their builder (watcher/receipts/sources.py) needs no node, only the
@@ -35,7 +35,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from chains.errors import ChainError
@@ -52,6 +51,8 @@ from guard.receipts import (
 from guard.verify import verify_receipt
 from watcher.components import HasComponents, first_of
 from watcher.receipts.builder import ReceiptBuilder
+from watcher.receipts.due import BUILDS_PER_POLL, Due, block_of
+from watcher.receipts.due import ready as ready_now
 from watcher.receipts.payment import chain_builder
 from watcher.receipts.signer import Signer
 from watcher.receipts.sources import SourceReceiptBuilder
@@ -67,24 +68,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("finality.receipts")
 
 TERMINAL = ("FINALITY_CONFIRMED", "SETTLEMENT_FAILED", "TIMEOUT_TREATED_AS_FAILURE")
-BACKOFF_MS = (1_000, 2_000, 5_000, 15_000, 60_000, 300_000)
-"""Waits between attempts at a receipt that could not be built yet."""
-BUILDS_PER_POLL = 50
-"""Receipts built at most per poll of a chain (the rest wait for the next poll)."""
-
-
-@dataclass
-class _Due:
-    """A settlement that may need a receipt or a revocation."""
-
-    revoke: set[str] = field(default_factory=set)
-    """Decision digests reversed by a finality violation: their receipts are withdrawn."""
-    violation: dict[str, Any] = field(default_factory=dict)
-    """The violation event (id and payload), for the revocation's evidence."""
-    attempts: int = 0
-    """Failed attempts so far."""
-    next_at: int = 0
-    """Not before this instant (ms)."""
 
 
 class ReceiptIssuer:
@@ -95,7 +78,6 @@ class ReceiptIssuer:
         self,
         signer: Signer,
         receipts: ReceiptStore,
-        load: Callable[[str], SettlementRecord],
         builders: dict[str, ReceiptBuilder | SourceReceiptBuilder],
         clock: Callable[[], int],
         *,
@@ -105,11 +87,10 @@ class ReceiptIssuer:
     ) -> None:
         self.signer = signer
         self.receipts = receipts
-        self.load = load
         self.builders = builders
         self.clock = clock
         self._cursor: dict[str, int] = dict.fromkeys(builders, 0)
-        self._due: dict[str, dict[str, _Due]] = {chain: {} for chain in builders}
+        self._due: dict[str, dict[str, Due]] = {chain: {} for chain in builders}
         self._locks = {chain: threading.Lock() for chain in builders}
         """Per chain or source: a source's decisions come from its poll job and from webhook
         (API) threads, so its work is serialised here."""
@@ -205,8 +186,8 @@ class ReceiptIssuer:
         while True:
             events = self.receipts.terminal_events(chain, self._cursor[chain])
             for event in events:
-                entry = due.setdefault(event.settlement_id, _Due())
-                entry.attempts, entry.next_at = 0, 0  # a new decision: no old backoff
+                entry = due.setdefault(event.settlement_id, Due())
+                entry.renew()  # a new decision: no old backoff
                 fresh.add(event.settlement_id)
                 if event.kind == "finality_violation":
                     previous = event.payload.get("previous") or {}
@@ -224,52 +205,69 @@ class ReceiptIssuer:
                 due.pop(sid)
 
     def work(self, chain: str) -> int:
-        """Build what is due now, at most :data:`BUILDS_PER_POLL`; returns how many were
-        tried."""
-        now = self.clock()
+        """Build what is due now, at most :data:`BUILDS_PER_POLL` (fresh decisions before
+        retries: watcher/receipts/due.py), and store the receipts in one transaction;
+        returns how many were tried."""
         due = self._due[chain]
-        ready = [sid for sid, entry in due.items() if entry.next_at <= now][:BUILDS_PER_POLL]
-        # One query for the receipts already stored of the whole batch (a block's worth of
-        # settlements is built together), not one per settlement.
-        stored = self.receipts.for_settlements(ready) if ready else {}
-        for sid in ready:
-            entry = due[sid]
+        ready = ready_now(due, self.clock())
+        if not ready:
+            return 0
+        # One query each for the batch's settlements and their stored receipts; built in
+        # block order, so a block's settlements share its header chain and tries.
+        records = self.receipts.settlements(ready)
+        stored = self.receipts.for_settlements(ready)
+        sealed: list[tuple[str, dict[str, Any]]] = []
+        for sid in sorted(ready, key=lambda sid: block_of(records.get(sid))):
+            rec = records.get(sid)
             try:
-                finished = self._settle(chain, sid, entry, stored.get(sid, []))
+                if rec is None:
+                    raise SettlementNotFound(sid)
+                receipt = self._settle(chain, rec, due[sid], stored.get(sid, []))
             except SettlementNotFound:
-                finished = True
+                receipt = None
             except (BranchMoved, ChainError, ValueError, KeyError, CanonicalError) as exc:
-                entry.attempts += 1
-                wait = BACKOFF_MS[min(entry.attempts, len(BACKOFF_MS)) - 1]
-                entry.next_at = self.clock() + wait
-                level = logging.INFO if isinstance(exc, BranchMoved) else logging.WARNING
-                if entry.attempts in (1, 5) or entry.attempts % 50 == 0:
-                    log.log(
-                        level,
-                        "receipt for %s not built yet (attempt %d, retry in %d s): %s",
-                        sid,
-                        entry.attempts,
-                        wait // 1000,
-                        exc,
-                    )
+                self._postpone(sid, due[sid], exc)
                 continue
-            if finished:
+            if receipt is None:
+                due.pop(sid, None)
+            else:
+                sealed.append((sid, receipt))
+        if sealed:
+            now = self.clock()
+            self.receipts.add_many([r for _, r in sealed], now, fence=self._fence(chain))
+            self.issued += len(sealed)
+            for sid, _ in sealed:
                 due.pop(sid, None)
         return len(ready)
 
-    def _settle(self, chain: str, sid: str, entry: _Due, stored: list[ReceiptRecord]) -> bool:
-        """Revoke and issue for one settlement (``stored``: its receipts so far); True when
-        nothing is left to do."""
-        rec = self.load(sid)
+    def _postpone(self, sid: str, entry: Due, exc: Exception) -> None:
+        wait = entry.postpone(self.clock())
+        level = logging.INFO if isinstance(exc, BranchMoved) else logging.WARNING
+        if entry.attempts in (1, 5) or entry.attempts % 50 == 0:
+            log.log(
+                level,
+                "receipt for %s not built yet (attempt %d, retry in %d s): %s",
+                sid,
+                entry.attempts,
+                wait // 1000,
+                exc,
+            )
+
+    def _settle(
+        self, chain: str, rec: SettlementRecord, entry: Due, stored: list[ReceiptRecord]
+    ) -> dict[str, Any] | None:
+        """Revoke what ``entry`` withdraws (stored at once), and the signed, self-checked
+        receipt ``rec``'s decision still needs (stored by the caller with its batch), or
+        None when nothing is left to do."""
         for old in current_receipts(stored):
             if old.kind == FINALITY and old.body.get("decision_digest") in entry.revoke:
                 self._revoke(old, entry.violation)
         entry.revoke.clear()
         if rec.verdict not in TERMINAL or _has_current(stored, rec.digest):
-            return True
-        body = self.builders[chain].decision_body(rec, self.clock())
-        self._store(self.signer.sign(body), fence=self._fence(chain))
-        return True
+            return None
+        receipt = self.signer.sign(self.builders[chain].decision_body(rec, self.clock()))
+        verify_receipt(receipt, trusted_signers=[self.signer.address])
+        return receipt
 
     def _fence(self, name: str) -> tuple[str, str, int] | None:
         fence = self.fence_of(name)
@@ -376,7 +374,6 @@ def build_issuer(
     return ReceiptIssuer(
         signer,
         receipts,
-        store.settlement,
         builders,
         clock,
         fence_of=fence_of,

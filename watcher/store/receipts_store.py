@@ -27,8 +27,8 @@ from watcher.store.db import Db
 from watcher.store.errors import StaleFencingToken
 from watcher.store.events_store import TerminalEvent as TerminalEvent  # old home: importable here
 from watcher.store.records import ReceiptRecord as ReceiptRecord  # old home: importable here
+from watcher.store.records import SettlementRecord, from_row
 from watcher.store.records import SignerRecord as SignerRecord
-from watcher.store.records import from_row
 
 TERMINAL_EVENTS = (
     "settlement_confirmed",
@@ -88,6 +88,50 @@ class ReceiptStore:
             raise
         assert key is not None
         return ReceiptRecord(id=int(key[0]), **values)
+
+    def add_many(
+        self, receipts: Sequence[dict[str, Any]], now: int, fence: tuple[str, str, int] | None
+    ) -> list[ReceiptRecord]:
+        """Store several signed receipts in one transaction (the receipts of a block's
+        settlements, built together), under ``fence`` as :meth:`add`: all or none."""
+        rows = [
+            {
+                "settlement_id": r["settlement_id"],
+                "kind": r["kind"],
+                "signer": r["signer"],
+                "digest": r["digest"],
+                "body": r,
+                "revokes": None,
+                "created_at": now,
+            }
+            for r in receipts
+        ]
+        out: list[ReceiptRecord] = []
+        try:
+            with self._writer.begin() as conn:
+                if fence is not None:
+                    lease_store.check_fence(conn, *fence)
+                for values in rows:
+                    key = conn.execute(insert(s.receipts).values(**values)).inserted_primary_key
+                    assert key is not None
+                    out.append(ReceiptRecord(id=int(key[0]), **values))
+        except StaleFencingToken as exc:
+            lease_store.record_rejection(self._writer, exc, now)
+            raise
+        return out
+
+    def settlements(self, ids: Sequence[str]) -> dict[str, SettlementRecord]:
+        """The settlements of ``ids`` that exist, by id (one query per 500): what a batch of
+        receipts is built from."""
+        t = s.settlements
+        out: dict[str, SettlementRecord] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            with self._reader.connect() as conn:
+                rows = conn.execute(select(t).where(t.c.settlement_id.in_(chunk))).mappings()
+                for row in rows:
+                    out[row["settlement_id"]] = from_row(SettlementRecord, row)
+        return out
 
     def for_settlement(self, settlement_id: str) -> list[ReceiptRecord]:
         """Every receipt of a settlement, revocations included, in order of issue."""
