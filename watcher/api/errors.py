@@ -66,7 +66,7 @@ def install(app: FastAPI) -> None:
     async def _store_unavailable(_: Request, exc: StoreUnavailable) -> JSONResponse:
         # The reason is the store's own classified text (watcher/store/db.py): no URL, no
         # statement, no secret; the store's edge logs the failure itself, rate-limited.
-        return error_response(503, f"store: unavailable: {exc}", fields=[])
+        return error_response(503, f"store: unavailable: {exc.cause}", fields=[])
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

@@ -33,8 +33,11 @@ def router(deps: ApiDeps) -> APIRouter:
         },
     )
     def healthz() -> JSONResponse:
-        """200 when every chain polled successfully of late, else 503 with the reasons."""
+        """200 when every chain polled successfully of late and the store can be read and
+        written, else 503 with the reasons (``store_error``: why the store cannot)."""
         recorded, store_error = recorded_heads(deps.store)
+        # A store that reads but cannot be written is not ready either: said at once, by name.
+        store_error = deps.store.write_problem() or store_error
         chains = {
             c.name: {
                 "healthy": deps.chains.healthy(c.name),

@@ -11,11 +11,20 @@ SQLite (the default) runs in WAL mode with ``synchronous=NORMAL``: a crashed *pr
 no committed transaction (only a power loss could drop the last few). Write transactions
 start with ``BEGIN IMMEDIATE`` so two writers queue on the busy timeout instead of failing
 on a lock upgrade. PostgreSQL is used through psycopg 3 with the same tables.
+
+A store that cannot be written is said so at once, by name: the writer remembers why its
+last write failed (:meth:`Db.write_problem`, what ``/healthz`` reports) until a write
+succeeds again, logs the failure once and then at most every :data:`LOG_EVERY_S`, and the
+reason in :class:`StoreUnavailable` is a fixed phrase (:func:`reason_of`): never the
+driver's text, which can carry the URL or a statement's parameters.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +34,33 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import NullPool, Pool
 
 from watcher.store.errors import StoreConflict, StoreError, StoreUnavailable
+
+log = logging.getLogger("finality.store")
+
+LOG_EVERY_S = 60.0
+"""While writes keep failing, one log line per this many seconds (the first at once)."""
+
+PROBE_EVERY_S = 1.0
+"""While writes fail, :meth:`Db.write_problem` tries one harmless write this often."""
+
+_REASONS = (
+    ("readonly", "the database is read-only"),
+    ("read-only", "the database is read-only"),
+    ("read only", "the database is read-only"),
+    ("disk is full", "the disk is full"),
+    ("no space", "the disk is full"),
+    ("disk i/o", "a disk I/O error"),
+    ("database is locked", "the database is locked by another writer"),
+    ("unable to open", "the database file cannot be opened"),
+    ("connection refused", "the database server refuses connections"),
+    ("could not connect", "the database server cannot be reached"),
+    ("connection failed", "the database server cannot be reached"),
+    ("terminat", "the connection to the database server was lost"),
+    ("closed", "the connection to the database server was lost"),
+    ("timeout", "the database server does not answer in time"),
+    ("timed out", "the database server does not answer in time"),
+)
+"""Driver message fragments (lower case) and the reason shown for them."""
 
 IDLE_TXN_MS = 5000
 """PostgreSQL ends a session idle inside a transaction for this long (see make_engine)."""
@@ -52,7 +88,52 @@ def mapped_error(exc: SQLAlchemyError) -> StoreError:
     since a driver's message can carry the URL (a password) or a statement's parameters."""
     if isinstance(exc, IntegrityError):
         return StoreConflict(str(exc.orig).splitlines()[0] if exc.orig is not None else "")
-    return StoreUnavailable(type(exc).__name__)
+    return StoreUnavailable(reason_of(exc))
+
+
+def reason_of(exc: SQLAlchemyError) -> str:
+    """Why the database failed, as a fixed phrase picked by the driver's message (which is
+    matched, never shown), else the error's type."""
+    text = str(exc.orig if getattr(exc, "orig", None) is not None else exc).lower()
+    for fragment, reason in _REASONS:
+        if fragment in text:
+            return reason
+    return type(exc).__name__
+
+
+class WriteHealth:
+    """Why the last write failed (None: it succeeded), and when to log it again."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.problem: str | None = None
+        self.failures = 0
+        self._logged_at = 0.0
+        self.probed_at = 0.0
+
+    def failed(self, reason: str) -> None:
+        """A write failed: the first failure is logged at once, then one line a minute."""
+        now = time.monotonic()
+        with self._lock:
+            first = self.problem is None
+            self.problem, self.failures = reason, self.failures + 1
+            due = first or now - self._logged_at >= LOG_EVERY_S
+            if due:
+                self._logged_at = now
+            failures = self.failures
+        if first:
+            log.error("store: writes fail: %s", reason)
+        elif due:
+            log.error("store: writes still fail: %s (%d failures so far)", reason, failures)
+
+    def succeeded(self) -> None:
+        """A write succeeded: the store is writable again (logged once)."""
+        if self.problem is None:
+            return
+        with self._lock:
+            was, failures, self.problem, self.failures = self.problem, self.failures, None, 0
+        if was is not None:
+            log.warning("store: writes succeed again (after %d failures: %s)", failures, was)
 
 
 class Db:
@@ -60,6 +141,7 @@ class Db:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        self.writes = WriteHealth()
 
     @property
     def dialect(self) -> Dialect:
@@ -68,12 +150,31 @@ class Db:
 
     @contextlib.contextmanager
     def begin(self) -> Iterator[Connection]:
-        """A write transaction: committed on exit, rolled back on error."""
+        """A write transaction: committed on exit, rolled back on error; an unavailable
+        database is remembered (:meth:`write_problem`) until a write succeeds."""
         try:
             with self._engine.begin() as conn:
                 yield conn
         except SQLAlchemyError as exc:
-            raise mapped_error(exc) from exc
+            mapped = mapped_error(exc)
+            if isinstance(mapped, StoreUnavailable):
+                self.writes.failed(mapped.cause)
+            raise mapped from exc
+        self.writes.succeeded()
+
+    def write_problem(self) -> str | None:
+        """Why writes fail (None: the last one succeeded). While they fail, one harmless
+        write (alembic's row set to itself) is tried at most every :data:`PROBE_EVERY_S`,
+        so a store that became writable is seen at once even if nothing else writes."""
+        health = self.writes
+        if health.problem is None:
+            return None
+        now = time.monotonic()
+        if now - health.probed_at >= PROBE_EVERY_S:
+            health.probed_at = now
+            with contextlib.suppress(StoreError), self.begin() as conn:
+                conn.exec_driver_sql("UPDATE alembic_version SET version_num = version_num")
+        return health.problem
 
     @contextlib.contextmanager
     def connect(self) -> Iterator[Connection]:

@@ -59,6 +59,11 @@ class Store(ChainQueries, SettlementQueries, EventQueries, PaymentQueries):
         """The schema revision the database is at."""
         return migrate.revision(self._reader)
 
+    def write_problem(self) -> str | None:
+        """Why writes fail now, as a fixed phrase (None: the last write succeeded); see
+        :meth:`watcher.store.db.Db.write_problem` (what ``/healthz`` reports)."""
+        return self._writer.write_problem()
+
     @contextlib.contextmanager
     def block_txn(
         self, chain: str, now: int, fence: tuple[str, int] | None = None
