@@ -31,8 +31,12 @@ from tests.support.anvil import ROOT, free_port
 from watcher.config.sections import DeliveryConfig
 from watcher.delivery.format import body_bytes, headers
 from watcher.delivery.sender import Sender
+from watcher.destinations import AllowList
 from watcher.store import Store
 from watcher.store.outbox_store import DeliveryRecord, NewDelivery
+
+LOCAL = AllowList(loopback=True)
+"""The receivers here listen on loopback (a dev-chain daemon allows that by default)."""
 
 SECRET = "bench-secret"
 WORKERS = DeliveryConfig().workers
@@ -128,7 +132,7 @@ def drain(store: Store, sample: float = 1.0) -> tuple[float, list[int], list[tup
     (backlog, RSS MB) samples)."""
     outbox = store.outbox()
     total, _ = outbox.backlog()
-    sender = Sender(store, config())
+    sender = Sender(store, config(), destinations=LOCAL)
     windows: list[int] = []
     rss: list[tuple[int, float]] = []
     started = time.monotonic()

@@ -75,7 +75,9 @@ def secret_pieces(url: str) -> list[str]:
         return [url]
     pieces = {url}
     userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
-    for value in (userinfo, username, password):
+    # A user name is a credential only when it stands alone (``https://KEY@host``): beside
+    # a password it is a name like ``postgres``, which ordinary text contains.
+    for value in (userinfo, password, None if password else username):
         if value and (len(value) >= MIN_PASSWORD or ":" in value):
             pieces.add(value)
     path_query = parts.path + (f"?{parts.query}" if parts.query else "")

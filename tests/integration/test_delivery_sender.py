@@ -22,10 +22,14 @@ from watcher.config.chains import ChainConfig
 from watcher.config.sections import DeliveryConfig
 from watcher.delivery.plan import OutboxPlan
 from watcher.delivery.sender import Sender, backoff_ms
+from watcher.destinations import AllowList
 from watcher.settlements import Registration, register
 from watcher.store import Store
 from watcher.store import schema as s
 from watcher.store.outbox_store import DeliveryRecord
+
+LOCAL = AllowList(loopback=True)
+"""The receivers here listen on loopback (a dev-chain daemon allows that by default)."""
 
 CHAIN = ChainConfig.model_validate(
     {"name": "local", "chain_id": 31337, "rpc": ["http://127.0.0.1:1"], "confirmations": 3}
@@ -56,7 +60,7 @@ def start_sender(store: Store) -> Iterator[Callable[..., Sender]]:
             "receipt_wait_s": 0.0,
         }
         values.update(config)
-        sender = Sender(store, DeliveryConfig.model_validate(values), seed=1)
+        sender = Sender(store, DeliveryConfig.model_validate(values), seed=1, destinations=LOCAL)
         senders.append(sender)
         sender.start()
         return sender

@@ -26,8 +26,12 @@ from watcher.clock import wall_clock_ms
 from watcher.config.sections import DeliveryConfig
 from watcher.delivery.plan import OutboxPlan
 from watcher.delivery.sender import Sender
+from watcher.destinations import AllowList
 from watcher.settlements import Registration, new_settlement
 from watcher.store.outbox_store import DeliveryRecord
+
+LOCAL = AllowList(loopback=True)
+"""The receivers here listen on loopback (a dev-chain daemon allows that by default)."""
 
 pytestmark = pytest.mark.anvil
 
@@ -66,7 +70,7 @@ def start_sender(rig: Rig) -> Iterator[Callable[[], Sender]]:
                 "receipt_wait_s": 0.0,
             }
         )
-        sender = Sender(rig.store, config, wall_clock_ms, seed=1)
+        sender = Sender(rig.store, config, wall_clock_ms, seed=1, destinations=LOCAL)
         senders.append(sender)
         sender.start()
         return sender

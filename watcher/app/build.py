@@ -162,7 +162,7 @@ def _build_parts(
     """Delivery, receipts (fenced by the leases; a stored receipt wakes the sender at once),
     the sources poller and its inbox, the endpoint alerts."""
     log_channels = [c for c in config.alerts if c.type == "log"]
-    sender = Sender(store, config.delivery, clock, log_channels)
+    sender = Sender(store, config.delivery, clock, log_channels, destinations=config.destinations())
     issuer = build_issuer(
         config,
         store,

@@ -22,6 +22,10 @@ the two, the node's ``safe`` tag, or both depth and ``finalized`` (chains.finali
 _FINALITY_MODES: tuple[FinalityMode, ...] = get_args(FinalityMode)
 if _FINALITY_MODES != FINALITY_MODES:  # one list of names: chains.finality_modes
     raise RuntimeError(f"FinalityMode {_FINALITY_MODES} != chains.finality_modes {FINALITY_MODES}")
+DEV_CHAIN_IDS = frozenset({31337, 1337})
+"""Chain ids of local development chains (anvil, hardhat, ganache, geth --dev): with only
+these, a development signing key is generated and loopback destinations are allowed."""
+
 _RPC_SCHEMES = ("http", "https", "ws", "wss")
 
 

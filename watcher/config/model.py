@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from watcher.config.base import KeyedErrors, Loc, Strict, duplicates
-from watcher.config.chains import ChainConfig
+from watcher.config.chains import DEV_CHAIN_IDS, ChainConfig
 from watcher.config.errors import UnknownChainName
 from watcher.config.sections import (
     AlertChannelConfig,
@@ -17,6 +17,7 @@ from watcher.config.sections import (
     StoreConfig,
 )
 from watcher.config.sources import SourceConfig
+from watcher.destinations import AllowList, DestinationRefused, Unresolvable, check_url
 
 
 class Config(Strict):
@@ -69,6 +70,36 @@ class Config(Strict):
         if problems:
             raise KeyedErrors(problems)
         return self
+
+    @model_validator(mode="after")
+    def _check_alert_urls(self) -> Config:
+        # An alert URL is the operator's, but it is still a request sent from inside their
+        # network: the same rule as a caller's commit_url (a host that does not resolve
+        # yet is checked again at send).
+        allow = self.destinations()
+        problems: list[tuple[Loc, str]] = []
+        for i, channel in enumerate(self.alerts):
+            if channel.url is None:
+                continue
+            try:
+                check_url(channel.url, allow)
+            except Unresolvable:
+                pass
+            except DestinationRefused as exc:
+                problems.append((("alerts", i, "url"), str(exc)))
+        if problems:
+            raise KeyedErrors(problems)
+        return self
+
+    @property
+    def local_dev_only(self) -> bool:
+        """Every chain is a local development chain (the dev signing key and loopback
+        destinations are allowed only then)."""
+        return all(chain.chain_id in DEV_CHAIN_IDS for chain in self.chains)
+
+    def destinations(self) -> AllowList:
+        """Where commits and alerts may go besides public addresses (watcher/destinations)."""
+        return AllowList(self.delivery.allow_destinations, loopback=self.local_dev_only)
 
     def chain(self, name: str) -> ChainConfig:
         """The chain configured under ``name``; :class:`UnknownChainName` if there is none."""

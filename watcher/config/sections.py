@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 from watcher.config.api import ApiConfig as ApiConfig
 from watcher.config.api import split_listen as split_listen
 from watcher.config.base import KeyedErrors, Strict
+from watcher.destinations import check_entries
 
 _STORE_SCHEMES = ("sqlite://", "postgresql://", "postgresql+psycopg://")
 
@@ -77,6 +78,20 @@ class DeliveryConfig(Strict):
     """How long a commit/discard waits for its signed receipt before going out without it."""
     max_dependent_state_bytes: int = Field(default=65536, ge=1)
     """Largest accepted dependent_state (canonical JSON bytes); larger gets 413."""
+    allow_destinations: list[str] = Field(default_factory=list)
+    """Destinations a ``commit_url`` or an alert URL may point at although they are not
+    public addresses (watcher/destinations.py): an IP (``"10.0.0.5"``), a network
+    (``"10.1.0.0/16"``) or a host name (``"hooks.internal"``), each optionally with a port
+    (``"hooks.internal:8443"``, ``"[fd00::1]:443"``). Loopback is allowed without an entry
+    when every chain is a local development chain."""
+
+    @field_validator("allow_destinations")
+    @classmethod
+    def _check_destinations(cls, value: list[str]) -> list[str]:
+        problems = check_entries(value)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
 
 
 class AlertChannelConfig(Strict):

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 
 import httpx
 
+from chains.redact import redact_text
 from watcher.clock import Clock, wall_clock_ms
 from watcher.config.sections import AlertChannelConfig, DeliveryConfig
 from watcher.delivery.bodies import BodyAssembler
@@ -47,7 +48,9 @@ from watcher.delivery.format import (
     headers,
 )
 from watcher.delivery.log_channel import EventLog
+from watcher.delivery.outbound import post_checked
 from watcher.delivery.plan import commit_key
+from watcher.destinations import AllowList, DestinationRefused, Resolver, Unresolvable, resolve
 from watcher.store.errors import StoreError
 from watcher.store.outbox_store import (
     CANCELLED,
@@ -85,8 +88,14 @@ class Sender:
         clock: Clock = wall_clock_ms,
         log_channels: Sequence[AlertChannelConfig] = (),
         seed: int | None = None,
+        destinations: AllowList | None = None,
+        resolver: Resolver = resolve,
     ) -> None:
         self.store = store
+        self.destinations = destinations or AllowList()
+        """Where rows may go besides public addresses (``Config.destinations()``), checked
+        again at every attempt (watcher/delivery/outbound.py)."""
+        self.resolver = resolver
         self.outbox = store.outbox()
         self.config = config
         self.clock = clock
@@ -271,17 +280,21 @@ class Sender:
         assert rec.body is not None
         data = body_bytes(rec.body)
         sent = self.clock()
+        signed = headers(rec, data, self.config.secret, sent // 1000)
         try:
-            answer = client.post(
-                rec.url, content=data, headers=headers(rec, data, self.config.secret, sent // 1000)
-            )
+            answer = post_checked(client, rec.url, self.destinations, data, signed, self.resolver)
+        except Unresolvable as exc:  # DNS may come back: an ordinary failed attempt
+            return self._failed(rec, None, f"destination: {exc}")
+        except DestinationRefused as exc:  # nothing was sent, and retrying cannot help
+            return Outcome(rec, DEAD, self.clock(), None, f"destination refused: {exc}")
         except httpx.HTTPError as exc:
-            return self._failed(rec, None, f"{type(exc).__name__}: {exc}".rstrip(": "))
+            error = redact_text(f"{type(exc).__name__}: {exc}".rstrip(": "), [rec.url])
+            return self._failed(rec, None, error)
         if 200 <= answer.status_code < 300:
             return Outcome(rec, DELIVERED, self.clock(), status=answer.status_code)
-        return self._failed(
-            rec, answer.status_code, f"HTTP {answer.status_code}: {answer.text[:300]}"
-        )
+        # The status only: the answer's body is never stored or shown (a destination's
+        # words would make the outbox a way to read what answers at an address).
+        return self._failed(rec, answer.status_code, f"HTTP {answer.status_code}")
 
     def _failed(self, rec: DeliveryRecord, status: int | None, error: str) -> Outcome:
         now = self.clock()

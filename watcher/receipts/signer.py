@@ -30,11 +30,12 @@ from eth_account import Account
 from eth_keys.datatypes import PrivateKey
 
 from guard.receipts import body_hashes
+from watcher.config.chains import DEV_CHAIN_IDS as _DEV_CHAIN_IDS
 from watcher.config.sections import SigningConfig
 
 log = logging.getLogger("finality.signer")
 
-DEV_CHAIN_IDS = frozenset({31337, 1337})
+DEV_CHAIN_IDS = _DEV_CHAIN_IDS
 """Chain ids of local development chains (anvil, hardhat, ganache, geth --dev)."""
 
 
