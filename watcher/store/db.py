@@ -94,7 +94,8 @@ def mapped_error(exc: SQLAlchemyError) -> StoreError:
 def reason_of(exc: SQLAlchemyError) -> str:
     """Why the database failed, as a fixed phrase picked by the driver's message (which is
     matched, never shown), else the error's type."""
-    text = str(exc.orig if getattr(exc, "orig", None) is not None else exc).lower()
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc).lower()
     for fragment, reason in _REASONS:
         if fragment in text:
             return reason
