@@ -212,3 +212,33 @@ def test_tampered_payment_receipts_are_refused_offline_and_by_finality_verify(
         done = finality_verify(tampered, tmp_path)
         assert done.returncode == 1
         assert reason in done.stderr + done.stdout
+
+
+@pytest.mark.parametrize("asset", ["native"])  # "token" once the engine re-counts its logs
+def test_a_reorg_after_confirmation_revokes_the_receipt_and_the_new_branch_gets_one(
+    rig: Rig, token: Token, asset: str
+) -> None:
+    to = rig.anvil.accounts[6]
+    rec = register(rig, to, NATIVE if asset == "native" else token.address, 1_000)
+    tx = pay_native(rig, 1, to, 1_000) if asset == "native" else token.transfer(1, to, 1_000)
+    raw = rig.anvil.raw_tx(tx)
+    receipts = issuer(rig)
+    rig.mine_and_poll(N)
+    receipts.run(rig)
+    first = receipts.latest(rec.settlement_id)
+    rig.anvil.reorg(N + 1, [(raw, 1)])  # the transfer's block and those above: tx re-included
+    rig.mine_and_poll(1)
+    receipts.run(rig)
+    kept = receipts.store.for_settlements([rec.settlement_id])[rec.settlement_id]
+    revocations = [r for r in kept if r.kind == "receipt_revocation"]
+    assert [r.body["revokes"]["digest"] for r in revocations] == [first["digest"]]
+    verify_receipt(revocations[0].body)
+    rig.mine_and_poll(N)
+    assert rig.store.settlement(rec.settlement_id).verdict == "FINALITY_CONFIRMED"
+    receipts.run(rig)
+    again = receipts.latest(rec.settlement_id)
+    assert again["digest"] != first["digest"]
+    moved = again["payment"]["transfers"][0]
+    assert moved["tx_hash"] == tx
+    assert moved["block_hash"] != first["payment"]["transfers"][0]["block_hash"]
+    verify_receipt(again)
