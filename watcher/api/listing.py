@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import ValidationError
 
+from guard.payment import PAYMENT_KIND
 from watcher.api.auth import Reader, Registrar
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError, validation_body
@@ -28,6 +29,7 @@ from watcher.api.models.settlements import (
     SettlementView,
     Verdict,
 )
+from watcher.api.payments import payment_view
 from watcher.api.registration import checked_settlement
 from watcher.api.source_settlements import checked_source_settlement, source_view
 from watcher.api.views import chain_settlement_view
@@ -52,7 +54,9 @@ def router(deps: ApiDeps) -> APIRouter:
         caller: Reader,
         chain: Annotated[str | None, Query(description="Chain (or source) name.")] = None,
         verdict: Annotated[Verdict | None, Query()] = None,
-        kind: Annotated[str | None, Query(description="evm_tx or a source kind.")] = None,
+        kind: Annotated[
+            str | None, Query(description="evm_tx, evm_payment or a source kind.")
+        ] = None,
         cursor: Annotated[
             str | None, Query(description="next_cursor of the previous page.", pattern=CURSOR)
         ] = None,
@@ -118,6 +122,11 @@ def _checked(
 ) -> NewSettlement | BatchItemResult:
     """One batch item checked as ``POST /v1/settlements`` checks it (as ``owner``'s), or its
     error result."""
+    if item.get("kind") == PAYMENT_KIND:
+        message = "kind: evm_payment is registered one at a time with POST /v1/settlements"
+        return BatchItemResult(
+            index=index, status=422, settlement=None, error=message, fields=["kind"]
+        )
     if item.get("kind", EVM_KIND) != EVM_KIND:
         new = checked_source_settlement(deps, item, owner)
         if not isinstance(new, tuple):
@@ -158,6 +167,6 @@ def _kick_sources(deps: ApiDeps, names: list[str]) -> None:
 
 
 def _view(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any]:
-    """The settlement's view, chain or source."""
-    view = source_view(deps, rec)
+    """The settlement's view: payment, source or chain."""
+    view = payment_view(deps, rec) or source_view(deps, rec)
     return view if view is not None else chain_settlement_view(deps, rec)

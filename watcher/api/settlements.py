@@ -13,12 +13,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from guard.payment import PAYMENT_KIND
 from watcher.api.auth import Reader, Registrar
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.models.errors import ERRORS
 from watcher.api.models.settlements import SettlementView, SourceSettlementRequest
 from watcher.api.models.views import EventView
+from watcher.api.payments import payment_view, register_payment_settlement
 from watcher.api.registration import SettlementRequest, checked_settlement
 from watcher.api.source_settlements import register_source_settlement, source_view
 from watcher.api.views import (
@@ -74,6 +76,9 @@ def router(deps: ApiDeps) -> APIRouter:
         ``kind`` is ``evm_tx`` by default (``chain``, ``tx_hash``...); a source kind
         (``stripe_payment_intent``, ``rq_job``, ``celery_task``) takes ``ref`` and
         ``source`` instead (docs/sources.md)."""
+        if payload.get("kind") == PAYMENT_KIND:  # a payment to an address (api/payments.py)
+            view, status = register_payment_settlement(deps, payload, caller.name)
+            return JSONResponse(view, status_code=status)
         if payload.get("kind", "evm_tx") != "evm_tx":
             view, status = register_source_settlement(deps, payload, caller.name)
             return JSONResponse(view, status_code=status)
@@ -88,7 +93,7 @@ def router(deps: ApiDeps) -> APIRouter:
     def get_settlement(caller: Reader, settlement_id: str) -> dict[str, Any]:
         """A registered settlement's current view (the caller's own: 404 for another's)."""
         rec = settlement_or_error(deps, settlement_id, caller.name)
-        view = source_view(deps, rec)
+        view = payment_view(deps, rec) or source_view(deps, rec)
         return view if view is not None else chain_settlement_view(deps, rec)
 
     @api.get("/v1/settlements/{settlement_id}/receipt", responses=_NOT_FOUND)

@@ -16,6 +16,7 @@ from typing import Protocol
 from sqlalchemy import select, tuple_
 
 from chains.finality_modes import FINALITY_MODES
+from guard.payment import PAYMENT_KIND
 from watcher.store import schema as s
 from watcher.store.db import Db
 from watcher.store.errors import StoreConflict
@@ -66,7 +67,9 @@ class Listing:
         if verdict is not None:
             query = query.where(t.c.verdict == verdict)
         if kind == EVM_KIND:
-            query = query.where(t.c.finality_mode.in_(FINALITY_MODES))
+            query = query.where(t.c.finality_mode.in_(FINALITY_MODES), t.c.kind == EVM_KIND)
+        elif kind == PAYMENT_KIND:
+            query = query.where(t.c.kind == PAYMENT_KIND)
         elif kind is not None:
             query = query.where(t.c.finality_mode == kind)
         with self._reader.connect() as conn:

@@ -127,7 +127,10 @@ class SettlementView(BaseModel):
     settlement_id: str
     registered: bool
     chain: str = Field(description="Chain name (a source's name for a source settlement).")
-    tx_hash: str = Field(description="The tx hash (a source's ref for a source settlement).")
+    tx_hash: str | None = Field(
+        description="The tx hash (a source's ref for a source settlement; null for a payment "
+        "to an address, whose transfers are in 'transfers')."
+    )
     verdict: Verdict
     directive: str | None = None
     block_number: int | None = None

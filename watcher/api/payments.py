@@ -1,0 +1,131 @@
+"""Payments to an address over HTTP: registering one, and its view.
+
+``POST /v1/settlements`` with ``kind: "evm_payment"`` (:class:`PaymentRequest`) registers a
+payment: checked against its chain (known, confirmations below the header window, timeout
+capped at the max wait, dependent state), stored with no call to the node (transfers count
+in blocks above the head recorded at that instant). Without ``reference`` every
+registration is a new payment (201); with one, a repeat answers the same payment (200) and
+a different payment under the same reference is a 409 naming the field that differs.
+
+The view is a settlement view (verdict, directive, deadline, receipt, binding, dependent
+state...) with ``tx_hash`` null and the payment's own keys: ``kind``, ``to``, ``asset``,
+``amount``, ``from``, ``reference``, ``transfers`` (each with its ``confirmations`` at the
+recorded head), ``paid``, ``remaining`` and ``overpaid`` (decimal strings, over the transfers
+now counted, final or not).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from guard.payment import PAYMENT_KIND, PaymentSpec
+from watcher.api.commit_url import check_commit_url
+from watcher.api.deps import ApiDeps
+from watcher.api.errors import ApiError, validation_body
+from watcher.api.models.payments import PaymentRequest
+from watcher.api.registration import check_dependent_state
+from watcher.api.views import chain_or_error, head_of, view_parts
+from watcher.engine.payment_registration import PaymentRegistration, new_payment
+from watcher.settlements import depth_of, settlement_view
+from watcher.store import NewSettlement, SettlementRecord
+from watcher.store.payment_records import NewPaymentSpec
+from watcher.store.payments_store import PaymentConflict
+
+__all__ = ["PaymentRequest", "checked_payment", "payment_view", "register_payment_settlement"]
+
+
+def parsed_payment(payload: dict[str, Any]) -> PaymentRequest:
+    """The body as a :class:`PaymentRequest`; a 422 :class:`ApiError` naming each field."""
+    try:
+        return PaymentRequest.model_validate(payload)
+    except ValidationError as exc:
+        answer = validation_body(exc.errors(include_url=False))
+        raise ApiError(422, answer["error"], fields=answer["fields"]) from None
+
+
+def checked_payment(
+    deps: ApiDeps, body: PaymentRequest, owner: str
+) -> tuple[NewSettlement, NewPaymentSpec]:
+    """The rows a valid payment registration stores (``owner``'s); :class:`ApiError`."""
+    chain = chain_or_error(deps, body.chain, 422)
+    window = chain.resolved_header_window
+    if body.confirmations is not None and body.confirmations >= window:
+        raise ApiError(
+            422,
+            f"confirmations: must be below the header window of chain {chain.name!r} "
+            f"({window}), got {body.confirmations}",
+            fields=["confirmations"],
+        )
+    timeout_s = body.timeout_s
+    if timeout_s is not None and timeout_s > chain.max_wait_s:
+        timeout_s = chain.max_wait_s
+    if body.dependent_state is not None:
+        check_dependent_state(body.dependent_state, deps.config.delivery.max_dependent_state_bytes)
+    check_commit_url(deps, body.commit_url)
+    reg = PaymentRegistration(
+        chain=chain,
+        spec=PaymentSpec(body.to, body.asset, int(body.amount), body.sender),
+        confirmations=body.confirmations,
+        timeout_s=timeout_s,
+        dependent_state=body.dependent_state,
+        commit_url=body.commit_url,
+        reference=body.reference,
+        owner=owner,
+    )
+    return new_payment(reg, deps.clock(), head_of(deps, chain.name))
+
+
+def register_payment_settlement(
+    deps: ApiDeps, payload: dict[str, Any], owner: str
+) -> tuple[dict[str, Any], int]:
+    """Validate and store a payment; (view, 201 registered / 200 the same reference)."""
+    new, spec = checked_payment(deps, parsed_payment(payload), owner)
+    try:
+        rec, created = deps.store.register_payment(new, spec)
+    except PaymentConflict as exc:
+        raise ApiError(409, str(exc), fields=["reference", exc.field]) from None
+    view = payment_view(deps, rec)
+    assert view is not None
+    return view, 201 if created else 200
+
+
+def payment_view(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any] | None:
+    """The view of a payment (None for any other settlement)."""
+    if rec.kind != PAYMENT_KIND:
+        return None
+    head = head_of(deps, rec.chain)
+    spec = deps.store.payment_spec(rec.settlement_id)
+    transfers = deps.store.payment_transfers(rec.settlement_id)
+    paid = sum(int(t.value) for t in transfers)
+    amount = int(spec.amount)
+    view = settlement_view(rec, head, **view_parts(deps, rec))
+    view.update(
+        tx_hash=None,
+        status=None,
+        replaced_by=None,
+        kind=PAYMENT_KIND,
+        to=spec.to_address,
+        asset=spec.asset,
+        amount=spec.amount,
+        reference=spec.reference,
+        transfers=[
+            {
+                "tx_hash": t.tx_hash,
+                "block_number": t.block_number,
+                "block_hash": t.block_hash,
+                "log_index": t.log_index,
+                "from": t.sender,
+                "value": t.value,
+                "confirmations": depth_of(t.block_number, head),
+            }
+            for t in transfers
+        ],
+        paid=str(paid),
+        remaining=str(max(0, amount - paid)),
+        overpaid=str(max(0, paid - amount)),
+        counted_after_block=spec.after_block,
+    )
+    view["from"] = spec.sender
+    return view
