@@ -3,9 +3,9 @@ chains and what happened on them; any tx hash, registered or not."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 
 from chains import pool
 from chains.errors import ChainError
@@ -15,6 +15,7 @@ from watcher.api.auth import Reader
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.models.errors import ERRORS
+from watcher.api.models.settlements import TX_HASH
 from watcher.api.models.views import ChainView, ReorgView, TxView
 from watcher.api.views import chain_or_error, chain_settlement_view, endpoints
 from watcher.config.chains import ChainConfig
@@ -34,7 +35,7 @@ def router(deps: ApiDeps) -> APIRouter:
     def get_tx(
         caller: Reader,
         chain: str,
-        tx_hash: str,
+        tx_hash: Annotated[str, Path(pattern=TX_HASH)],
         confirmations: int | None = Query(default=None, ge=1, le=MAX_LIVE_CONFIRMATIONS),
     ) -> dict[str, Any]:
         """Verdict for any tx hash: the caller's registered settlement, or a live answer from
@@ -43,16 +44,22 @@ def router(deps: ApiDeps) -> APIRouter:
         try:
             tx = parse_tx_hash(tx_hash)
         except InvalidHash as exc:
-            raise ApiError(422, f"tx_hash: {exc}", fields=["tx_hash"]) from None
+            raise ApiError(422, str(exc), fields=["tx_hash"]) from None
         try:
             rec = deps.store.settlement_by_tx(chain, tx, owner=caller.name)
             return chain_settlement_view(deps, rec)
         except SettlementNotFound:
             pass
-        from watcher.engine.live import live_view
+        from watcher.engine.live import LiveTimeout, live_view_within, timed_out_view
 
+        limit = deps.config.api.live_lookup_timeout_s
         try:
-            return live_view(deps.clients[chain], config, tx, confirmations, deps.clock())
+            client = deps.clients[chain]
+            return live_view_within(limit, client, config, tx, confirmations, deps.clock())
+        except LiveTimeout as exc:  # answered in time with what the store knows
+            head = deps.store.chain(chain)
+            number = head.head_number if head is not None else None
+            return timed_out_view(config, tx, confirmations, number, str(exc))
         except ChainError as exc:
             raise ApiError(
                 503, f"chain {chain!r}: node unavailable for a live answer: {exc}"

@@ -109,6 +109,9 @@ class ApiConfig(Strict):
     allowed_hosts: list[str] = Field(default_factory=list)
     """Further names the ``Host`` header may carry (e.g. ``"finality.internal"``), besides
     the listen address (and loopback names when listening on loopback)."""
+    live_lookup_timeout_s: float = Field(default=2.0, gt=0, le=60)
+    """Longest a live look-up of an unregistered tx waits for the node; then the answer says
+    what the store knows and that the live check timed out."""
 
     @field_validator("listen")
     @classmethod

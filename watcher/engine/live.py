@@ -3,10 +3,16 @@
 One batched request (tx, receipt, latest header, and the ``finalized`` header when the
 chain's policy uses it) gives everything the guard needs. Nothing is stored: an unregistered
 hash stays unregistered.
+
+The API waits for it at most ``[api] live_lookup_timeout_s`` (:func:`live_view_within`): a
+stalled node held a request past 10 s (its own RPC timeout, then failover). The look-up
+runs on a small pool of its own, so stalled look-ups cannot take every API thread; one past
+its limit is answered by :func:`timed_out_view` (what the store knows: the recorded head).
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +30,15 @@ from guard.types import SettlementId, UnixMillis
 from watcher.config.chains import ChainConfig
 from watcher.engine.observe import ChainPosition, observe
 from watcher.settlements import depth_of, settlement_id_for
+
+LOOKUP_THREADS = 4
+"""Live look-ups running at once; more wait their turn (within their time limit)."""
+
+_lookups = ThreadPoolExecutor(max_workers=LOOKUP_THREADS, thread_name_prefix="live-lookup")
+
+
+class LiveTimeout(Exception):
+    """The node did not answer a live look-up within its time limit."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +111,60 @@ def live_view(
         "digest": decision.digest,
         "evidence": decision_as_json(decision)["evidence"],
         "receipt": None,
+    }
+
+
+def live_view_within(
+    timeout_s: float,
+    client: RpcClient,
+    chain: ChainConfig,
+    tx_hash: str,
+    confirmations: int | None,
+    now: int,
+) -> dict[str, Any]:
+    """:func:`live_view`, or :class:`LiveTimeout` after ``timeout_s`` (the look-up finishes
+    in the background, bounded by the RPC client's own timeout)."""
+    future = _lookups.submit(live_view, client, chain, tx_hash, confirmations, now)
+    try:
+        return future.result(timeout=timeout_s)
+    except TimeoutError:
+        future.cancel()  # still queued: never runs
+        raise LiveTimeout(
+            f"the live check of chain {chain.name!r} timed out after {timeout_s:g} s"
+        ) from None
+
+
+def timed_out_view(
+    chain: ChainConfig,
+    tx_hash: str,
+    confirmations: int | None,
+    head_number: int | None,
+    why: str,
+) -> dict[str, Any]:
+    """What the store knows of an unregistered tx when the node did not answer in time: no
+    settlement, the recorded head; ``live_check`` says the check timed out (``NO_SETTLEMENT``
+    here means "not seen", never "does not exist")."""
+    return {
+        "settlement_id": None,
+        "registered": False,
+        "chain": chain.name,
+        "tx_hash": tx_hash,
+        "verdict": "NO_SETTLEMENT",
+        "directive": f"UNKNOWN: {why} (the node is slow or stalled); no settlement is "
+        "registered for this tx: retry, or register it to have it watched.",
+        "block_number": None,
+        "block_hash": None,
+        "status": None,
+        "confirmations": 0,
+        "required_confirmations": confirmations or chain.resolved_confirmations,
+        "finality_mode": chain.resolved_finality,
+        "head_number": head_number,
+        "reorg_count": 0,
+        "replaced_by": None,
+        "digest": None,
+        "evidence": None,
+        "receipt": None,
+        "live_check": "timed_out",
     }
 
 

@@ -35,6 +35,12 @@ class TxView(BaseModel):
     digest: str | None = None
     evidence: Any = None
     receipt: dict[str, Any] | None = None
+    live_check: str | None = Field(
+        default=None,
+        description="'timed_out' when the node did not answer within [api] "
+        "live_lookup_timeout_s: the answer is what the store knows (no settlement, the "
+        "recorded head); absent otherwise.",
+    )
 
 
 class ChainView(BaseModel):
