@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 
 from guard.canonical import CanonicalError, canonical_json
+from watcher.api.commit_url import check_commit_url
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.models.limits import shape_problem
@@ -78,6 +79,7 @@ def checked_settlement(
         timeout_s = chain.max_wait_s
     if body.dependent_state is not None:
         check_dependent_state(body.dependent_state, deps.config.delivery.max_dependent_state_bytes)
+    check_commit_url(deps, body.commit_url)
     try:
         known = sender_facts(body.tx_hash, body.sender, body.nonce, body.raw_tx)
     except FieldProblem as exc:

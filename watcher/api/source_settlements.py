@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from guard.source import InvalidRef
+from watcher.api.commit_url import check_commit_url
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError, printable
 from watcher.api.models.limits import lone_surrogate
@@ -127,6 +128,10 @@ def _checked(deps: ApiDeps, body: object) -> tuple[SourceSlot, str, float | None
         not isinstance(commit_url, str) or not commit_url.startswith(("http://", "https://"))
     ):
         raise _Refused(422, "commit_url: must be an http:// or https:// URL", "commit_url")
+    try:
+        check_commit_url(deps, commit_url)
+    except ApiError as exc:
+        raise _Refused(exc.status, exc.message, "commit_url") from None
     return slot, ref, timeout_s
 
 
