@@ -4,6 +4,11 @@ FastAPI documents its own ``{"detail": …}`` body for 422 and nothing for the e
 raises itself; this rewrites the generated document once: 422 (anything parsed), 404 (a path
 that names something) and 503 (store unavailable) answer ``ErrorBody``, and
 ``HTTPValidationError`` is gone. A route's own documented errors are kept.
+
+Security: ``bearer`` (HTTP bearer) is always a scheme; with ``[[api.tokens]]`` configured
+every operation that takes a token lists it with the scope it needs (OpenAPI 3.1 role
+names) and documents 401 and 403; without tokens no operation requires one (the document
+says what this daemon does). Every POST documents 415 (JSON only).
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute, iter_route_contexts
 
+from watcher.api.auth import Callers, Require
 from watcher.api.models.errors import ErrorBody
 
 _REF = {"$ref": "#/components/schemas/ErrorBody"}
@@ -30,7 +37,9 @@ def install_openapi(app: FastAPI) -> None:
                 description=app.description,
                 routes=app.routes,
             )
-            app.openapi_schema = with_errors(doc)
+            callers = getattr(app.state, "callers", None)
+            required = isinstance(callers, Callers) and not callers.open
+            app.openapi_schema = with_security(with_errors(doc), route_scopes(app), required)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -58,3 +67,48 @@ def with_errors(doc: dict[str, Any]) -> dict[str, Any]:
                     },
                 )
     return doc
+
+
+def route_scopes(app: FastAPI) -> dict[tuple[str, str], str]:
+    """``(path, method)`` → the scope its :class:`~watcher.api.auth.Require` asks for."""
+    out: dict[tuple[str, str], str] = {}
+    # FastAPI keeps an included router's routes behind it; this walks to the originals.
+    for route in (context.original_route for context in iter_route_contexts(app.routes)):
+        if not isinstance(route, APIRoute):
+            continue
+        for dependency in route.dependant.dependencies:
+            if isinstance(dependency.call, Require):
+                for method in route.methods or ():
+                    out[(route.path_format, method.lower())] = dependency.call.scope
+    return out
+
+
+def with_security(
+    doc: dict[str, Any], scopes: dict[tuple[str, str], str], required: bool
+) -> dict[str, Any]:
+    """``doc`` with the bearer scheme, each guarded operation's scope when tokens are
+    ``required``, and 415 on every POST."""
+    components = doc.setdefault("components", {})
+    components["securitySchemes"] = {
+        "bearer": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A token of [[api.tokens]]; scopes: read, register, admin.",
+        }
+    }
+    for path, item in doc.get("paths", {}).items():
+        for method, operation in item.items():
+            responses = operation.setdefault("responses", {})
+            if method == "post":
+                responses.setdefault("415", _error("Not application/json"))
+            scope = scopes.get((path, method))
+            if scope is None or not required:
+                continue
+            operation["security"] = [{"bearer": [scope]}]
+            responses.setdefault("401", _error("No valid Bearer token"))
+            responses.setdefault("403", _error(f"The token lacks the {scope} scope"))
+    return doc
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": _REF}}}

@@ -25,6 +25,7 @@ from watcher.api.auth import install_auth
 from watcher.api.body_limit import BodyLimit
 from watcher.api.deps import ApiDeps, deps_of
 from watcher.api.errors import install
+from watcher.api.guards import Guards
 from watcher.api.openapi_doc import install_openapi
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ def build_app(deps: ApiDeps) -> FastAPI:
     install(app)
     app.add_middleware(BodyLimit)  # bodies capped before anything reads them
     install_auth(app, deps.config.api)
+    app.add_middleware(Guards, api=deps.config.api)  # Host and JSON-only checks, outermost
     for topic in (
         listing,
         settlements,

@@ -73,9 +73,9 @@ class Api:
     """The CLI's view of the daemon: :class:`watcher.client.FinalityClient`, its failures
     turned into :class:`CliError` (69 unreachable or 5xx, 64 for 4xx)."""
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, token: str | None = None) -> None:
         self.base = base.rstrip("/")
-        self.client = FinalityClient(self.base)
+        self.client = FinalityClient(self.base, token=token)
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """The JSON answer of any route; :class:`CliError` if none."""
@@ -121,9 +121,16 @@ def api_url(args: argparse.Namespace) -> str:
     return os.environ.get("FINALITY_API", DEFAULT_API)
 
 
+def api_token(args: argparse.Namespace) -> str | None:
+    """The bearer token to send: ``--token``, else ``$FINALITY_TOKEN``, else none (a daemon
+    without ``[[api.tokens]]``). Never printed: error lines carry the daemon's message."""
+    token = getattr(args, "token", None) or os.environ.get("FINALITY_TOKEN")
+    return (token.strip() or None) if token else None
+
+
 def api_of(args: argparse.Namespace) -> Api:
-    """A client of the daemon the arguments name."""
-    return Api(api_url(args))
+    """A client of the daemon the arguments name, with their token."""
+    return Api(api_url(args), api_token(args))
 
 
 def check_hash(value: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from watcher.cli.common import EX_OK, Api, CliError, Commands, Query, api_url, positive_int, show
+from watcher.cli.common import EX_OK, CliError, Commands, Query, api_of, positive_int, show
 
 STATES = ("pending", "sending", "delivered", "dead", "cancelled")
 
@@ -30,7 +30,7 @@ def _line(d: dict[str, Any]) -> str:
 
 def cmd_deliveries(args: argparse.Namespace) -> int:
 
-    api = Api(api_url(args))
+    api = api_of(args)
     if args.action == "replay":
         if args.id is None:
             raise CliError("deliveries replay: give the delivery ID (see `finality deliveries`)")

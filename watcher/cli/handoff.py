@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from guard.handoff_receipts import HANDOFF_KINDS
-from watcher.cli.common import EX_OK, Api, CliError, Commands, Query, api_url, positive_int, show
+from watcher.cli.common import EX_OK, CliError, Commands, Query, api_of, positive_int, show
 
 
 def _line(h: dict[str, Any]) -> str:
@@ -47,7 +47,7 @@ def _detail(h: dict[str, Any]) -> str:
 
 def cmd_handoffs(args: argparse.Namespace) -> int:
 
-    api = Api(api_url(args))
+    api = api_of(args)
     if args.receipt and args.id is None:
         raise CliError("handoffs: --receipt needs --id (the takeover, see `finality handoffs`)")
     if args.id is not None:

@@ -51,6 +51,11 @@ def build_parser(commands: Commands) -> argparse.ArgumentParser:
             "--api", help=f"daemon URL (default {DEFAULT_API}, or --config's api.listen)"
         )
         p.add_argument("--config", help="take the API address from this config file")
+        p.add_argument(
+            "--token",
+            help="bearer token of an [[api.tokens]] caller (default $FINALITY_TOKEN; "
+            "prefer the variable: arguments show in ps)",
+        )
         p.add_argument("--json", action="store_true", help="machine-readable output")
         return p
 

@@ -2,14 +2,25 @@
 
 stdio by default (an agent host starts it as a subprocess); ``--http HOST:PORT`` serves the
 streamable HTTP transport at ``http://HOST:PORT/mcp`` instead. The tools talk to the daemon
-at ``--api`` (docs/mcp.md). Needs the ``mcp`` extra: ``pip install 'finality-watcher[mcp]'``.
+at ``--api`` (docs/mcp.md), as the caller ``--token`` or ``$FINALITY_TOKEN`` names (the
+token is sent to the daemon only, never shown to the agent). Needs the ``mcp`` extra:
+``pip install 'finality-watcher[mcp]'``.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from watcher.cli.common import EX_OK, EX_UNAVAILABLE, EX_USAGE, CliError, Commands, Query, api_url
+from watcher.cli.common import (
+    EX_OK,
+    EX_UNAVAILABLE,
+    EX_USAGE,
+    CliError,
+    Commands,
+    Query,
+    api_token,
+    api_url,
+)
 
 
 def _host_port(text: str) -> tuple[str, int]:
@@ -30,7 +41,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             f"mcp: the MCP SDK is not installed ({exc.name}): pip install 'finality-watcher[mcp]'",
             EX_UNAVAILABLE,
         ) from None
-    server = build_server(url)
+    server = build_server(url, api_token(args))
     if http is None:
         server.run("stdio")
     else:

@@ -28,10 +28,12 @@ class AsyncFinalityClient:
         *,
         timeout: float = 15.0,
         http: httpx.AsyncClient | None = None,
+        token: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.base = base_url.rstrip("/")
         self.http = http or httpx.AsyncClient(base_url=self.base, timeout=timeout)
+        self.http.headers.update(common.auth_headers(token))  # never logged or shown
         self.clock = clock
 
     async def aclose(self) -> None:
@@ -47,7 +49,9 @@ class AsyncFinalityClient:
     async def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """Any route: its JSON answer."""
         try:
-            response = await self.http.request(method, path, **kwargs)
+            response = await self.http.request(
+                method, path, **common.with_json_body(method, kwargs)
+            )
         except httpx.HTTPError as exc:
             raise common.unreachable(self.base, exc) from None
         return common.answer(self.base, response)

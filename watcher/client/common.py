@@ -25,6 +25,22 @@ payload, created_at."""
 
 SSE_HEADERS = {"Accept": "text/event-stream"}
 
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+"""Methods the daemon takes only with ``Content-Type: application/json``."""
+
+
+def auth_headers(token: str | None) -> dict[str, str]:
+    """The ``Authorization`` header for ``token`` (none without one)."""
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def with_json_body(method: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` for ``httpx.request``, with an empty JSON body on a mutating request that
+    has none (a replay): the daemon refuses a POST that is not JSON (415)."""
+    if method.upper() in MUTATING and not {"json", "content", "data", "files"} & kwargs.keys():
+        return {**kwargs, "json": {}}
+    return kwargs
+
 
 def registration(
     chain: str | None,

@@ -27,8 +27,11 @@ Progress = Callable[[View], None]
 class FinalityClient:
     """A blocking client of one finality daemon (``base_url`` such as ``http://127.0.0.1:8710``).
 
-    Every method raises :class:`~watcher.client.errors.Rejected` for a 4xx answer (bad input,
-    unknown id) and :class:`~watcher.client.errors.Unreachable` when there is no answer."""
+    ``token`` is the bearer token of one ``[[api.tokens]]`` caller, sent on every request
+    (``Authorization: Bearer``; a daemon without tokens ignores it). Every method raises
+    :class:`~watcher.client.errors.Rejected` for a 4xx answer (bad input, unknown id, 401
+    no valid token, 403 a scope missing) and :class:`~watcher.client.errors.Unreachable`
+    when there is no answer."""
 
     def __init__(
         self,
@@ -36,10 +39,12 @@ class FinalityClient:
         *,
         timeout: float = 15.0,
         http: httpx.Client | None = None,
+        token: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.base = base_url.rstrip("/")
         self.http = http or httpx.Client(base_url=self.base, timeout=timeout)
+        self.http.headers.update(common.auth_headers(token))  # never logged or shown
         self.clock = clock
         """Monotonic seconds; a wait's deadline is measured on it (tests inject their own)."""
 
@@ -56,7 +61,7 @@ class FinalityClient:
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """Any route: its JSON answer (the typed methods below are built on this)."""
         try:
-            response = self.http.request(method, path, **kwargs)
+            response = self.http.request(method, path, **common.with_json_body(method, kwargs))
         except httpx.HTTPError as exc:
             raise common.unreachable(self.base, exc) from None
         return common.answer(self.base, response)

@@ -29,9 +29,10 @@ _T = TypeVar("_T")
 class DaemonApi:
     """Async access to one daemon at ``base`` (``http://127.0.0.1:8710``)."""
 
-    def __init__(self, base: str, timeout: float = TIMEOUT_S) -> None:
+    def __init__(self, base: str, timeout: float = TIMEOUT_S, token: str | None = None) -> None:
         self.base = base.rstrip("/")
-        self.client = AsyncFinalityClient(self.base, timeout=timeout)
+        # The token goes in a header only: tool answers and errors never carry it.
+        self.client = AsyncFinalityClient(self.base, timeout=timeout, token=token)
 
     async def close(self) -> None:
         """Close the connection pool."""

@@ -149,10 +149,11 @@ def verify_offline(receipt: Json, signer: str | None) -> Json:
     }
 
 
-def build_server(api_url: str) -> MCPServer:
-    """The MCP server over the daemon at ``api_url``, every tool registered."""
+def build_server(api_url: str, token: str | None = None) -> MCPServer:
+    """The MCP server over the daemon at ``api_url`` (as the caller ``token`` names),
+    every tool registered."""
     server: MCPServer = MCPServer(name="finality-watcher", instructions=text.INSTRUCTIONS)
-    tools = Tools(DaemonApi(api_url))
+    tools = Tools(DaemonApi(api_url, token=token))
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     for fn, description, hints in (
         (
