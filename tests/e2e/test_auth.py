@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.anvil import Anvil
-from tests.support.daemon import CHAIN, ROOT, Daemon, run_cli, subprocess_env
+from tests.support.anvil import ROOT, Anvil
+from tests.support.daemon import CHAIN, Daemon, run_cli, subprocess_env
 from watcher.client import AsyncFinalityClient, FinalityClient, Rejected
 
 pytestmark = pytest.mark.anvil
