@@ -25,12 +25,13 @@ from guard.errors import ReceiptInvalid
 from guard.headers import header_json
 from guard.payment import NATIVE, PaymentSpec, Transfer
 from guard.payment_decode import receipt_logs
-from guard.receipt_bodies import FinalityBasis
+from guard.receipt_bodies import FinalityBasis, TimeoutTerms, timeout_body
 from guard.receipt_format import Subject, body_of
 from guard.receipt_payment import (
     PaymentProof,
     TransferProof,
     payment_finality_body,
+    payment_json,
     payment_tx_hash,
 )
 from guard.tx_encode import encode_checked
@@ -98,7 +99,13 @@ def proof_of(transfer: Transfer) -> TransferProof:
     )
 
 
-def body_for(spec: PaymentSpec, transfers: list[Transfer]) -> dict[str, Any]:
+def body_for(
+    spec: PaymentSpec,
+    transfers: list[Transfer],
+    *,
+    compact: bool = False,
+    basis: FinalityBasis | None = None,
+) -> dict[str, Any]:
     block = load(BLOCK)["block"]
     header = header_json(block)
     facts = {
@@ -118,14 +125,15 @@ def body_for(spec: PaymentSpec, transfers: list[Transfer]) -> dict[str, Any]:
             for t in transfers
         ],
     }
+    basis = basis or FinalityBasis("depth", 1, None, ["https://node.example"])
     decision = {
         "verdict": "FINALITY_CONFIRMED",
         "digest": "sha256:" + "ab" * 32,
-        "evidence": {"kind": "depth", "facts": facts},
+        "evidence": {"kind": basis.basis, "facts": facts},
     }
     subject = Subject(SID, "ethereum", 1, payment_tx_hash(SID), SIGNER.address)
-    proof = PaymentProof([header], transfers, [proof_of(t) for t in transfers])
-    basis = FinalityBasis("depth", 1, None, ["https://node.example"])
+    proofs = [proof_of(t) for t in transfers]
+    proof = PaymentProof([header], transfers, proofs, compact_headers=compact)
     return payment_finality_body(subject, 1_700_000_000_000, decision, spec, proof, basis, None)
 
 
@@ -199,6 +207,55 @@ def test_an_overpaid_amount_verifies_and_a_from_filter_is_checked() -> None:
     transfer = token_transfer(0x0D, 0x42)
     spec = PaymentSpec("0xdf455882303fa4fa16bd96da7f0ae3b13983cc4c", USDC, 1, transfer.sender)
     verify_receipt(signed(body_for(spec, [transfer])))
+
+
+def test_a_compact_header_chain_proves_the_same_payment() -> None:
+    transfer = token_transfer(0x0D, 0x42)
+    spec = PaymentSpec("0xdf455882303fa4fa16bd96da7f0ae3b13983cc4c", USDC, transfer.value)
+    receipt = signed(body_for(spec, [transfer], compact=True))
+    assert "header_chain" in receipt["proof"] and "headers" not in receipt["proof"]
+    assert verify_receipt(receipt).facts.block_number == 18_000_000
+
+
+def test_a_finalized_basis_is_the_nodes_claim_and_must_cover_the_latest_transfer() -> None:
+    transfer = token_transfer(0x0D, 0x42)
+    spec = PaymentSpec("0xdf455882303fa4fa16bd96da7f0ae3b13983cc4c", USDC, transfer.value)
+    covering = FinalityBasis("finalized", 64, 18_000_010, ["https://node.example"])
+    verified = verify_receipt(signed(body_for(spec, [transfer], basis=covering)))
+    assert verified.claims == (
+        "blocks 18000000..18000000 are at or below the node's finalized block 18000010: "
+        "the observing node's claim",
+    )
+    short = FinalityBasis("finalized", 64, 17_999_999, ["https://node.example"])
+    with pytest.raises(ReceiptInvalid, match="does not cover block 18000000"):
+        verify_receipt(signed(body_for(spec, [transfer], basis=short)))
+
+
+def timeout_receipt(paid_in_evidence: str) -> dict[str, Any]:
+    """A payment's timeout signature (no header at the deadline) saying 8,000 USDC of
+    10,000 came; the decision's evidence says ``paid_in_evidence``."""
+    transfer = token_transfer(0x0D, 0x42)
+    spec = PaymentSpec("0xdf455882303fa4fa16bd96da7f0ae3b13983cc4c", USDC, 10_000_000_000)
+    decision = {
+        "verdict": "TIMEOUT_TREATED_AS_FAILURE",
+        "digest": "sha256:" + "cd" * 32,
+        "evidence": {"kind": "payment_progress", "facts": {"paid": paid_in_evidence}},
+    }
+    terms = TimeoutTerms(1_000, 30_000, 3_600_000, 31_000, 31_500)
+    subject = Subject(SID, "ethereum", 1, payment_tx_hash(SID), SIGNER.address)
+    body = timeout_body(subject, 32_000, decision, terms, None, None, ["https://n"], None)
+    return signed({**body, "payment": payment_json(spec, [transfer])})
+
+
+def test_a_timeout_states_what_was_paid_as_the_signers_claim() -> None:
+    verified = verify_receipt(timeout_receipt("8000000000"))
+    assert verified.verdict == "TIMEOUT_TREATED_AS_FAILURE"
+    assert any(
+        c.startswith("paid 8000000000 of 10000000000 to 0xdf45") and "signer's claim" in c
+        for c in verified.claims
+    )
+    with pytest.raises(ReceiptInvalid, match="is not what the decision's evidence says"):
+        verify_receipt(timeout_receipt("1"))
 
 
 # -- the tamper table --------------------------------------------------------------------------
