@@ -122,3 +122,24 @@ def test_no_get_logs_without_token_payments_and_one_per_poll_for_many(
     tokens[0].transfer(1, recipients[7], 10)
     rig.anvil.mine(2)
     assert polls_get_logs(rig, proxy, 1) == [1]  # three blocks at once: still one
+
+
+def test_a_token_transfer_re_included_after_a_violation_counts_on_the_new_branch(
+    proxied: tuple[Rig, CountingProxy],
+) -> None:
+    rig, _ = proxied
+    token = deploy_token(rig.anvil)
+    token.mint(rig.anvil.accounts[1], 10_000)
+    rig.watcher.catch_up()
+    to = rig.anvil.accounts[5]
+    rec = register(rig, to, asset(token), 500)
+    tx = token.transfer(1, to, 500)
+    raw = rig.anvil.raw_tx(tx)
+    rig.mine_and_poll(3)
+    assert rig.store.settlement(rec.settlement_id).verdict == "FINALITY_CONFIRMED"
+    rig.anvil.reorg(4, [(raw, 1)])  # the transfer again, one block higher
+    rig.mine_and_poll(4)
+    again = rig.store.payment_transfers(rec.settlement_id)
+    assert [t.tx_hash for t in again] == [tx]
+    assert len(rig.events(rec.settlement_id, "finality_violation")) == 1
+    assert rig.store.settlement(rec.settlement_id).verdict == "FINALITY_CONFIRMED"

@@ -250,7 +250,7 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
         finalized = (
             self._finalized(advance.node_head.number) if advance.blocks else self.finalized_number
         )
-        self._prefetch_logs(advance.blocks)  # one eth_getLogs, only for token payments
+        self._prefetch_logs(advance.blocks, advance.reorg)  # one eth_getLogs, for tokens
         for i, block in enumerate(advance.blocks):
             reorg = advance.reorg if i == 0 else None
             stats.decisions += self._commit_block(block, reorg, finalized, advance.node_head)

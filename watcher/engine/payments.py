@@ -53,6 +53,8 @@ class PaymentCommits(ChainState):
     payments: PaymentIndex
     _payment_logs: dict[str, list[TransferLog]]
     """This poll's ``Transfer`` logs by block hash (set by :meth:`_prefetch_logs`)."""
+    _reorged: PaymentIndex
+    """After this poll's reorg: the payments whose counted transfers it removes."""
 
     # -- memory ------------------------------------------------------------------------------
 
@@ -75,17 +77,23 @@ class PaymentCommits(ChainState):
 
     # -- before the transactions -------------------------------------------------------------
 
-    def _prefetch_logs(self, blocks: Sequence[Block]) -> None:
+    def _prefetch_logs(self, blocks: Sequence[Block], reorg: Reorg | None = None) -> None:
         """The poll's one ``eth_getLogs`` (none without a watched token payment), kept by
-        block hash; raises :class:`ChainInconsistent` for a log of another branch."""
+        block hash; raises :class:`ChainInconsistent` for a log of another branch. After a
+        reorg, the payments whose transfers it removes (confirmed ones too: not watched)
+        are asked for as well: the new branch may include their transfers again."""
         self._payment_logs = {}
-        if not blocks or not self.payments.tokens:
+        self._reorged = PaymentIndex()
+        if reorg is not None and blocks:
+            for watch in self.store.payments_paid_above(self.name, reorg.common_ancestor.number):
+                self._reorged.add(watch)
+        tokens = set(self.payments.tokens) | set(self._reorged.tokens)
+        if not blocks or not tokens:
             return
+        recipients = self.payments.token_recipients() | self._reorged.token_recipients()
         first, last = blocks[0].header.number, blocks[-1].header.number
         ours: dict[int, str] = {b.header.number: b.header.hash for b in blocks}
-        found = transfer_logs(
-            self.client, first, last, self.payments.tokens, self.payments.token_recipients()
-        )
+        found = transfer_logs(self.client, first, last, tokens, recipients)
         for log in found:
             want = ours.get(log.block_number)
             if want is None:
@@ -101,9 +109,10 @@ class PaymentCommits(ChainState):
     def _payment_candidates(self, block: Block | None, reorg: Reorg | None) -> list[Candidate]:
         """The block's transfers that may pay a watched payment (receipts fetched only for
         a block with a native value transfer to a watched recipient)."""
-        if block is None or (not self.payments.by_id and reorg is None):
+        extra = getattr(self, "_reorged", None)
+        if block is None or (not self.payments.by_id and not (extra and extra.by_id)):
             return []
-        lookup = self._lookup(reorg)
+        lookup = self._lookup(extra)
         native = native_txs(block, lookup)
         statuses: dict[str, int] = {}
         if native:
@@ -119,15 +128,11 @@ class PaymentCommits(ChainState):
         logs = getattr(self, "_payment_logs", {}).get(block.header.hash, [])
         return candidates(block, lookup, statuses, logs)
 
-    def _lookup(self, reorg: Reorg | None) -> Lookup:
-        """Who a transfer may pay: the watched payments and, on a reorg's new branch, those
-        whose transfers it removes (a confirmed one must find its transfer re-included)."""
-        if reorg is None:
-            return self.payments.watching
-        extra = PaymentIndex()
-        for watch in self.store.payments_paid_above(self.name, reorg.common_ancestor.number):
-            extra.add(watch)
-        if not extra.by_id:
+    def _lookup(self, extra: PaymentIndex | None) -> Lookup:
+        """Who a transfer may pay: the watched payments and, in this poll's blocks after a
+        reorg, those whose transfers it removed (``extra``: a confirmed one must find its
+        transfer re-included on the new branch)."""
+        if extra is None or not extra.by_id:
             return self.payments.watching
 
         def both(asset: str, to: str) -> list[PaymentWatch]:
