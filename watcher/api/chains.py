@@ -38,18 +38,15 @@ def router(deps: ApiDeps) -> APIRouter:
         tx_hash: Annotated[str, Path(pattern=TX_HASH)],
         confirmations: int | None = Query(default=None, ge=1, le=MAX_LIVE_CONFIRMATIONS),
     ) -> dict[str, Any]:
-        """Verdict for any tx hash: the caller's registered settlement, or a live answer from
-        the node."""
+        """Verdict for any tx hash: the caller's settlement, or a live answer from the node."""
         config = chain_or_error(deps, chain)
         try:
             tx = parse_tx_hash(tx_hash)
         except InvalidHash as exc:
             raise ApiError(422, str(exc), fields=["tx_hash"]) from None
-        try:
-            rec = deps.store.settlement_by_tx(chain, tx, owner=caller.name)
-            return chain_settlement_view(deps, rec)
-        except SettlementNotFound:
-            pass
+        registered = _registered_view(deps, chain, tx, caller.name)
+        if registered is not None:
+            return registered
         from watcher.engine.live import LiveTimeout, live_view_within, timed_out_view
 
         limit = deps.config.api.live_lookup_timeout_s
@@ -82,13 +79,21 @@ def router(deps: ApiDeps) -> APIRouter:
         chain: str | None = None,
         limit: int = Query(default=100, ge=1, le=1000),
     ) -> list[dict[str, Any]]:
-        """Reorgs seen, newest first, with depth, common ancestor and the caller's touched
-        settlements."""
+        """Reorgs seen, newest first: depth, common ancestor, the caller's touched settlements."""
         if chain is not None:
             chain_or_error(deps, chain)
         return [_reorg_json(r) for r in deps.store.reorgs(chain, limit, owner=caller.name)]
 
     return api
+
+
+def _registered_view(deps: ApiDeps, chain: str, tx: str, owner: str) -> dict[str, Any] | None:
+    """The view of ``owner``'s settlement of ``tx`` (None: it registered none; another
+    caller's settlement of the tx is not shown)."""
+    try:
+        return chain_settlement_view(deps, deps.store.settlement_by_tx(chain, tx, owner=owner))
+    except SettlementNotFound:
+        return None
 
 
 def _reorg_json(r: Any) -> dict[str, Any]:

@@ -61,14 +61,8 @@ def router(deps: ApiDeps) -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     ) -> dict[str, Any]:
         """The caller's registered settlements, oldest first, a page at a time."""
-        records = listing(deps.store).page(
-            after_seq=_cursor(cursor),
-            limit=limit,
-            chain=chain,
-            verdict=verdict,
-            kind=kind,
-            owner=caller.name,
-        )
+        filters = {"chain": chain, "verdict": verdict, "kind": kind, "owner": caller.name}
+        records = listing(deps.store).page(after_seq=_cursor(cursor), limit=limit, **filters)
         last = records[-1].seq if len(records) == limit else None
         return {
             "items": [_view(deps, rec) for rec in records],

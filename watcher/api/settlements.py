@@ -116,9 +116,8 @@ def router(deps: ApiDeps) -> APIRouter:
     @api.get("/v1/settlements/{settlement_id}/events", response_model=list[EventView], **_READ)
     def get_settlement_events(caller: Reader, settlement_id: str) -> list[dict[str, Any]]:
         """Events (confirmed, failed, reorg, violations) recorded for one settlement."""
-        settlement_or_error(deps, settlement_id, caller.name)
-        events = deps.store.events(settlement_id=settlement_id, owner=caller.name)
-        return [event_json(e) for e in events]
+        rec = settlement_or_error(deps, settlement_id, caller.name)
+        return [event_json(e) for e in deps.store.events(rec.settlement_id, owner=caller.name)]
 
     return api
 
