@@ -8,7 +8,8 @@ that names something) and 503 (store unavailable) answer ``ErrorBody``, and
 Security: ``bearer`` (HTTP bearer) is always a scheme; with ``[[api.tokens]]`` configured
 every operation that takes a token lists it with the scope it needs (OpenAPI 3.1 role
 names) and documents 401 and 403; without tokens no operation requires one (the document
-says what this daemon does). Every POST documents 415 (JSON only).
+says what this daemon does). Every POST documents 415 (JSON only), and one that takes no
+fields documents ``{}`` as its body.
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ def with_security(
             responses = operation.setdefault("responses", {})
             if method == "post":
                 responses.setdefault("415", _error("Not application/json"))
+                operation.setdefault("requestBody", _EMPTY_BODY)
             scope = scopes.get((path, method))
             if scope is None or not required:
                 continue
@@ -108,6 +110,13 @@ def with_security(
             responses.setdefault("401", _error("No valid Bearer token"))
             responses.setdefault("403", _error(f"The token lacks the {scope} scope"))
     return doc
+
+
+_EMPTY_BODY = {
+    "required": True,
+    "description": "Nothing to send: {} (a POST is JSON or refused, so a form cannot post it).",
+    "content": {"application/json": {"schema": {"type": "object"}}},
+}
 
 
 def _error(description: str) -> dict[str, Any]:

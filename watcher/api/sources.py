@@ -42,18 +42,25 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     **{s: ERRORS[s] for s in (400, 404, 413, 503)},
 }
 """A webhook is refused when no source takes it (404), unsigned or stale (400), too large."""
+_EVENT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"type": "object"}}},
+        "description": "Stripe's event, exactly as signed (JSON only: anything else is 415).",
+    }
+}
 
 
 def router(deps: ApiDeps) -> APIRouter:
     """The Stripe webhook routes over ``deps``."""
     api = APIRouter()
 
-    @api.post("/v1/webhooks/stripe", responses=_ERRORS)
+    @api.post("/v1/webhooks/stripe", responses=_ERRORS, openapi_extra=_EVENT_BODY)
     async def stripe_webhook(request: Request) -> JSONResponse:
         """Stripe's signed event for the one Stripe source that has a ``webhook_secret``."""
         return await _stripe_event(deps, request, None)
 
-    @api.post("/v1/webhooks/stripe/{source}", responses=_ERRORS)
+    @api.post("/v1/webhooks/stripe/{source}", responses=_ERRORS, openapi_extra=_EVENT_BODY)
     async def stripe_webhook_for(source: str, request: Request) -> JSONResponse:
         """Stripe's signed event for the Stripe source named ``source``."""
         return await _stripe_event(deps, request, source)
