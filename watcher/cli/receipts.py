@@ -18,9 +18,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watcher.cli.common import EX_FAILED, EX_OK, EX_UNAVAILABLE, EX_USAGE, CliError, Commands, Query
+
+if TYPE_CHECKING:
+    from guard.verify import VerifiedReceipt
 
 
 def add_commands(
@@ -109,29 +112,31 @@ def cmd_verify(args: argparse.Namespace) -> int:
         lines.append(_check_canonical(args.rpc, verified.chain_id, verified.anchor))
     lines += [f"claim: {claim}" for claim in verified.claims]
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "valid": True,
-                    "kind": verified.kind,
-                    "settlement_id": verified.settlement_id,
-                    "chain_id": verified.chain_id,
-                    "tx_hash": verified.tx_hash,
-                    "signer": verified.signer,
-                    "digest": verified.digest,
-                    "verdict": verified.verdict,
-                    "summary": verified.facts.summary,
-                    "claims": list(verified.claims),
-                    "checks": lines[1:],
-                    **({"payment": receipt["payment"]} if "payment" in receipt else {}),
-                },
-                indent=2,
-                sort_keys=True,
-            )
-        )
+        print(json.dumps(_verified_json(verified, lines[1:], receipt), indent=2, sort_keys=True))
     else:
         print("\n".join(lines))
     return EX_OK
+
+
+def _verified_json(
+    verified: VerifiedReceipt, checks: list[str], receipt: dict[str, Any]
+) -> dict[str, Any]:
+    """``finality verify --json``: what the receipt says, the checks passed, and for a
+    payment its checked ``payment`` section."""
+    return {
+        "valid": True,
+        "kind": verified.kind,
+        "settlement_id": verified.settlement_id,
+        "chain_id": verified.chain_id,
+        "tx_hash": verified.tx_hash,
+        "signer": verified.signer,
+        "digest": verified.digest,
+        "verdict": verified.verdict,
+        "summary": verified.facts.summary,
+        "claims": list(verified.claims),
+        "checks": checks,
+        **({"payment": receipt["payment"]} if "payment" in receipt else {}),
+    }
 
 
 def _payment_lines(receipt: dict[str, Any]) -> list[str]:
