@@ -3,6 +3,8 @@ transfers on a real anvil, read the view, get the commit or discard at the commi
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,7 +12,7 @@ import pytest
 
 from guard.payment import checksum_address
 from tests.support.anvil import Anvil
-from tests.support.daemon import Daemon, wait_for
+from tests.support.daemon import Daemon, subprocess_env, wait_for
 from tests.support.receiver import Receiver
 
 pytestmark = pytest.mark.anvil
@@ -180,3 +182,91 @@ def test_payments_are_listed_by_kind(daemon: Daemon) -> None:
     assert all(item["kind"] == "evm_payment" for item in page["items"])
     txs = daemon.get("/v1/settlements", params={"kind": "evm_tx", "limit": 500}).json()
     assert sid not in [item["settlement_id"] for item in txs["items"]]
+
+
+def _cli(daemon: Daemon, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "watcher.cli",
+            "watch",
+            "--kind",
+            "evm_payment",
+            *args,
+            "--api",
+            daemon.url,
+        ],
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _registered(daemon: Daemon, to: str) -> dict[str, Any]:
+    def found() -> dict[str, Any] | None:
+        page = daemon.get("/v1/settlements", params={"kind": "evm_payment", "limit": 500}).json()
+        return next((i for i in page["items"] if i["to"] == to.lower()), None)
+
+    return wait_for(found, 20, what=f"a payment to {to}")
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            (
+                "--to",
+                "0x5aaeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                "--asset",
+                "native",
+                "--amount",
+                "1",
+            ),
+            "checksum",
+        ),
+        (("--to", "0x" + "ab" * 20, "--asset", "native"), "--amount"),
+        (("--to", "0x" + "ab" * 20, "--asset", "native", "--amount", "1.5"), "--amount"),
+    ],
+)
+def test_cli_watch_refuses_a_bad_payment_with_exit_64(
+    daemon: Daemon, args: tuple[str, ...], says: str
+) -> None:
+    done = daemon.cli("watch", "--kind", "evm_payment", *args)
+    assert done.returncode == 64, done.stderr
+    assert says in done.stderr
+
+
+def test_cli_watch_waits_for_a_payment_and_exits_0_once_paid_finally(
+    daemon: Daemon, module_anvil: Anvil
+) -> None:
+    to = module_anvil.accounts[9]
+    proc = _cli(daemon, "--to", to, "--asset", "native", "--amount", "700")
+    try:
+        _registered(daemon, to)
+        daemon.wait_head(module_anvil.head())
+        pay(module_anvil, 1, to, 700)
+        module_anvil.mine(3)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "FINALITY_CONFIRMED" in out and "paid 700 of 700 wei" in err
+
+
+def test_cli_watch_exits_2_on_a_partial_payment_saying_what_was_paid(
+    daemon: Daemon, module_anvil: Anvil
+) -> None:
+    to = fresh_address(77)
+    proc = _cli(daemon, "--to", to, "--asset", "native", "--amount", "700", "--timeout", "3")
+    try:
+        _registered(daemon, to)
+        daemon.wait_head(module_anvil.head())
+        pay(module_anvil, 1, to, 300)
+        module_anvil.mine(3)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 2, err
+    assert "Paid 300 of 700 wei" in out

@@ -5,6 +5,7 @@
     finality status 0xTX [--chain C]                       verdict, depth, required depth
     finality watch 0xTX [--confirmations N] [--timeout S]  register a tx and wait
     finality watch --kind stripe_payment_intent --ref pi_…   register a payment or job and wait
+    finality watch --kind evm_payment --to 0x… --asset native --amount 1000   a payment to an address
     finality settlement ID [--wait]                       one settlement by id (chain or source)
 
 A source settlement is registered by ``kind`` and ``ref`` (the same ``POST /v1/settlements``
@@ -17,6 +18,7 @@ import argparse
 import sys
 from typing import Any
 
+from guard.payment import PAYMENT_KIND
 from watcher.cli.common import (
     EX_FAILED,
     EX_OK,
@@ -34,6 +36,7 @@ from watcher.cli.common import (
     show,
     status_line,
 )
+from watcher.cli.payments import add_payment_flags, payment_progress, register_payment
 
 SOURCE_KINDS = ("stripe_payment_intent", "rq_job", "celery_task")
 """The built-in source kinds (a plugin's kind is accepted too: the daemon checks it)."""
@@ -66,8 +69,12 @@ def wait_for_verdict(api: Api, view: dict[str, Any], args: argparse.Namespace) -
     def report(current: dict[str, Any]) -> None:
         nonlocal last
         line = source_progress(current) if current.get("source") else progress(current)
+        if current.get("kind") == PAYMENT_KIND:
+            line = payment_progress(current)
         if line != last and not args.json:
-            label = current.get("ref") or current["tx_hash"][:10] + "…"
+            label = (
+                current.get("ref") or (current["tx_hash"] or current["settlement_id"])[:10] + "…"
+            )
             print(f"{label}: {line}", file=sys.stderr, flush=True)
             last = line
 
@@ -125,7 +132,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    """``finality watch 0xTX`` (or ``--kind K --ref R``): register and wait."""
+    """``finality watch 0xTX`` (or ``--kind K --ref R``, or ``--kind evm_payment``): register
+    and wait."""
+    if args.kind == PAYMENT_KIND:
+        return wait_for_verdict(*register_payment(args), args)
     if args.kind != "evm_tx":
         return watch_source(args)
     if args.ref or args.source:
@@ -164,7 +174,8 @@ def add_tx_commands(
     watch.add_argument(
         "--kind",
         default="evm_tx",
-        help="evm_tx (default), stripe_payment_intent, rq_job, celery_task or a plugin's kind",
+        help="evm_tx (default), evm_payment, stripe_payment_intent, rq_job, celery_task or a "
+        "plugin's kind",
     )
     watch.add_argument("--ref", help="the payment intent, job or task id (with --kind)")
     watch.add_argument("--source", help="which configured source (when several have --kind)")
@@ -172,6 +183,7 @@ def add_tx_commands(
     watch.add_argument("--confirmations", type=positive_int)
     watch.add_argument("--timeout", type=positive_float, help="seconds until treated as failed")
     watch.add_argument("--interval", type=positive_float, help=argparse.SUPPRESS)
+    add_payment_flags(watch)
     commands["watch"] = cmd_watch
 
 

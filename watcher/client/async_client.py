@@ -67,6 +67,13 @@ class AsyncFinalityClient:
         body = common.registration(chain, tx_hash, **opts)
         return dict(await self.request("POST", "/v1/settlements", json=body))
 
+    async def register_payment(
+        self, chain: str, to: str, asset: str, amount: int | str, **opts: Any
+    ) -> View:
+        """Register a payment to an address (see ``FinalityClient.register_payment``)."""
+        body = common.payment_registration(chain, to, asset, amount, **opts)
+        return dict(await self.request("POST", "/v1/settlements", json=body))
+
     async def get(self, settlement_id: str) -> View:
         """One settlement's view."""
         return dict(await self.request("GET", f"/v1/settlements/{settlement_id}"))

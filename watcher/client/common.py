@@ -69,6 +69,25 @@ def registration(
     return {k: v for k, v in given.items() if v is not None}
 
 
+def payment_registration(
+    chain: str,
+    to: str,
+    asset: str,
+    amount: int | str,
+    *,
+    sender: str | None = None,
+    reference: str | None = None,
+    **opts: Any,
+) -> dict[str, Any]:
+    """The ``POST /v1/settlements`` body of a payment to an address (``kind`` evm_payment):
+    ``amount`` in base units, sent as a decimal string (an int keeps every digit);
+    ``sender`` is the body's ``from``; ``opts`` as :func:`registration`'s."""
+    body = {"kind": "evm_payment", "chain": chain, "to": to, "asset": asset}
+    body["amount"] = str(amount) if isinstance(amount, int) else amount
+    given = {"from": sender, "reference": reference, **opts}
+    return {**body, **{k: v for k, v in given.items() if v is not None}}
+
+
 def unreachable(base: str, exc: Exception) -> Unreachable:
     """The error for a request that got no answer."""
     return Unreachable(f"cannot reach the finality daemon at {base}: {exc}")

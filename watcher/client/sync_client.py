@@ -78,6 +78,18 @@ class FinalityClient:
         body = common.registration(chain, tx_hash, **opts)
         return dict(self.request("POST", "/v1/settlements", json=body))
 
+    def register_payment(
+        self, chain: str, to: str, asset: str, amount: int | str, **opts: Any
+    ) -> View:
+        """Register a payment of ``amount`` base units of ``asset`` (``"native"`` or a token
+        contract) to ``to``: final once final transfers add up to it (docs/api.md).
+
+        Options: ``sender`` (only transfers from it count), ``reference`` (idempotency key:
+        the same payment again; without it every call is a new payment), ``confirmations``,
+        ``timeout_s``, ``dependent_state``, ``commit_url``."""
+        body = common.payment_registration(chain, to, asset, amount, **opts)
+        return dict(self.request("POST", "/v1/settlements", json=body))
+
     def get(self, settlement_id: str) -> View:
         """One settlement's view (``GET /v1/settlements/{id}``)."""
         return dict(self.request("GET", f"/v1/settlements/{settlement_id}"))
