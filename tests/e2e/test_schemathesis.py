@@ -38,14 +38,17 @@ def test_every_route_answers_as_its_openapi_document_says(module_daemon: Daemon)
     assert not any(failures), "\n\n".join(f for f in failures if f)
 
 
-def _failure(operation: Any, base: str) -> str | None:
-    """What schemathesis found wrong with ``operation`` (None: nothing)."""
+def _failure(
+    operation: Any, base: str, headers: dict[str, str] | None = None, examples: int = MAX_EXAMPLES
+) -> str | None:
+    """What schemathesis found wrong with ``operation`` (None: nothing); ``headers`` go on
+    every request (a token: schemathesis then also checks that leaving it off is refused)."""
     excluded: list[CheckFunction] = (
         [positive_data_acceptance] if operation.label in SEMANTIC else []
     )
 
     @settings(
-        max_examples=MAX_EXAMPLES,
+        max_examples=examples,
         deadline=None,
         database=None,
         derandomize=True,
@@ -53,7 +56,7 @@ def _failure(operation: Any, base: str) -> str | None:
     )
     @given(case=operation.as_strategy())
     def check(case: schemathesis.Case[Any]) -> None:
-        case.call_and_validate(base_url=base, timeout=10, excluded_checks=excluded)
+        case.call_and_validate(base_url=base, timeout=10, headers=headers, excluded_checks=excluded)
 
     try:
         check()
