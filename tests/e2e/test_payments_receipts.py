@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 from eth_account import Account
 
+from guard.receipt_format import body_of
 from tests.support.anvil import Anvil
 from tests.support.daemon import CHAIN, Daemon, run_cli, wait_for
 from tests.support.erc20 import Token, deploy_token
+from watcher.receipts.signer import Signer
 
 pytestmark = pytest.mark.anvil
 
@@ -139,7 +141,9 @@ def test_a_tampered_payment_receipt_is_refused_by_finality_verify(
     sid = register(daemon, to, "native", 5_000)
     pay_native(anvil, to, 5_000)
     receipt = final_receipt(daemon, anvil, sid)
-    receipt["payment"]["transfers"][0]["value"] = "50000"
-    done = verify(tmp_path, receipt)
-    assert done.returncode == 1
-    assert "invalid:" in done.stderr
+    body = body_of(receipt)
+    body["payment"]["transfers"][0]["value"] = "50000"
+    body["payment"]["paid"] = "50000"
+    done = verify(tmp_path, Signer(bytes.fromhex(KEY[2:]), "test").sign(body), "--signer", SIGNER)
+    assert done.returncode == 1  # signed by the daemon's own key, and still refused
+    assert "payment.transfers[0].value: 50000 is not the proven value 5000" in done.stderr
