@@ -40,13 +40,15 @@ def test_every_error_is_documented_as_the_shape_the_api_answers(spec: dict[str, 
 
 def test_the_registration_body_and_view_are_described(spec: dict[str, Any]) -> None:
     create = spec["paths"]["/v1/settlements"]["post"]
-    chain_body, source_body = create["requestBody"]["content"]["application/json"]["schema"][
-        "anyOf"
-    ]
+    chain_body, source_body, payment_body = create["requestBody"]["content"]["application/json"][
+        "schema"
+    ]["anyOf"]
     assert chain_body["properties"]["chain"]["enum"] == [CHAIN]
     assert set(chain_body["required"]) == {"chain", "tx_hash"}
     assert chain_body["additionalProperties"] is False
     assert set(source_body["required"]) == {"kind", "ref"}
+    assert set(payment_body["required"]) == {"kind", "chain", "to", "asset", "amount"}
+    assert payment_body["properties"]["chain"]["enum"] == [CHAIN]
     created = create["responses"]["201"]["content"]["application/json"]["schema"]
     assert created == {"$ref": "#/components/schemas/SettlementView"}
     view = spec["components"]["schemas"]["SettlementView"]["properties"]

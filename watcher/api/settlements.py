@@ -18,6 +18,7 @@ from watcher.api.auth import Reader, Registrar
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.models.errors import ERRORS
+from watcher.api.models.payments import PaymentRequest
 from watcher.api.models.settlements import SettlementView, SourceSettlementRequest
 from watcher.api.models.views import EventView
 from watcher.api.payments import payment_view, register_payment_settlement
@@ -39,9 +40,11 @@ def request_body(chains: list[str]) -> dict[str, Any]:
     chain = SettlementRequest.model_json_schema()
     chain["properties"]["chain"]["enum"] = chains
     source = SourceSettlementRequest.model_json_schema()
+    payment = PaymentRequest.model_json_schema()
+    payment["properties"]["chain"]["enum"] = chains
     return {
         "required": True,
-        "content": {"application/json": {"schema": {"anyOf": [chain, source]}}},
+        "content": {"application/json": {"schema": {"anyOf": [chain, source, payment]}}},
     }
 
 
@@ -51,11 +54,13 @@ _CREATE: dict[str, Any] = {
     "responses": {
         200: {"model": SettlementView, "description": "Already registered (same id)"},
         201: {"model": SettlementView, "description": "Registered"},
+        409: ERRORS[409],
         413: ERRORS[413],
         422: ERRORS[422],
     },
 }
-"""How ``POST /v1/settlements`` is documented."""
+"""How ``POST /v1/settlements`` is documented (409: a payment's reference reused for a
+different payment)."""
 
 
 _READ: dict[str, Any] = {"response_model_exclude_unset": True, "responses": _NOT_FOUND}
@@ -73,7 +78,8 @@ def router(deps: ApiDeps) -> APIRouter:
     ) -> JSONResponse:
         """Register a settlement; 200 with the same settlement if it was already registered.
 
-        ``kind`` is ``evm_tx`` by default (``chain``, ``tx_hash``...); a source kind
+        ``kind`` is ``evm_tx`` by default (``chain``, ``tx_hash``...); ``evm_payment`` a
+        payment to an address (``to``, ``asset``, ``amount``, docs/api.md); a source kind
         (``stripe_payment_intent``, ``rq_job``, ``celery_task``) takes ``ref`` and
         ``source`` instead (docs/sources.md)."""
         if payload.get("kind") == PAYMENT_KIND:  # a payment to an address (api/payments.py)
