@@ -7,6 +7,11 @@ a byte of the body; a chunked body (no length) is counted while it arrives and c
 soon as it passes the limit. The server reads no further (uvicorn stops reading a socket
 whose body nobody consumes), so memory stays at about one limit per request.
 
+A body nested deeper than :data:`MAX_NESTING` is refused (422) before it is parsed too: the
+JSON parser recurses once per level, and a library the daemon imports (py_ecc) raises
+Python's recursion limit to 100,000, so half a megabyte of ``[`` overflowed the C stack and
+killed the process. No valid body comes near the bound.
+
 Limits (docs/api.md): :data:`REGISTRATION_BYTES` for ``POST /v1/settlements`` and the
 webhooks, :data:`BATCH_BYTES` for ``POST /v1/settlements/batch``, :data:`DEFAULT_BYTES` for
 every other route.
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from itertools import accumulate
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -45,6 +51,27 @@ PREFIX_BYTES: Mapping[str, int] = {"/v1/webhooks/": REGISTRATION_BYTES}
 """Limits by path prefix (a payment processor's event can carry a whole object)."""
 
 
+MAX_NESTING = 128
+"""Most nested arrays and objects a body may hold (``dependent_state`` is bounded at 32)."""
+
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in _STEP)
+
+
+def nesting_depth(body: bytes) -> int:
+    """How deep the arrays and objects of a JSON text nest (brackets inside strings do not
+    count), in C-speed passes: escaped backslashes and quotes dropped (every quote left then
+    opens or closes a string), the strings cut out, everything but brackets deleted, a
+    running sum. A body with few brackets is answered from their count alone."""
+    opening = body.count(b"[") + body.count(b"{")
+    if opening <= MAX_NESTING:
+        return opening
+    plain = body.replace(b"\\\\", b"").replace(b'\\"', b"")
+    outside = b"".join(plain.split(b'"')[::2])
+    brackets = outside.translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
 def limit_for(path: str) -> int:
     """The body limit of ``path`` in bytes."""
     if path in ROUTE_BYTES:
@@ -70,14 +97,18 @@ class BodyLimit:
         if declared is not None and declared > limit:
             await _too_large(scope, send, declared, limit)
             return
-        if declared is None and _has_body(scope):
-            body = await _read_capped(receive, limit)
-            if body is None:
-                await _too_large(scope, send, None, limit)
-                return
-            await self.app(scope, _replay(body, receive), send)
+        if not declared and not _has_body(scope):
+            await self.app(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        body = await _read_capped(receive, limit)  # at most one limit in memory
+        if body is None:
+            await _too_large(scope, send, None, limit)
+            return
+        if nesting_depth(body) > MAX_NESTING:
+            message = f"body: nested deeper than {MAX_NESTING} arrays and objects"
+            await _answer(send, 422, {"error": message, "fields": ["body"]})
+            return
+        await self.app(scope, _replay(body, receive), send)
 
 
 def _content_length(scope: Scope) -> int | None:
@@ -132,20 +163,21 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 async def _too_large(scope: Scope, send: Send, size: int | None, limit: int) -> None:
-    """Answer 413 naming the limit and close the connection (the unread body stays unread)."""
+    """Answer 413 naming the limit (the unread body stays unread)."""
     route = f"{scope.get('method', '')} {scope.get('path', '')}"
     what = "the body" if size is None else f"the body of {size} bytes"
-    body = json.dumps(
-        {
-            "error": f"body: {what} is over the limit of {limit} bytes for {route}",
-            "fields": ["body"],
-            "limit": limit,
-        }
-    ).encode()
+    error = f"body: {what} is over the limit of {limit} bytes for {route}"
+    await _answer(send, 413, {"error": error, "fields": ["body"], "limit": limit})
+
+
+async def _answer(send: Send, status: int, answer: dict[str, object]) -> None:
+    """Send ``answer`` (the error shape) and close the connection: the rest of the body
+    is not read, so the connection cannot carry another request."""
+    body = json.dumps(answer).encode()
     await send(
         {
             "type": "http.response.start",
-            "status": 413,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from guard.payment import PAYMENT_KIND
@@ -59,15 +60,18 @@ def router(deps: ApiDeps) -> APIRouter:
             str | None, Query(description="next_cursor of the previous page.", pattern=CURSOR)
         ] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-    ) -> dict[str, Any]:
+    ) -> JSONResponse:
         """The caller's registered settlements, oldest first, a page at a time."""
         filters = {"chain": chain, "verdict": verdict, "kind": kind, "owner": caller.name}
         records = listing(deps.store).page(after_seq=_cursor(cursor), limit=limit, **filters)
         last = records[-1].seq if len(records) == limit else None
-        return {
-            "items": [_view(deps, rec) for rec in records],
-            "next_cursor": None if last is None else str(last),
-        }
+        # As GET /v1/settlements/{id}: encoded as it is (no 255-level limit of the model's).
+        return JSONResponse(
+            {
+                "items": [_view(deps, rec) for rec in records],
+                "next_cursor": None if last is None else str(last),
+            }
+        )
 
     @api.post(
         "/v1/settlements/batch",

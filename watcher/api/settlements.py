@@ -96,11 +96,13 @@ def router(deps: ApiDeps) -> APIRouter:
         return JSONResponse(view, status_code=201 if created else 200)
 
     @api.get("/v1/settlements/{settlement_id}", response_model=SettlementView, **_READ)
-    def get_settlement(caller: Reader, settlement_id: str) -> dict[str, Any]:
+    def get_settlement(caller: Reader, settlement_id: str) -> JSONResponse:
         """A registered settlement's current view (the caller's own: 404 for another's)."""
         rec = settlement_or_error(deps, settlement_id, caller.name)
         view = payment_view(deps, rec) or source_view(deps, rec)
-        return view if view is not None else chain_settlement_view(deps, rec)
+        # Encoded as it is, not through the model: pydantic's encoder stops at 255 levels, and
+        # a dependent_state stored before it was bounded (issue 14) must still read back.
+        return JSONResponse(view if view is not None else chain_settlement_view(deps, rec))
 
     @api.get("/v1/settlements/{settlement_id}/receipt", responses=_NOT_FOUND)
     def get_receipt(caller: Reader, settlement_id: str) -> dict[str, Any]:
