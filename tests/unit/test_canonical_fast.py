@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +74,13 @@ def test_a_frozen_object_is_encoded_once_and_cannot_change() -> None:
     plain = {"proof": {"headers": [dict(header), dict(header)]}, "tx_index": 3}
     assert canonical_json(body) == canonical_json(plain) == canonical_json(plain)
     assert frozen == header and dict(frozen) == header
-    for write in (
+    writes: list[Callable[[], object]] = [
         lambda: frozen.__setitem__("number", "0x11"),
         lambda: frozen.update(number="0x11"),
         lambda: frozen.pop("number"),
         frozen.clear,
-    ):
+    ]
+    for write in writes:
         with pytest.raises(TypeError):
             write()
     assert canonical_json(body) == canonical_json(plain)
@@ -91,7 +93,7 @@ def test_a_frozen_object_with_a_bad_value_names_it_with_its_full_path() -> None:
     with pytest.raises(CanonicalError, match=r"\$\.proof\.headers\[0\]\.number: integer"):
         canonical_json(body)
     with pytest.raises(TypeError):
-        FrozenJson({"nested": {"a": 1}})  # type: ignore[dict-item]
+        FrozenJson({"nested": {"a": 1}})  # type: ignore[type-var]
 
 
 def test_a_frozen_headers_hash_is_the_same_and_computed_once() -> None:

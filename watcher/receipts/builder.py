@@ -18,12 +18,13 @@ the evidence the verdict rests on.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from chains.block_facts import facts_of
+from chains.block_facts import facts_of, header_from_compact
+from chains.errors import ChainError
 from chains.proofs import (
     BlockTries,
     BranchMoved,
@@ -57,8 +58,13 @@ from watcher.receipts.headers import HeaderRows, stored_chain
 from watcher.store import SettlementRecord
 from watcher.store.leaves_store import BlockLeaves, LeavesStore
 
-TRIES_CACHED = 8
-"""Blocks whose tries the builder keeps (a block hash names its content for good)."""
+TRIES_CACHED = 16
+"""Blocks whose tries the builder keeps (a block hash names its content for good): those
+prepared at inclusion stay until their depth-N receipts at the usual N and spread."""
+
+PREPARED_HELD = 64
+"""Blocks waiting for :meth:`ReceiptBuilder.prepare` at most (older ones: built when their
+first receipt is)."""
 
 
 def redact(endpoint: str) -> str:
@@ -108,6 +114,10 @@ class ReceiptBuilder:
         """The tx objects of the blocks the head tracker fetched through ``client``: the
         signed txs are rebuilt from them instead of being fetched again."""
         client.block_observers.append(self.tx_objects.offer)
+        self._fresh: deque[str] = deque(maxlen=PREPARED_HELD)
+        """Blocks whose receipts the engine just fetched (they hold watched txs): their
+        tries are built ahead (:meth:`prepare`)."""
+        client.receipt_observers.append(lambda block_hash, _answer: self._fresh.append(block_hash))
 
     def subject(self, rec: SettlementRecord) -> Subject:
         """The common fields for ``rec``."""
@@ -205,11 +215,39 @@ class ReceiptBuilder:
             hashes = [str(t["hash"] if isinstance(t, Mapping) else t) for t in full["transactions"]]
         return {**header, "transactions": hashes}
 
-    def _block_tries(self, block: Mapping[str, Any]) -> BlockTries:
+    def prepare(self) -> int:
+        """Build the tries of the blocks whose receipts the engine fetched since the last
+        call, from what the engine and tracker hold (no call: a block whose tx objects are
+        gone waits for its first receipt), keep them and store their leaves; returns how
+        many. Their receipts, N blocks later, then only cut proofs, and after a restart
+        rebuild the tries from the stored leaves instead of asking the node for the whole
+        block twice (the receipts thread runs this after its due work)."""
+        prepared = 0
+        while self._fresh:
+            block_hash = self._fresh.popleft()
+            compact = self.facts.header(block_hash)
+            txs = self.tx_objects.get(block_hash)
+            if block_hash in self._tries or compact is None or txs is None:
+                continue
+            held = TxObjectCache()  # exactly these objects: never a fetch if they go meanwhile
+            held.offer(txs)
+            try:
+                header = header_from_compact(compact)
+                hashes = [str(t["hash"]) for t in txs["transactions"]]
+                self._block_tries({**header, "transactions": hashes}, held)
+            except (ChainError, ValueError, KeyError, TypeError):
+                continue  # built (or refused) at its first receipt, as before
+            prepared += 1
+        return prepared
+
+    def _block_tries(
+        self, block: Mapping[str, Any], tx_objects: TxObjectCache | None = None
+    ) -> BlockTries:
         key = str(block["hash"])
         tries = self._tries.pop(key, None) or self._stored_tries(block)
         if tries is None:
-            tries = fetch_block_tries(self.client, block, self.tx_objects, self.facts.receipts(key))
+            cache = self.tx_objects if tx_objects is None else tx_objects
+            tries = fetch_block_tries(self.client, block, cache, self.facts.receipts(key))
             if self.leaves is not None and not tries.unprovable:
                 number = int(str(block["number"]), 16)
                 leaves = BlockLeaves(

@@ -166,8 +166,11 @@ class ReceiptIssuer:
                 self.scan(chain)
                 issued = self.issued
                 handled = self.work(chain)
-            if self.issued != issued:
-                self.on_issued()
+                if self.issued != issued:
+                    self.on_issued()
+                builder = self.builders[chain]
+                if isinstance(builder, ReceiptBuilder):  # receipts due now went first
+                    builder.prepare()
             return handled
         except StaleFencingToken as exc:
             # Another instance holds the lease now: it issues the receipts; nothing was stored.

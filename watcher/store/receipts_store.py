@@ -106,19 +106,18 @@ class ReceiptStore:
             }
             for r in receipts
         ]
-        out: list[ReceiptRecord] = []
+        if not rows:
+            return []
+        statement = insert(s.receipts).returning(s.receipts.c.id, sort_by_parameter_order=True)
         try:
             with self._writer.begin() as conn:
                 if fence is not None:
                     lease_store.check_fence(conn, *fence)
-                for values in rows:
-                    key = conn.execute(insert(s.receipts).values(**values)).inserted_primary_key
-                    assert key is not None
-                    out.append(ReceiptRecord(id=int(key[0]), **values))
+                ids = conn.execute(statement, rows).scalars().all()  # one executemany
         except StaleFencingToken as exc:
             lease_store.record_rejection(self._writer, exc, now)
             raise
-        return out
+        return [ReceiptRecord(id=int(i), **values) for i, values in zip(ids, rows, strict=True)]
 
     def settlements(self, ids: Sequence[str]) -> dict[str, SettlementRecord]:
         """The settlements of ``ids`` that exist, by id (one query per 500): what a batch of

@@ -1,0 +1,118 @@
+"""A block's receipts built and stored together, and a new decision never waits out an old
+backoff (issue 11).
+
+Real anvil, a ChainWatcher driven by hand, the receipts component run as the daemon runs it
+after a poll, SQLite and PostgreSQL. Time is the rig's injected clock: nothing sleeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from guard.verify import verify_receipt
+from tests.integration.helpers import Rig, make_watcher
+from tests.integration.receipts_helpers import TxFactory, receipts_for
+from tests.support.anvil import Anvil
+from watcher.receipts.due import BACKOFF_MS
+
+pytestmark = pytest.mark.anvil
+
+
+@pytest.fixture
+def rig(anvil: Anvil, tmp_path: Path) -> Iterator[Rig]:
+    made = make_watcher(anvil, f"sqlite:///{tmp_path}/batch.db", confirmations=2)
+    made.watcher.poll()
+    yield made
+    made.store.close()
+
+
+def _block_of_settlements(rig: Rig, count: int) -> list[str]:
+    """``count`` watched txs mined in one block, then final (N = 2)."""
+    factories = [TxFactory(rig.anvil, account) for account in range(3)]
+    anvil = rig.anvil
+    anvil.rpc("evm_setAutomine", False)
+    try:
+        hashes = [factories[i % 3].send(factories[i % 3].dynamic()) for i in range(count)]
+        ids = [rig.register(h).settlement_id for h in hashes]
+        anvil.mine(1)
+    finally:
+        anvil.rpc("evm_setAutomine", True)
+    rig.watcher.poll()
+    rig.mine_and_poll(1)
+    assert all(rig.settlement(sid).verdict == "FINALITY_CONFIRMED" for sid in ids)
+    return ids
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_blocks_receipts_are_stored_together_or_not_at_all(
+    anvil: Anvil, tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    url = f"sqlite:///{tmp_path}/b.db" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    rig = make_watcher(anvil, url, confirmations=2)
+    try:
+        rig.watcher.poll()
+        ids = _block_of_settlements(rig, 30)
+        lost: list[tuple[str, int]] = []
+        stale = receipts_for(rig)
+        stale.issuer.fence_of = lambda _name: ("another-instance", 7)  # a lease it lost
+        stale.issuer.on_lost = lambda name, token: lost.append((name, token))
+        stale.run(rig)
+        assert lost == [(rig.config.name, 7)]
+        assert all(stale.store.for_settlement(sid) == [] for sid in ids)  # not one of them
+
+        receipts = receipts_for(rig)
+        receipts.run(rig)  # one batch: every receipt of the block, in one transaction
+        stored = [receipts.store.for_settlement(sid) for sid in ids]
+        assert all(len(s) == 1 for s in stored)
+        assert len({s[0].created_at for s in stored}) == 1
+        for sid in ids:
+            verified = verify_receipt(
+                receipts.latest(sid), trusted_signers=[receipts.signer.address]
+            )
+            assert verified.facts.block_hash == rig.settlement(sid).block_hash
+    finally:
+        rig.store.close()
+
+
+def test_a_reorg_under_a_receipt_in_backoff_gets_the_new_decisions_receipt_at_once(
+    anvil: Anvil, rig: Rig
+) -> None:
+    """The builder refused the decision's block (a reorg replaced it before the tracker saw
+    it, and a restarted daemon holds nothing of it), and its retry backed off to a minute;
+    the settlement is re-decided on the new branch, and the receipt for that decision comes
+    with the next run, without waiting out the old backoff (the chaos soak's 'no finality
+    receipt in time')."""
+    anvil.mine(2)
+    tx = anvil.send()
+    anvil.receipt(tx)
+    raw = anvil.raw_tx(tx)
+    sid = rig.register(tx).settlement_id
+    rig.watcher.poll()
+    rig.mine_and_poll(1)
+    decided = rig.settlement(sid)
+    assert decided.verdict == "FINALITY_CONFIRMED"
+
+    anvil.reorg(3, [(raw, 1)])  # the decision's blocks are gone; the tx one block up
+    rig.restart()  # nothing of the old block in memory: the node must be asked, and says no
+    receipts = receipts_for(rig)
+    for wait_s in (0, 1, 2, 5, 15):  # each attempt refused, each backoff waited out
+        rig.clock.advance(wait_s)
+        receipts.run(rig)
+    entry = receipts.issuer._due[rig.config.name][sid]
+    assert entry.attempts == 5
+    assert entry.next_at - rig.clock() == BACKOFF_MS[4] == 60_000
+    assert receipts.store.for_settlement(sid) == []
+
+    rig.watcher.poll()  # the tracker sees the reorg: the decision is reversed
+    rig.mine_and_poll(2)  # and taken again on the new branch
+    again = rig.settlement(sid)
+    assert again.verdict == "FINALITY_CONFIRMED"
+    assert again.block_hash != decided.block_hash
+    receipts.run(rig)  # the same instant: no backoff to wait out
+    verified = verify_receipt(receipts.latest(sid), trusted_signers=[receipts.signer.address])
+    assert verified.facts.block_hash == again.block_hash
+    assert again.block_number is not None
+    assert verified.facts.block_hash == anvil.block(again.block_number)["hash"]
