@@ -5,7 +5,9 @@ without another call. A real anvil behind a counting proxy (bench/proxy.py)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from guard.verify import verify_receipt
 from tests.integration.helpers import Rig, make_watcher
 from tests.integration.receipts_helpers import TxFactory, receipts_for
 from tests.support.anvil import Anvil
-from watcher.settlements import Registration, register
+from watcher.settlements import Registration, new_settlement
 from watcher.store import SettlementRecord
 
 pytestmark = pytest.mark.anvil
@@ -34,18 +36,16 @@ def proxied(
     proxy.close()
 
 
-def _register(rig: Rig, tx: str, owner: str) -> SettlementRecord:
-    rec, created = register(
-        rig.store,
-        Registration(
-            rig.config,
-            tx,
-            dependent_state={"for": owner},
-            commit_url=f"http://127.0.0.1:9/{owner}",
-            owner=owner,
-        ),
-        rig.clock(),
+def _register(rig: Rig, tx: str, owner: str, provisional: bool = False) -> SettlementRecord:
+    registration = Registration(
+        rig.config,
+        tx,
+        dependent_state={"for": owner},
+        commit_url=f"http://127.0.0.1:9/{owner}",
+        owner=owner,
     )
+    new = replace(new_settlement(registration, rig.clock()), provisional=provisional)
+    rec, created = rig.store.register(new)
     assert created
     return rec
 
@@ -97,7 +97,7 @@ def test_a_reorg_touches_both_and_both_are_confirmed_again(
     factory = TxFactory(rig.anvil)
     raw = factory.dynamic()
     tx = factory.send(raw)
-    alice, bob = _register(rig, tx, "alice"), _register(rig, tx, "bob")
+    alice, bob = (_register(rig, tx, o, provisional=True) for o in ("alice", "bob"))
     rig.watcher.poll()
     rig.mine_and_poll(1)
     rig.anvil.rpc("anvil_reorg", 1, [["0x" + raw.hex(), 0]])  # re-included on the new branch
@@ -105,6 +105,16 @@ def test_a_reorg_touches_both_and_both_are_confirmed_again(
     [reorg] = rig.store.reorgs()
     assert sorted(reorg.touched) == sorted([alice.settlement_id, bob.settlement_id])
     assert rig.store.reorgs(owner="bob")[0].touched == [bob.settlement_id]
+    for rec in (alice, bob):  # the provisional "reorged out" each receiver gets names only its own
+        [told] = [
+            d
+            for d in rig.store.outbox().list(settlement_id=rec.settlement_id)
+            if d.idempotency_key.endswith(f":p:reorg:{reorg.id}")
+        ]
+        assert told.url == rec.commit_url
+        assert told.body is not None and rec.settlement_id in json.dumps(told.body)
+        other = bob if rec is alice else alice
+        assert other.settlement_id not in json.dumps(told.body)
     rig.mine_and_poll(2)
     decided = [rig.settlement(s.settlement_id) for s in (alice, bob)]
     assert [r.verdict for r in decided] == ["FINALITY_CONFIRMED"] * 2

@@ -284,13 +284,16 @@ class OutboxPlan:
         touched: Iterable[SettlementRecord],
         reorg: dict[str, Any],
     ) -> None:
-        """Provisional subscribers whose inclusion a reorg removed are told so."""
+        """Provisional subscribers whose inclusion a reorg removed are told so (the reorg as
+        their caller sees it: ``touched`` names only that caller's settlements)."""
         anc = reorg["common_ancestor"]
-        for rec in touched:
+        recs = list(touched)
+        for rec in recs:
             if not rec.provisional or rec.commit_url is None:
                 continue
             if rec.verdict != "AWAITING_FINALITY":
                 continue  # terminal ones get their own alerts (violation, failure evidence)
+            seen = {**reorg, "touched": [r.settlement_id for r in recs if r.owner == rec.owner]}
             txn.enqueue_delivery(
                 NewDelivery(
                     channel=COMMIT_CHANNEL,
@@ -299,7 +302,7 @@ class OutboxPlan:
                     idempotency_key=f"fw:{rec.settlement_id}:p:reorg:{reorg['reorg_id']}",
                     settlement_id=rec.settlement_id,
                     body=provisional_body(
-                        rec, "reorged_out", anc["number"], anc["hash"], txn.now, 0, reorg
+                        rec, "reorged_out", anc["number"], anc["hash"], txn.now, 0, seen
                     ),
                 )
             )
