@@ -7,7 +7,8 @@ transfer's tx and receipt proven at its index, a token log by its position in it
 (its block-wide ``logIndex`` less the logs before it), then signed. Real transfers: a USDC
 payment, a native (ETH) payment, a WETH payment split over three txs, two transfers in one
 receipt. Then the tamper table: each change re-signed (so only the evidence is wrong) and
-refused with its reason. Before guard/payment_proof.py, none of these receipts verified
+refused with its reason; and Hypothesis changing any one value of the ``payment`` and
+``proof`` sections (re-signed) is refused too. Before guard/payment_proof.py, none of these receipts verified
 (``payment`` was an unknown key of a finality receipt).
 """
 
@@ -19,6 +20,8 @@ from functools import cache
 from typing import Any
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from chains.proofs import Trie, encode_receipt
 from guard.errors import ReceiptInvalid
@@ -151,10 +154,15 @@ def usdc_payment() -> dict[str, Any]:
     )
 
 
-def weth_split() -> dict[str, Any]:
+@cache
+def _weth_split() -> dict[str, Any]:
     to = "0x3fc91a3afd70395cd496c647d5a6cc9d4b2b7fad"
     transfers = [token_transfer(0x11, 0x55), token_transfer(0x17, 0x6C), token_transfer(0x19, 0x7B)]
     return signed(body_for(PaymentSpec(to, WETH, sum(t.value for t in transfers)), transfers))
+
+
+def weth_split() -> dict[str, Any]:
+    return copy.deepcopy(_weth_split())
 
 
 def native_payment() -> dict[str, Any]:
@@ -413,3 +421,48 @@ def test_a_changed_body_without_a_new_signature_is_refused_by_the_seal() -> None
     receipt["evidence"]["facts"]["amount"] = "1"
     with pytest.raises(ReceiptInvalid, match="digest"):
         verify_receipt(receipt)
+
+
+# -- any one change of the evidence, re-signed ---------------------------------------------------
+
+
+@cache
+def split_leaves() -> list[tuple[tuple[str | int, ...], Any]]:
+    return [
+        (path, value) for path, value in leaves(weth_split()) if path[0] in ("payment", "proof")
+    ]
+
+
+def leaves(value: Any, path: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], Any]]:
+    if isinstance(value, dict):
+        return [leaf for k, v in value.items() for leaf in leaves(v, (*path, k))]
+    if isinstance(value, list):
+        return [leaf for i, v in enumerate(value) for leaf in leaves(v, (*path, i))]
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        return [(path, value)]
+    return []
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_any_change_of_a_payments_evidence_is_refused_even_re_signed(data: st.DataObject) -> None:
+    path, value = data.draw(st.sampled_from(split_leaves()))
+    if isinstance(value, int):
+        changed: Any = data.draw(st.integers(0, 2**20).filter(lambda v: v != value))
+    elif value.isdigit():
+        changed = str(data.draw(st.integers(1, 10**20).filter(lambda v: str(v) != value)))
+    else:
+        at = data.draw(st.integers(0, len(value) - 1))
+        pool = "0123456789abcdef" if value.startswith("0x") else "ABCDEFabcdef0123456789+/"
+        char = data.draw(st.sampled_from(pool).filter(lambda c: c != value[at]))
+        assume(not (value.startswith("0x") and at < 2))
+        changed = value[:at] + char + value[at + 1 :]
+
+    def change(body: dict[str, Any]) -> None:
+        parent: Any = body
+        for key in path[:-1]:
+            parent = parent[key]
+        parent[path[-1]] = changed
+
+    with pytest.raises(ReceiptInvalid):
+        verify_receipt(edit(weth_split(), change))
