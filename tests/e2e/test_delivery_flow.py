@@ -347,7 +347,7 @@ def test_unknown_delivery_state_and_id_are_clear_errors(daemon: Daemon, tmp_path
     bad = daemon.get("/v1/deliveries", params={"state": "lost"})
     assert bad.status_code == 422 and "state" in bad.json()["error"]
     assert daemon.get("/v1/deliveries/999999").status_code == 404
-    assert daemon.post("/v1/deliveries/999999/replay").status_code == 404
+    assert daemon.post("/v1/deliveries/999999/replay", {}).status_code == 404
 
 
 # -- a finality violation after the commit was delivered (told at the commit_url) ----------
