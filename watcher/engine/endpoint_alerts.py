@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from chains import pool
 from chains.health import redact
+from chains.redact import redact_text
 
 if TYPE_CHECKING:
     from chains.rpc import RpcClient
@@ -78,7 +79,8 @@ class EndpointAlerts:
                     or endpoint.get("last_error")
                     or state
                 )
-                if watcher.endpoint_event("rpc_unhealthy", "warning", url, state, str(reason)):
+                said = redact_text(str(reason), [str(endpoint["endpoint"])])
+                if watcher.endpoint_event("rpc_unhealthy", "warning", url, state, said):
                     self._reported[key] = state
             elif (
                 state == "closed"

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from chains.redact import redact_text, redact_url
 from watcher.clock import Clock
 
 log = logging.getLogger("finality.engine")
@@ -49,8 +50,8 @@ class ChainHealth:
             return
         payload = {
             "chain": self.chain,
-            "endpoint": endpoint,
-            "reason": reason,
+            "endpoint": redact_url(endpoint),
+            "reason": redact_text(reason, [endpoint]),
             "failed_polls": self.bad_polls,
             "since": self.bad_since,
             "head_number": head_number,
@@ -76,7 +77,11 @@ class ChainHealth:
     def endpoint_problem(self, endpoint: str, reason: str) -> bool:
         """Store one ``rpc_unhealthy`` event about one endpoint (e.g. it answered another
         chain id at start-up) while the chain runs on the others; False if the store failed."""
-        payload = {"chain": self.chain, "endpoint": endpoint, "reason": reason}
+        payload = {
+            "chain": self.chain,
+            "endpoint": redact_url(endpoint),
+            "reason": redact_text(reason, [endpoint]),
+        }
         return self.store_event("rpc_unhealthy", "critical", payload)
 
     def endpoint_event(
@@ -85,5 +90,10 @@ class ChainHealth:
         """Store one event about one endpoint's health change (``rpc_unhealthy`` or
         ``rpc_recovered``, see :mod:`watcher.engine.endpoint_alerts`); False if the store
         failed."""
-        payload = {"chain": self.chain, "endpoint": endpoint, "state": state, "reason": reason}
+        payload = {
+            "chain": self.chain,
+            "endpoint": redact_url(endpoint),  # events are shown, sent and logged: no keys
+            "state": state,
+            "reason": redact_text(reason, [endpoint]),
+        }
         return self.store_event(kind, severity, payload)

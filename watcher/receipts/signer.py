@@ -32,6 +32,7 @@ from eth_keys.datatypes import PrivateKey
 from guard.receipts import body_hashes
 from watcher.config.chains import DEV_CHAIN_IDS as _DEV_CHAIN_IDS
 from watcher.config.sections import SigningConfig
+from watcher.store.files import FileRefused, check_directory, check_existing
 
 log = logging.getLogger("finality.signer")
 
@@ -123,7 +124,17 @@ def _from_keystore(config: SigningConfig, env: Mapping[str, str]) -> bytes:
 
 
 def _dev_key(path: Path) -> bytes:
-    """Read the development key, or create it (exclusively, mode 0600) on first run."""
+    """Read the development key, or create it (exclusively, mode 0600) on first run; a key
+    file of another user's, or in a directory anyone may write to, is refused (they could
+    sign in this daemon's name), one readable by others is narrowed to 0600."""
+    try:
+        check_directory(path, "dev key file")
+        if path.exists():
+            check_existing(path, "dev key file")
+    except FileRefused as exc:
+        raise SigningKeyError(f"signing: {exc}") from None
+    except OSError as exc:
+        raise SigningKeyError(f"signing: dev key file {path}: {exc.strerror}") from None
     try:
         key = _parse_key(path.read_text(encoding="utf-8"), f"dev key file {path}")
         created = False

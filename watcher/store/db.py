@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import URL, Engine, create_engine, event, make_url
@@ -34,6 +35,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import NullPool, Pool
 
 from watcher.store.errors import StoreConflict, StoreError, StoreUnavailable
+from watcher.store.files import FileRefused, private_file
 
 log = logging.getLogger("finality.store")
 
@@ -244,6 +246,7 @@ def open_dbs(url: str) -> tuple[Db, Db]:
     """The writer and the reader of ``url`` (the same for PostgreSQL; SQLite reads with a
     plain ``BEGIN`` so readers never queue behind writers)."""
     driver_url = normalise_url(url)
+    _keep_private(driver_url)
     try:
         writer = make_engine(driver_url, immediate=True)
         reader = (
@@ -253,3 +256,22 @@ def open_dbs(url: str) -> tuple[Db, Db]:
         raise StoreError(f"store url {shown_url(url)!r}: {type(exc).__name__}") from exc
     write = Db(writer)
     return write, (Db(reader) if reader is not writer else write)
+
+
+def _keep_private(url: str) -> None:
+    """A SQLite file holds dependent state and delivery bodies: created 0600 (or narrowed to
+    it) before SQLite opens it, its directory not writable by everyone (watcher/store/files)."""
+    if not url.startswith("sqlite"):
+        return
+    try:
+        database = make_url(url).database
+    except Exception:  # reported by make_engine, with the URL shown safely
+        return
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    try:
+        private_file(Path(database), "store")
+    except FileRefused as exc:
+        raise StoreError(str(exc)) from None
+    except OSError as exc:
+        raise StoreError(f"store {database}: {exc.strerror or exc}") from None
