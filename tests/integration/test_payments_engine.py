@@ -6,7 +6,7 @@ and lets the watcher process the blocks; the clock is injected, nothing sleeps.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +180,35 @@ def test_two_payments_to_one_address_share_its_transfers_in_order(rig: Rig) -> N
     rig.mine_and_poll(3)
     assert paid(rig, first) == [1000] and paid(rig, second) == [1000]
     assert verdict(rig, first) == verdict(rig, second) == "FINALITY_CONFIRMED"
+
+
+def test_under_the_finalized_rule_a_payment_waits_for_the_tag(
+    start_anvil: Callable[..., Anvil], tmp_path: Path
+) -> None:
+    anvil = start_anvil("--slots-in-an-epoch", "4")  # finalized = latest - 8
+    r = make_watcher(anvil, f"sqlite:///{tmp_path}/fin.db", confirmations=2, finality="finalized")
+    try:
+        r.watcher.catch_up()
+        to = anvil.accounts[5]
+        rec = register_payment(r, to, 1000)
+        pay(r, 1, to, 1000)
+        r.mine_and_poll(4)  # deep enough for depth 2, not finalized
+        assert verdict(r, rec) == "AWAITING_FINALITY"
+        r.mine_and_poll(6)  # the finalized tag reaches the transfer's block
+        stored = r.store.settlement(rec.settlement_id)
+        assert stored.verdict == "FINALITY_CONFIRMED"
+        assert stored.decision["evidence"]["kind"] == "finalized"
+    finally:
+        r.store.close()
+
+
+def test_a_restarted_watcher_rebuilds_its_payment_index_from_the_store(rig: Rig) -> None:
+    to = rig.anvil.accounts[5]
+    rec = register_payment(rig, to, 1000)
+    pay(rig, 1, to, 400)
+    rig.watcher.catch_up()
+    rig.restart()
+    pay(rig, 2, to, 600)
+    rig.mine_and_poll(3)
+    assert paid(rig, rec) == [400, 600]
+    assert verdict(rig, rec) == "FINALITY_CONFIRMED"
