@@ -18,7 +18,7 @@ from guard.verify import verify_receipt
 from tests.integration.helpers import Rig, make_watcher
 from tests.integration.receipts_helpers import TxFactory, receipts_for
 from tests.support.anvil import Anvil
-from watcher.settlements import Registration, new_settlement
+from watcher.settlements import Registration, new_settlement, register
 from watcher.store import SettlementRecord
 
 pytestmark = pytest.mark.anvil
@@ -120,3 +120,37 @@ def test_a_reorg_touches_both_and_both_are_confirmed_again(
     assert [r.verdict for r in decided] == ["FINALITY_CONFIRMED"] * 2
     assert [r.reorg_count for r in decided] == [1, 1]
     assert decided[0].block_hash == decided[1].block_hash == rig.anvil.block(1)["hash"]
+
+
+def test_a_later_caller_of_a_seen_tx_takes_its_proven_facts_without_a_lookup(
+    proxied: tuple[Rig, CountingProxy],
+) -> None:
+    """Bob registers a tx Alice's settlement already looked up (pending, then included):
+    no second eth_getTransactionByHash. Carol's bare word about a sender is not passed on:
+    Dave's settlement of her tx is looked up at the node."""
+    rig, proxy = proxied
+    rig.watcher.poll()
+    factory = TxFactory(rig.anvil)
+    tx = factory.send(factory.dynamic())
+    alice = _register(rig, tx, "alice")
+    rig.watcher.poll()
+    assert proxy.calls["eth_getTransactionByHash"] == 1
+    bob = _register(rig, tx, "bob")  # while pending
+    rig.watcher.poll()
+    rig.mine_and_poll(1)
+    erin = _register(rig, tx, "erin")  # after its inclusion, in a block the tracker holds
+    rig.watcher.poll()
+    assert proxy.calls["eth_getTransactionByHash"] == 1
+    rig.mine_and_poll(2)
+    decided = [rig.settlement(s.settlement_id) for s in (alice, bob, erin)]
+    assert [r.verdict for r in decided] == ["FINALITY_CONFIRMED"] * 3
+    assert len({(r.sender, r.nonce, r.block_hash) for r in decided}) == 1
+    assert decided[1].raw_tx == decided[0].raw_tx  # a replacement stays provable for bob
+
+    other = factory.send(factory.dynamic())
+    word = Registration(rig.config, other, sender="0x" + "ee" * 20, nonce=99, owner="carol")
+    register(rig.store, word, rig.clock())
+    dave = _register(rig, other, "dave")
+    rig.watcher.poll()
+    assert proxy.calls["eth_getTransactionByHash"] == 2  # dave's, at the node
+    assert rig.settlement(dave.settlement_id).sender == decided[0].sender

@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from chains.models import BlockHeader
+from chains.models import BlockHeader, TxInfo
 from chains.quorum import Anchor, GateResult
+from guard.types import Address, TxHash
 from watcher.engine.probes import located_info, lookup, per_hash, receipts_by_block
 from watcher.engine.settle import decide_settlement
 from watcher.engine.state import ChainState
@@ -213,7 +214,9 @@ class TxLookups(ChainState):
         """What the node says of each of ``todo`` (TxInfo or None), filling ``rebuilt`` with
         the signed bytes of pending ones. A registration that gave sender and nonce is not
         asked: it is found in the blocks the tracker holds, or left to block scanning."""
-        asked = [r for r in todo if r.sender is None or r.nonce is None]
+        unknown = [r for r in todo if r.sender is None or r.nonce is None]
+        peers = self._peers(unknown) if unknown else {}
+        asked = [r for r in unknown if r.settlement_id not in peers]
         looked = lookup(self.client, [r.tx_hash for r in asked])
         answers = dict(zip((r.settlement_id for r in asked), looked, strict=True))
         infos: list[Any] = []
@@ -221,8 +224,29 @@ class TxLookups(ChainState):
             if r.settlement_id in answers:
                 info, signed = answers[r.settlement_id]
                 rebuilt[r.settlement_id] = signed
+            elif r.settlement_id in peers:
+                info, rebuilt[r.settlement_id] = peers[r.settlement_id]
             else:
                 assert r.sender is not None and r.nonce is not None
                 info = located_info(self.facts, r.tx_hash, r.sender, r.nonce)
             infos.append(info)
         return infos
+
+    def _peers(self, todo: list[SettlementRecord]) -> dict[str, tuple[TxInfo, str | None]]:
+        """(TxInfo, signed bytes) for those of ``todo`` whose tx another caller's settlement
+        already holds the signed bytes of (issue 14): no lookup. A caller's bare word about
+        sender and nonce is never passed on to another caller; and only where the facts are
+        complete without a call: the tx still pending for the peer (block scanning finds it
+        for both), or in a block the tracker holds. Otherwise the node is asked."""
+        seen = self.store.proven_senders(self.name, [r.tx_hash for r in todo])
+        out: dict[str, tuple[TxInfo, str | None]] = {}
+        for r in todo:
+            peer = seen.get(r.tx_hash)
+            if peer is None or peer.sender is None or peer.nonce is None:
+                continue
+            info = located_info(self.facts, r.tx_hash, peer.sender, peer.nonce)
+            if info is None and peer.block_number is None and peer.replaced_by is None:
+                info = TxInfo(TxHash(r.tx_hash), Address(peer.sender), peer.nonce, None, None)
+            if info is not None:
+                out[r.settlement_id] = (info, peer.raw_tx)
+        return out

@@ -88,6 +88,30 @@ class SettlementQueries:
             rows = conn.execute(query).mappings().all()
         return [from_row(SettlementRecord, r) for r in rows]
 
+    def proven_senders(self, chain: str, tx_hashes: Sequence[str]) -> dict[str, SettlementRecord]:
+        """Per tx hash, a settlement of it (any owner) holding its signed bytes, so its sender
+        and nonce are proven (recovered from the signature, not a caller's word): what another
+        caller's new settlement of the same tx can take instead of a lookup."""
+        t = s.settlements
+        hashes = sorted(set(tx_hashes))
+        found: dict[str, SettlementRecord] = {}
+        with self._reader.connect() as conn:
+            for start in range(0, len(hashes), 500):
+                rows = conn.execute(
+                    select(t)
+                    .where(
+                        t.c.chain == chain,
+                        t.c.tx_hash.in_(hashes[start : start + 500]),
+                        t.c.sender.is_not(None),
+                        t.c.nonce.is_not(None),
+                        t.c.raw_tx.is_not(None),
+                    )
+                    .order_by(t.c.seq)
+                ).mappings()
+                for row in rows:
+                    found.setdefault(row["tx_hash"], from_row(SettlementRecord, row))
+        return found
+
     def owned(self, settlement_ids: Iterable[str], owner: str) -> set[str]:
         """Those of ``settlement_ids`` that belong to ``owner`` (what a caller may see of a
         chain-wide event's ``touched`` list)."""
