@@ -39,7 +39,8 @@ Modules (import them by their full path; this ``__init__`` re-exports nothing):
 - :mod:`.loading`: ``load_config``, ``parse_config`` (TOML, ``${NAME}`` substitution);
 - :mod:`.errors`: ``ConfigError``, ``UnknownChainName`` and the one-line-per-problem rendering;
 - :mod:`.model`: ``Config``, the whole file;
-- :mod:`.sections`: ``[store]``, ``[api]``, ``[signing]``, ``[delivery]``, ``[[alerts]]``,
+- :mod:`.api`: ``[api]`` (listen, ``[[api.tokens]]``, allowed hosts; open only on loopback);
+- :mod:`.sections`: ``[store]``, ``[signing]``, ``[delivery]``, ``[[alerts]]``,
   ``[handoff]``; :mod:`.chains`: ``[[chains]]``; :mod:`.sources`: the keys every
   ``[[sources]]`` table shares; :mod:`.source_kinds`: which kinds exist, and their models;
 - :mod:`.secrets`: ``configured_secrets``, the values no output may show;
