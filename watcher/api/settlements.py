@@ -78,10 +78,8 @@ def router(deps: ApiDeps) -> APIRouter:
     ) -> JSONResponse:
         """Register a settlement; 200 with the same settlement if it was already registered.
 
-        ``kind`` is ``evm_tx`` by default (``chain``, ``tx_hash``...); ``evm_payment`` a
-        payment to an address (``to``, ``asset``, ``amount``, docs/api.md); a source kind
-        (``stripe_payment_intent``, ``rq_job``, ``celery_task``) takes ``ref`` and
-        ``source`` instead (docs/sources.md)."""
+        ``kind``: ``evm_tx`` by default (``chain``, ``tx_hash``...), ``evm_payment`` (``to``,
+        ``asset``, ``amount``: docs/api.md) or a source kind with ``ref`` (docs/sources.md)."""
         if payload.get("kind") == PAYMENT_KIND:  # a payment to an address (api/payments.py)
             view, status = register_payment_settlement(deps, payload, caller.name)
             return JSONResponse(view, status_code=status)

@@ -127,8 +127,7 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
         self.facts = facts_of(client)
         """What the tracker fetched (compact headers, block receipts, tx locations): each
         block's header fields are stored with it, so receipts never fetch them again."""
-        self.index = WatchIndex()
-        self.payments = PaymentIndex()  # watched payments to addresses (engine/payments.py)
+        self.index, self.payments = WatchIndex(), PaymentIndex()  # txs; payments to addresses
         self.probe_batch = probe_batch
         self.reprobe_per_minute = reprobe_per_minute
         self._reprobe_tokens = 0.0
