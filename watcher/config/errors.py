@@ -16,11 +16,11 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Sequence
 from typing import Any, get_args
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from chains.redact import redact_url
 from watcher.config.base import KeyedErrors, Loc, key
 
 
@@ -168,18 +168,9 @@ def _shown(loc: Loc, value: object, templates: dict[Loc, str]) -> str:
     """The offending value for an error line: templates stay unexpanded, passwords hidden."""
     if loc in templates:
         return f"{templates[loc]!r}, from the environment"
-    if isinstance(value, str):
-        value = _hide_password(value)
+    if isinstance(value, str) and "://" in value:
+        # A URL as chains/redact shows it: scheme, host and port; the path, query and
+        # userinfo are where providers put keys (a mistyped scheme is still shown).
+        value = redact_url(value)
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _hide_password(value: str) -> str:
-    try:
-        parts = urlsplit(value)
-        if parts.password is None:
-            return value
-    except ValueError:
-        return value
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
