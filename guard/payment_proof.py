@@ -20,13 +20,15 @@ one header chain. :func:`verify_payment` checks, with nothing but the receipt:
    claim, returned as such).
 
 A payment's timeout signature is checked as any timeout (guard/verify_terms.py) plus the
-shape and sums of its ``payment`` section, whose transfers are the signer's word.
+shape and sums of its ``payment`` section; its transfers are proven as above (not against
+the amount) when ``proof`` carries them, in a header chain through the head at the
+deadline, else they are the signer's word.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from guard import receipts as fmt
@@ -152,9 +154,14 @@ def verify_payment(
     return facts, claims
 
 
+TIMEOUT_PROOF = ("head_at_deadline", "next_header")
+"""The timeout signature's own ``proof`` keys; a payment's may add its transfers' proofs."""
+
+
 def _verify_timeout(body: Mapping[str, Any], state: str | None) -> tuple[ChainFacts, list[str]]:
     """A payment's timeout signature: the timeout's own checks, the payment section's shape
-    and sums; what was paid is the signer's word (said so in the claims)."""
+    and sums, and what was paid: proven when ``proof`` carries the transfers' proofs (in a
+    header chain through the head at the deadline), else the signer's word (a claim)."""
     terms = payment_terms(body)
     evidence = body.get("evidence")
     facts_of = evidence.get("facts") if isinstance(evidence, Mapping) else None
@@ -163,12 +170,28 @@ def _verify_timeout(body: Mapping[str, Any], state: str | None) -> tuple[ChainFa
             f"payment.paid: {terms.paid} is not what the decision's evidence says was paid "
             f"({facts_of.get('paid')})"
         )
-    facts, claims = verify_timeout({k: v for k, v in body.items() if k != "payment"}, state)
-    claims.append(
-        f"paid {terms.paid} of {terms.amount} to {terms.to} before the deadline "
-        f"({len(terms.transfers)} transfer(s)): the signer's claim, not proven by this receipt"
-    )
-    return facts, claims
+    proof = child(body, "proof", "")
+    keys(proof, (*TIMEOUT_PROOF, "headers", "header_chain", "transfers"), "proof")
+    own = {**body, "proof": {k: v for k, v in proof.items() if k in TIMEOUT_PROOF}}
+    facts, claims = verify_timeout({k: v for k, v in own.items() if k != "payment"}, state)
+    what = f"paid {terms.paid} of {terms.amount} to {terms.to} before the deadline"
+    if "transfers" not in proof:
+        claims.append(
+            f"{what} ({len(terms.transfers)} transfer(s)): the signer's claim, not proven by "
+            "this receipt"
+        )
+        return facts, claims
+    chain, proven = _prove_all(terms, proof)
+    head = obj(proof.get("head_at_deadline"), "proof.head_at_deadline")
+    number = int(str(head["number"]), 16)
+    if chain.hashes.get(number) != head.get("hash"):
+        raise ReceiptInvalid(
+            f"proof: the transfers' header chain ({chain.first}..{chain.head_number}) does not "
+            f"hold the head at the deadline, block {number}"
+        )
+    blocks = f"blocks {chain.first}..{max(p.block_number for p in proven)}"
+    summary = f"{facts.summary}; {what}: {len(proven)} proven transfer(s) in {blocks}"
+    return replace(facts, summary=summary), claims
 
 
 @dataclass(frozen=True)

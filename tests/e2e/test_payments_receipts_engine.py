@@ -24,7 +24,7 @@ from guard.errors import ReceiptInvalid
 from guard.payment import NATIVE, PaymentSpec
 from guard.receipt_format import body_of
 from guard.verify import verify_receipt
-from tests.integration.helpers import Rig, make_watcher
+from tests.integration.helpers import FakeClock, Rig, make_watcher
 from tests.integration.receipts_helpers import Receipts, receipts_for
 from tests.support.anvil import ROOT, Anvil
 from tests.support.erc20 import Token, deploy_token
@@ -39,7 +39,10 @@ N = 3
 
 @pytest.fixture
 def rig(anvil: Anvil, tmp_path: Path) -> Iterator[Rig]:
-    r = make_watcher(anvil, f"sqlite:///{tmp_path}/pay.db", confirmations=N)
+    # The injected clock starts at the node's time, so a deadline falls among its blocks
+    # (a timeout receipt then names the head at the deadline, and proves what was paid).
+    start = int(anvil.block()["timestamp"], 16) * 1000
+    r = make_watcher(anvil, f"sqlite:///{tmp_path}/pay.db", FakeClock(start), confirmations=N)
     r.watcher.catch_up()
     yield r
     r.store.close()
@@ -166,8 +169,17 @@ def test_a_timeout_with_a_partial_payment_says_what_was_paid(rig: Rig, token: To
     assert receipt["kind"] == "async_settlement_timeout_signature"
     assert receipt["payment"]["paid"] == "400"
     assert receipt["payment"]["remaining"] == "600"
+    assert len(receipt["proof"]["transfers"]) == 1  # what was paid is proven, not claimed
     verified = verify_receipt(receipt)
-    assert any("paid 400 of 1000" in claim for claim in verified.claims)
+    assert "paid 400 of 1000" in verified.facts.summary
+    assert "1 proven transfer(s)" in verified.facts.summary
+    assert not any("paid 400" in claim for claim in verified.claims)
+    body = copy.deepcopy(body_of(receipt))
+    body["payment"]["transfers"][0]["value"] = "500"
+    body["payment"]["paid"], body["payment"]["remaining"] = "500", "500"
+    body["evidence"]["facts"]["paid"] = "500"
+    with pytest.raises(ReceiptInvalid, match="is not the proven value 400"):
+        verify_receipt(issuer(rig).signer.sign(body))
 
 
 def test_a_timeout_before_any_transfer_names_the_terms(rig: Rig, token: Token) -> None:
@@ -176,7 +188,8 @@ def test_a_timeout_before_any_transfer_names_the_terms(rig: Rig, token: Token) -
     receipt = receipt_of(rig, rec, "TIMEOUT_TREATED_AS_FAILURE")
     assert receipt["payment"]["paid"] == "0"
     assert receipt["payment"]["transfers"] == []
-    verify_receipt(receipt)
+    assert "transfers" not in receipt["proof"]
+    assert any("paid 0 of 1000" in claim for claim in verify_receipt(receipt).claims)
 
 
 def test_tampered_payment_receipts_are_refused_offline_and_by_finality_verify(

@@ -266,6 +266,63 @@ def test_a_timeout_states_what_was_paid_as_the_signers_claim() -> None:
         verify_receipt(timeout_receipt("1"))
 
 
+def proven_timeout(change: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """A payment's timeout whose deadline falls after block 18,000,000 (the head then), with
+    the 8,000 USDC it got proven in that block."""
+    block = load(BLOCK)["block"]
+    at = int(block["timestamp"], 16) * 1000
+    transfer = token_transfer(0x0D, 0x42)
+    spec = PaymentSpec("0xdf455882303fa4fa16bd96da7f0ae3b13983cc4c", USDC, 10_000_000_000)
+    decision = {
+        "verdict": "TIMEOUT_TREATED_AS_FAILURE",
+        "digest": "sha256:" + "cd" * 32,
+        "evidence": {"kind": "payment_progress", "facts": {"paid": str(transfer.value)}},
+    }
+    wait = 10**11  # about three years: block 20,000,000 (2024) falls before it too
+    terms = TimeoutTerms(at, wait, wait, at + wait, at + wait + 500)
+    subject = Subject(SID, "ethereum", 1, payment_tx_hash(SID), SIGNER.address)
+    head = header_json(block)
+    body = timeout_body(subject, at + wait + 900, decision, terms, head, None, ["n"], None)
+    proof = PaymentProof([head], [transfer], [proof_of(transfer)])
+    body = {**body, "payment": payment_json(spec, [transfer])}
+    body["proof"] = {**body["proof"], **proof.as_json()}
+    if change is not None:
+        change(body)
+    return signed(body)
+
+
+def test_a_timeout_with_the_proofs_of_what_was_paid_proves_it() -> None:
+    verified = verify_receipt(proven_timeout())
+    assert "paid 8000000000 of 10000000000" in verified.facts.summary
+    assert "1 proven transfer(s) in blocks 18000000..18000000" in verified.facts.summary
+    assert not any("paid" in claim for claim in verified.claims)
+
+
+def _value_up(body: dict[str, Any]) -> None:
+    body["payment"]["transfers"][0]["value"] = "9000000000"
+    body["payment"]["paid"], body["payment"]["remaining"] = "9000000000", "1000000000"
+    body["evidence"]["facts"]["paid"] = "9000000000"
+
+
+def _other_head(body: dict[str, Any]) -> None:
+    body["proof"]["head_at_deadline"] = header_json(load("eth-20000000-raw")["block"])
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (_value_up, "is not the proven value 8000000000"),
+        (_other_head, "does not hold the head at the deadline, block 20000000"),
+    ],
+    ids=["a changed value", "a head at the deadline outside the transfers' chain"],
+)
+def test_a_tampered_proven_timeout_is_refused(
+    change: Callable[[dict[str, Any]], None], reason: str
+) -> None:
+    with pytest.raises(ReceiptInvalid, match=reason):
+        verify_receipt(proven_timeout(change))
+
+
 # -- the tamper table --------------------------------------------------------------------------
 
 

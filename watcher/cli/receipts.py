@@ -141,11 +141,12 @@ def _verified_json(
 
 def _payment_lines(receipt: dict[str, Any]) -> list[str]:
     """What a verified payment receipt shows (its ``payment`` section checked): the terms,
-    then one line per transfer, proven (finality) or stated (timeout)."""
+    then one line per transfer, proven (its proof carried) or stated (a timeout's claim)."""
     pay = receipt.get("payment")
     if not isinstance(pay, dict):
         return []
-    proven = "proven" if receipt.get("kind") == "settlement_finality_receipt" else "stated"
+    carried = isinstance(receipt.get("proof"), dict) and "transfers" in receipt["proof"]
+    proven = "proven" if carried else "stated"
     asset = "wei" if pay["asset"] == "native" else f"of token {pay['asset']}"
     sender = f" from {pay['from']}" if pay.get("from") else ""
     lines = [

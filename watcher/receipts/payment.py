@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from chains.errors import ChainError
 from chains.proofs import BranchMoved, ProofUnavailable, fetch_headers
 from chains.rpc import RpcClient
 from guard.canonical import digest
@@ -107,6 +108,9 @@ class PaymentReceiptBuilder(ReceiptBuilder):
             body = self._timeout(rec, subject, now, state)
             paid = [transfer_of(t) for t in facts.get("transfers") or []]
             spec = spec_of(facts) if facts else self._spec_of_record(rec)
+            proven = self._paid_proof(paid, body["proof"]["head_at_deadline"])
+            if proven is not None:
+                body["proof"] = {**body["proof"], **proven.as_json()}
             return {**body, "payment": payment_json(spec, paid)}
         if rec.verdict != "FINALITY_CONFIRMED":
             raise ValueError(f"{rec.settlement_id}: no payment receipt for a {rec.verdict}")
@@ -133,6 +137,21 @@ class PaymentReceiptBuilder(ReceiptBuilder):
             subject, now, rec.decision, spec_of(facts), proof, basis, state
         )
 
+    def _paid_proof(
+        self, paid: list[Transfer], head: Mapping[str, str] | None
+    ) -> PaymentProof | None:
+        """The proofs of what a timed-out payment was paid, in one header chain through the
+        head at the deadline; None (the receipt then states it as the signer's claim) when
+        nothing was paid, no head is known, or the transfers cannot be proven now (a
+        transfer reorged out since the decision, a node that lags)."""
+        if not paid or head is None or attests_only(self.chain.chain_id) is not None:
+            return None
+        number = int(str(head["number"]), 16)
+        try:
+            return self.payment_proof(paid, (number, str(head["hash"])), 1, through=number)
+        except ChainError:  # BranchMoved, ProofUnavailable, a node error
+            return None
+
     def _spec_of_record(self, rec: SettlementRecord) -> PaymentSpec:
         """Without evidence (a timeout before any transfer) the terms are not in the
         decision: its stored spec holds them."""
@@ -142,14 +161,19 @@ class PaymentReceiptBuilder(ReceiptBuilder):
         return PaymentSpec(stored.to_address, stored.asset, int(stored.amount), stored.sender)
 
     def payment_proof(
-        self, transfers: list[Transfer], head: tuple[int, str], required: int
+        self,
+        transfers: list[Transfer],
+        head: tuple[int, str],
+        required: int,
+        through: int = 0,
     ) -> PaymentProof:
         """Every transfer proven in its block, in one header chain from the first one's
-        block up to the latest one's depth ``required`` (at most the decision's ``head``)."""
+        block up to the latest one's depth ``required`` (at most the decision's ``head``),
+        and at least to block ``through``."""
         transfers = sorted(transfers, key=Transfer.order)
         first = transfers[0]
         latest = max(t.block_number for t in transfers)
-        top = max(latest, min(head[0], latest + required - 1))
+        top = max(latest, through, min(head[0], latest + required - 1))
         count = top - first.block_number + 1
         headers = None
         if self.header_rows is not None:
