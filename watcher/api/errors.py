@@ -15,7 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
-from starlette.routing import Match
+from starlette.routing import compile_path
 
 from watcher.store.errors import StoreUnavailable
 
@@ -98,15 +98,22 @@ def framework_error(app: FastAPI, request: Request, exc: HTTPException) -> JSONR
 
 
 def _methods_of(app: FastAPI, request: Request) -> set[str]:
-    """Every method some route serves at the request's path (each asked for a full match:
-    included routers answer only that)."""
+    """The methods ``/openapi.json`` documents for the request's path, from its most specific
+    template (``/v1/settlements/batch`` is the batch route's, not ``{settlement_id}``'s)."""
+    path, best = request.url.path, None
     methods: set[str] = set()
-    for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"):
-        # A clean scope: the request's carries the routing state of the route that refused it.
-        probe = {"type": "http", "path": request.url.path, "root_path": "", "method": method}
-        if any(r.matches({**probe, "headers": []})[0] == Match.FULL for r in app.router.routes):
-            methods.add(method)
+    for template, item in app.openapi().get("paths", {}).items():
+        if not compile_path(template)[0].match(path):
+            continue
+        params = template.count("{")
+        if best is None or params < best:
+            best, methods = params, set()
+        if params == best:
+            methods |= {m.upper() for m in item if m.upper() in _METHODS}
     return methods
+
+
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"})
 
 
 def validation_body(errors: Sequence[Any]) -> dict[str, Any]:
