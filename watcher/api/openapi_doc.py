@@ -24,7 +24,12 @@ from watcher.api.auth import Callers, Require
 from watcher.api.models.errors import ErrorBody
 
 _REF = {"$ref": "#/components/schemas/ErrorBody"}
-_DESCRIPTIONS = {404: "Not found", 422: "A field is invalid (named in fields)", 503: "Unavailable"}
+_DESCRIPTIONS = {
+    404: "Not found",
+    413: "The body is over the route's limit (named in limit)",
+    422: "A field is invalid (named in fields)",
+    503: "Unavailable",
+}
 
 
 def install_openapi(app: FastAPI) -> None:
@@ -56,7 +61,9 @@ def with_errors(doc: dict[str, Any]) -> dict[str, Any]:
         for operation in item.values():
             responses = operation.setdefault("responses", {})
             parsed = bool(operation.get("parameters")) or "requestBody" in operation
+            body = "requestBody" in operation  # capped before parsing (api/body_limit.py)
             wanted = [503, *([404] if "{" in path else []), *([422] if parsed else [])]
+            wanted += [413] if body else []
             if "422" in responses and "HTTPValidationError" in str(responses["422"]):
                 del responses["422"]
             for status in wanted:
