@@ -3,6 +3,7 @@ chains and what happened on them; any tx hash, registered or not."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
@@ -14,11 +15,13 @@ from guard.hexes import parse_tx_hash
 from watcher.api.auth import Reader
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
+from watcher.api.health import shown_error
 from watcher.api.models.errors import ERRORS
 from watcher.api.models.settlements import TX_HASH
 from watcher.api.models.views import ChainView, ReorgView, TxView
 from watcher.api.views import chain_or_error, chain_settlement_view, endpoints
 from watcher.config.chains import ChainConfig
+from watcher.config.secrets import configured_secrets
 from watcher.store import ChainRecord, SettlementNotFound
 
 MAX_LIVE_CONFIRMATIONS = 2**31 - 1
@@ -59,14 +62,20 @@ def router(deps: ApiDeps) -> APIRouter:
             return timed_out_view(config, tx, confirmations, number, str(exc))
         except ChainError as exc:
             raise ApiError(
-                503, f"chain {chain!r}: node unavailable for a live answer: {exc}"
+                503,
+                f"chain {chain!r}: node unavailable for a live answer: "
+                f"{shown_error(str(exc), configured_secrets(deps.config))}",
             ) from None
 
     @api.get("/v1/chains", response_model=list[ChainView], response_model_exclude_unset=True)
     def list_chains(caller: Reader) -> list[dict[str, Any]]:
         """Configured chains with their head, health and RPC use."""
         recorded = deps.store.chains()  # the heads the owners recorded, on every instance
-        return [_chain_json(deps, chain, recorded.get(chain.name)) for chain in deps.config.chains]
+        secrets = configured_secrets(deps.config)
+        return [
+            _chain_json(deps, chain, recorded.get(chain.name), secrets)
+            for chain in deps.config.chains
+        ]
 
     @api.get(
         "/v1/reorgs",
@@ -112,8 +121,10 @@ def _reorg_json(r: Any) -> dict[str, Any]:
     }
 
 
-def _chain_json(deps: ApiDeps, chain: ChainConfig, head: ChainRecord | None) -> dict[str, Any]:
-    """One chain as ``/v1/chains`` lists it."""
+def _chain_json(
+    deps: ApiDeps, chain: ChainConfig, head: ChainRecord | None, secrets: Sequence[str]
+) -> dict[str, Any]:
+    """One chain as ``/v1/chains`` lists it (error texts scrubbed of ``secrets``)."""
     watcher = deps.watchers[chain.name]
     client = deps.clients[chain.name]
     report = None if deps.heads is None else deps.heads.report(chain.name)
@@ -128,7 +139,7 @@ def _chain_json(deps: ApiDeps, chain: ChainConfig, head: ChainRecord | None) -> 
         "finalized_number": head.finalized_number if head else None,
         "healthy": deps.chains.healthy(chain.name),
         "lagging": watcher.lagging,
-        "last_error": deps.chains.last_error(chain.name),
+        "last_error": shown_error(deps.chains.last_error(chain.name), secrets),
         "watched": len(watcher.index.by_id),
         "rpc": endpoints(chain.rpc, pool.health_report(client)),
         "rpc_calls": dict(client.calls),

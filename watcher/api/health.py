@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CollectorRegistry, generate_latest
 
+from chains.redact import redact_text
 from watcher.api.auth import require
 from watcher.api.deps import ApiDeps
 from watcher.api.metrics.collector import ServiceCollector
 from watcher.api.models.views import HealthView
 from watcher.api.recorded_heads import recorded_heads
+from watcher.config.secrets import configured_secrets
 
 
 def router(deps: ApiDeps) -> APIRouter:
@@ -20,6 +23,7 @@ def router(deps: ApiDeps) -> APIRouter:
     api = APIRouter()
     registry = CollectorRegistry()
     registry.register(ServiceCollector(deps))
+    secrets = configured_secrets(deps.config)
     # Open by default (probes carry no token); [api] open_health = false: they need read.
     guarded = [] if deps.config.api.open_health else [Depends(require(deps, "read"))]
 
@@ -41,7 +45,7 @@ def router(deps: ApiDeps) -> APIRouter:
         chains = {
             c.name: {
                 "healthy": deps.chains.healthy(c.name),
-                "last_error": deps.chains.last_error(c.name),
+                "last_error": shown_error(deps.chains.last_error(c.name), secrets),
                 "head_number": recorded[c.name].head_number if c.name in recorded else None,
             }
             for c in deps.config.chains
@@ -65,3 +69,9 @@ def router(deps: ApiDeps) -> APIRouter:
         )
 
     return api
+
+
+def shown_error(text: str | None, secrets: Sequence[str]) -> str | None:
+    """An error text as an answer may show it: scrubbed of the configured URLs and secrets
+    (chains/redact; the chain errors are redacted where they are made, this is the net)."""
+    return None if text is None else redact_text(text, secrets)
