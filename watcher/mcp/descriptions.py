@@ -16,6 +16,15 @@ or a receipt with status 1, is NOT final: the block can still be reorganised awa
 Never commit dependent state before may_commit answers COMMIT; on DISCARD, undo or drop the
 prepared state; on WAIT, do nothing yet and ask again (at the latest by `until`)."""
 
+REGISTER_PAYMENT = """\
+Start watching a payment to an address when no tx hash is known in advance: `amount` base
+units (wei, or token units; a decimal string) of `asset` ("native" or an ERC-20 contract) to
+`to` on `chain`, optionally only `from` one sender. It becomes FINALITY_CONFIRMED once final
+transfers add up to the amount; the view shows `transfers`, `paid`, `remaining`, `overpaid`.
+Every call is a new payment unless `reference` (an order id) repeats. A partial payment at
+the deadline is TIMEOUT_TREATED_AS_FAILURE: refunding what was paid is yours. Keep the
+settlement_id and call may_commit or wait_for_finality before shipping."""
+
 REGISTER = """\
 Start watching a settlement and get its current view. For an EVM transaction give `chain`
 (a chain name the daemon knows, e.g. "local", "mainnet") and `tx_hash` (0x + 64 hex digits);

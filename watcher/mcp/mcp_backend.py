@@ -57,6 +57,10 @@ class DaemonApi:
         """``POST /v1/settlements``: the settlement view (new, or the one already registered)."""
         return await self._call(self.client.register(**body))
 
+    async def register_payment(self, body: dict[str, Any]) -> View:
+        """``POST /v1/settlements`` of a payment to an address (``kind`` evm_payment)."""
+        return await self._call(self.client.request("POST", "/v1/settlements", json=body))
+
     async def settlement(self, settlement_id: str) -> View:
         """``GET /v1/settlements/{id}``."""
         return await self._call(self.client.get(_seg(settlement_id)))

@@ -1,4 +1,4 @@
-"""The MCP server: six tools over a running daemon, results as structured JSON objects.
+"""The MCP server: seven tools over a running daemon, results as structured JSON objects.
 
 Bad arguments are tool errors naming the field (the SDK's schema check, or the daemon's
 own ``{"error"}`` message passed on); the server keeps serving. ``verify_receipt`` is
@@ -17,7 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from watcher.client.common import registration
+from watcher.client.common import payment_registration, registration
 from watcher.mcp import descriptions as text
 from watcher.mcp.decide import decision, is_terminal, progress_line
 from watcher.mcp.mcp_backend import DaemonApi
@@ -60,6 +60,28 @@ class Tools:
             source=source,
         )
         return await self.api.register(body)
+
+    async def register_payment(
+        self,
+        chain: Annotated[str, Field(description="chain name, e.g. 'local'")],
+        to: Annotated[str, Field(description="receiving address, 0x")],
+        asset: Annotated[str, Field(description="'native' or the token contract")],
+        amount: Annotated[str, Field(description="base units, a decimal string")],
+        sender: Annotated[str | None, Field(description="count only transfers from")] = None,
+        reference: Annotated[str | None, Field(description="idempotency key")] = None,
+        timeout_s: Annotated[float | None, Field(gt=0, description="fail if not paid by")] = None,
+        dependent_state: Annotated[Any, Field(description="JSON the daemon holds")] = None,
+        commit_url: Annotated[str | None, Field(description="where to deliver it")] = None,
+    ) -> Json:
+        opts = {
+            "timeout_s": timeout_s,
+            "dependent_state": dependent_state,
+            "commit_url": commit_url,
+        }
+        body = payment_registration(
+            chain, to, asset, amount, sender=sender, reference=reference, **opts
+        )
+        return await self.api.register_payment(body)
 
     async def get_settlement(self, settlement_id: SettlementId) -> Json:
         return await self.api.settlement(settlement_id)
@@ -161,6 +183,7 @@ def build_server(api_url: str, token: str | None = None) -> MCPServer:
             text.REGISTER,
             ToolAnnotations(destructive_hint=False, idempotent_hint=True),
         ),
+        (tools.register_payment, text.REGISTER_PAYMENT, ToolAnnotations(destructive_hint=False)),
         (tools.get_settlement, text.GET, reads),
         (tools.check_transaction, text.CHECK, reads),
         (tools.wait_for_finality, text.WAIT, reads),
