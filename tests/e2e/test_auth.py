@@ -296,3 +296,12 @@ def test_listening_beyond_loopback_without_tokens_refuses_to_start(
 @pytest.fixture
 def anvil(module_anvil: Anvil) -> Anvil:
     return module_anvil
+
+
+def test_the_mcp_server_will_not_lend_its_token_beyond_loopback() -> None:
+    run = cli_with_env(
+        {"FINALITY_TOKEN": BACKEND},
+        *("mcp", "--api", "http://127.0.0.1:1", "--http", "0.0.0.0:8720"),
+    )
+    assert run.returncode == 64, run.stderr
+    assert "beyond loopback" in run.stderr and BACKEND not in run.stderr + run.stdout

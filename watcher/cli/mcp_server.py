@@ -21,6 +21,7 @@ from watcher.cli.common import (
     api_token,
     api_url,
 )
+from watcher.config.api import is_loopback
 
 
 def _host_port(text: str) -> tuple[str, int]:
@@ -34,6 +35,13 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     """Run the MCP server until its transport closes (stdio) or it is stopped (HTTP)."""
     url = api_url(args)
     http = _host_port(args.http) if args.http else None
+    token = api_token(args)
+    if http is not None and token and not is_loopback(http[0]):
+        raise CliError(
+            f"--http: {http[0]} is beyond loopback: this server has no authentication of its "
+            "own and would lend its token to anyone who reaches it; serve it on loopback",
+            EX_USAGE,
+        )
     try:
         from watcher.mcp.mcp_tools import build_server
     except ImportError as exc:
@@ -41,7 +49,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             f"mcp: the MCP SDK is not installed ({exc.name}): pip install 'finality-watcher[mcp]'",
             EX_UNAVAILABLE,
         ) from None
-    server = build_server(url, api_token(args))
+    server = build_server(url, token)
     if http is None:
         server.run("stdio")
     else:
