@@ -147,3 +147,26 @@ def test_a_tampered_payment_receipt_is_refused_by_finality_verify(
     done = verify(tmp_path, Signer(bytes.fromhex(KEY[2:]), "test").sign(body), "--signer", SIGNER)
     assert done.returncode == 1  # signed by the daemon's own key, and still refused
     assert "payment.transfers[0].value: 50000 is not the proven value 5000" in done.stderr
+
+
+def test_a_partial_payment_times_out_with_a_receipt_proving_what_was_paid(
+    daemon: Daemon, anvil: Anvil, token: Token, tmp_path: Path
+) -> None:
+    to = fresh_address(0xF00)
+    sid = register(daemon, to, token.address, 1_000, timeout_s=1)
+    tx = token.transfer(1, to, 400)
+
+    def timed_out() -> dict[str, Any] | None:
+        anvil.mine()  # blocks after the deadline: the head at the deadline is then known
+        if daemon.settlement(sid)["verdict"] != "TIMEOUT_TREATED_AS_FAILURE":
+            return None
+        answer = daemon.get(f"/v1/settlements/{sid}/receipt")
+        return answer.json() if answer.status_code == 200 else None
+
+    receipt = wait_for(timed_out, 30, interval=0.2, what=f"the timeout receipt of {sid}")
+    assert receipt["kind"] == "async_settlement_timeout_signature"
+    assert receipt["payment"]["paid"] == "400"
+    assert receipt["payment"]["remaining"] == "600"
+    done = verify(tmp_path, receipt, "--signer", SIGNER)
+    assert done.returncode == 0, done.stderr
+    assert f"transfer (proven): 400 from {anvil.accounts[1].lower()} in tx {tx}" in done.stdout
