@@ -227,7 +227,7 @@ def test_tampered_payment_receipts_are_refused_offline_and_by_finality_verify(
         assert reason in done.stderr + done.stdout
 
 
-@pytest.mark.parametrize("asset", ["native"])  # "token" once the engine re-counts its logs
+@pytest.mark.parametrize("asset", ["native", "token"])
 def test_a_reorg_after_confirmation_revokes_the_receipt_and_the_new_branch_gets_one(
     rig: Rig, token: Token, asset: str
 ) -> None:
