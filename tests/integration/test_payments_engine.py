@@ -127,6 +127,8 @@ def test_a_reorg_removes_a_counted_transfer_before_confirmation(rig: Rig) -> Non
     assert paid(rig, rec) == []
     assert verdict(rig, rec) == "AWAITING_FINALITY"
     assert rig.events(rec.settlement_id, "finality_violation") == []
+    (reorged,) = rig.events(rec.settlement_id, "payment_transfer_reorged")
+    assert [t["value"] for t in reorged.payload["removed"]] == ["1000"]
 
 
 def test_a_reorg_re_including_the_transfer_counts_it_on_the_new_branch(rig: Rig) -> None:

@@ -58,6 +58,7 @@ EVENT_KINDS = (
     "rpc_unhealthy",
     "rpc_recovered",
     "failure_evidence_reorged",
+    "payment_transfer_reorged",
 )
 """Every event kind the daemon emits (alerts filter on these)."""
 

@@ -29,6 +29,7 @@ from chains.models import Block
 from chains.tracker import Reorg
 from guard.settlement import Evidence, Reversal, Verdict
 from guard.types import UnixMillis
+from watcher.engine.decisions import record_event
 from watcher.engine.observe import ChainPosition
 from watcher.engine.payments_index import PaymentIndex
 from watcher.engine.payments_scan import Candidate, Lookup, candidates, native_txs
@@ -167,6 +168,7 @@ class PaymentCommits(ChainState):
                 if r.verdict == Verdict.FINALITY_CONFIRMED
             }
             reversal = _reversal(reorg, dropped, txn.now)
+            self._report_reorged(txn, reorg, dropped)
         if block is not None and found:
             add_transfers(txn, block.header.number, self._allocate(txn, found))
         late_ms = int(self.config.late_watch_s * 1000)
@@ -185,6 +187,20 @@ class PaymentCommits(ChainState):
             )
             decisions += self._count(decided)
         return txn.by_ids(ids), decisions
+
+    def _report_reorged(self, txn: BlockTxn, reorg: Reorg, dropped: list[TransferRecord]) -> None:
+        """One ``payment_transfer_reorged`` event (and its alerts) per payment that lost a
+        counted transfer: the ``reorg`` event's ``touched`` lists txs only."""
+        anc = reorg.common_ancestor
+        for sid in sorted({t.settlement_id for t in dropped}):
+            removed = [_transfer_json(t) for t in dropped if t.settlement_id == sid]
+            payload = {
+                "settlement_id": sid,
+                "depth": reorg.depth,
+                "common_ancestor": {"number": anc.number, "hash": anc.hash},
+                "removed": removed,
+            }
+            record_event(txn, self.plan, "payment_transfer_reorged", "warning", payload, sid)
 
     def _drop_reorged(self, txn: BlockTxn, reorg: Reorg) -> list[TransferRecord]:
         """Delete the transfers counted in the blocks the reorg replaced."""
@@ -225,6 +241,16 @@ def _given(transfer: NewTransfer, settlement_id: str) -> NewTransfer:
     )
 
 
+def _transfer_json(t: TransferRecord) -> dict[str, object]:
+    return {
+        "tx_hash": t.tx_hash,
+        "block_number": t.block_number,
+        "block_hash": t.block_hash,
+        "log_index": t.log_index,
+        "value": t.value,
+    }
+
+
 def _reversal(reorg: Reorg, dropped: list[TransferRecord], now: int) -> Reversal:
     """The reversal a confirmed payment that lost a transfer is re-decided under."""
     anc = reorg.common_ancestor
@@ -235,16 +261,6 @@ def _reversal(reorg: Reorg, dropped: list[TransferRecord], now: int) -> Reversal
             UnixMillis(now),
             depth=reorg.depth,
             common_ancestor={"number": anc.number, "hash": anc.hash},
-            removed=[
-                {
-                    "settlement_id": t.settlement_id,
-                    "tx_hash": t.tx_hash,
-                    "block_number": t.block_number,
-                    "block_hash": t.block_hash,
-                    "log_index": t.log_index,
-                    "value": t.value,
-                }
-                for t in dropped
-            ],
+            removed=[dict(_transfer_json(t), settlement_id=t.settlement_id) for t in dropped],
         ),
     )
