@@ -70,15 +70,21 @@ def match_block(
     """The watched txs in ``txs`` and the same-nonce txs that replace watched ones."""
     matched: list[tuple[str, BlockTx]] = []
     replacing: list[tuple[str, BlockTx]] = []
+    by_hash, by_nonce = index.by_hash, index.by_sender_nonce
     for tx in txs:
-        watched, anchored = index.by_hash.get(tx.hash), reanchor.by_hash.get(tx.hash)
+        watched = by_hash.get(tx.hash)
+        anchored = reanchor.by_hash.get(tx.hash) if reanchor.by_hash else None
         if watched or anchored:
-            ids = set(watched or ()).union(anchored or ())
-            matched.extend((sid, tx) for sid in sorted(ids))
-        for other in sorted(index.by_sender_nonce.get((tx.sender, tx.nonce), ())):
-            if index.by_id[other].tx_hash != tx.hash:
-                replacing.append((other, tx))
-        for other, other_hash in reanchor.by_sender_nonce.get((tx.sender, tx.nonce), ()):
-            if other_hash != tx.hash:
-                replacing.append((other, tx))
+            ids = set(watched or ()).union(anchored or ()) if anchored else watched or ()
+            matched.extend((sid, tx) for sid in (sorted(ids) if len(ids) > 1 else ids))
+        key = (tx.sender, tx.nonce)
+        others = by_nonce.get(key)
+        if others:
+            for other in sorted(others) if len(others) > 1 else others:
+                if index.by_id[other].tx_hash != tx.hash:
+                    replacing.append((other, tx))
+        if reanchor.by_sender_nonce:
+            for other, other_hash in reanchor.by_sender_nonce.get(key, ()):
+                if other_hash != tx.hash:
+                    replacing.append((other, tx))
     return BlockMatches(matched, replacing)
