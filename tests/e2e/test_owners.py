@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -109,7 +108,13 @@ def test_two_callers_of_one_tx_each_get_their_own_commit_once(
         assert commit["settlement_id"] == sid
         assert commit["dependent_state"] == {"order": f"{name}-1"}
         assert commit["receipt"]["kind"] == "settlement_finality_receipt"
-    time.sleep(1.0)  # a duplicate or the other caller's commit would have arrived by now
+    ops = callers["ops"]
+
+    def both_delivered() -> bool:
+        rows = ops.get("/v1/deliveries", params={"state": "delivered"}).json()
+        return {r["settlement_id"] for r in rows if r["channel"] == "commit"} >= {alice, bob}
+
+    wait_for(both_delivered, 10, what="both commits recorded as delivered")  # nothing more due
     for name in ("alice", "bob"):
         assert len(_commits(receivers[name])) == 1
         assert len(receivers[name].received("/commit")) == 1
@@ -139,9 +144,18 @@ def test_two_callers_of_one_tx_each_get_their_own_commit_once(
     deliveries = b.get("/v1/deliveries").json()
     assert {d["settlement_id"] for d in deliveries} == {bob}
     # an operator (admin, who replays dead letters) reads the outbox across callers
-    ops = callers["ops"].get("/v1/deliveries", params={"settlement_id": alice}).json()
-    assert [d["settlement_id"] for d in ops] == [alice]
-    assert callers["ops"].get(f"/v1/settlements/{alice}").status_code == 404  # not its own
+    across = ops.get("/v1/deliveries", params={"settlement_id": alice}).json()
+    assert [d["settlement_id"] for d in across] == [alice]
+    assert ops.get(f"/v1/settlements/{alice}").status_code == 404  # not its own settlement
+
+    # the batch route: bob's item for a tx alice registered is bob's own new settlement
+    fresh = module_anvil.send()
+    assert a.post("/v1/settlements", json={"chain": CHAIN, "tx_hash": fresh}).status_code == 201
+    items = [{"chain": CHAIN, "tx_hash": fresh}, {"chain": CHAIN, "tx_hash": tx}]
+    results = b.post("/v1/settlements/batch", json={"items": items}).json()["results"]
+    assert [r["status"] for r in results] == [201, 200]
+    assert results[1]["settlement"]["settlement_id"] == bob
+    assert results[0]["settlement"]["settlement_id"] not in (alice, bob)
     [theirs] = [d for d in a.get("/v1/deliveries").json() if d["settlement_id"] == alice]
     assert b.get(f"/v1/deliveries/{theirs['id']}").status_code == 404
     assert a.get(f"/v1/deliveries/{theirs['id']}").json()["body"]["dependent_state"] == {
