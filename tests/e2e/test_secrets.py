@@ -176,6 +176,10 @@ def _exercise(
     assert daemon.settlement(view["settlement_id"])["commit_url"] == commit_url
     commit_url_owned = commit_url  # not a leak: checked above, then left out of the grep
 
+    for kind, ref in (("stripe_payment_intent", "pi_secretstest1"), ("rq_job", "job-1")):
+        answer = daemon.post("/v1/settlements", {"kind": kind, "ref": ref})  # sources poll
+        assert answer.status_code in (200, 201), answer.text
+    wait_for(lambda: "source stripe: poll failed" in daemon.log(), 30, what="Stripe failing")
     proxy_a.http_500 = True  # one endpoint fails: its circuit opens, rpc_unhealthy (warning)
     wait_for(lambda: _event(daemon, "rpc_unhealthy"), 30, what="an endpoint's rpc_unhealthy")
     proxy_b.drop = True  # then the whole chain: polls fail, the chain's rpc_unhealthy
