@@ -28,7 +28,6 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
-from json.encoder import encode_basestring as _encode_string
 from typing import Any, NoReturn, TypeVar
 
 from guard.errors import GuardError
@@ -36,6 +35,9 @@ from guard.errors import GuardError
 MAX_SAFE_INTEGER = 2**53 - 1
 
 _T = TypeVar("_T")
+
+_encode_string = json.encoder.encode_basestring
+"""A string as ``json.dumps(..., ensure_ascii=False)`` writes it (the same C function)."""
 _V = TypeVar("_V", bound="str | int | bool | None")
 
 
