@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from websockets.sync.client import ClientConnection
 
+from chains.redact import redact_text
 from chains.ws_transport import WS_ERRORS, close_quietly, open_websocket
 from guard.types import BlockHash, BlockNumber
 
@@ -214,6 +215,7 @@ class HeadSubscription:
             self._subscribed_at = None
 
     def _failed(self, reason: str, dropped: bool) -> None:
+        reason = redact_text(reason, [self.url])  # websockets' errors quote the URL
         with self._lock:
             self._errors += 1
             self._last_error = reason

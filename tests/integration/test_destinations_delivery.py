@@ -149,3 +149,15 @@ def test_the_answer_body_is_never_stored(
         start_sender(AllowList(loopback=True))
         dead = settled(store, sid, "dead")
     assert (dead.last_status, dead.last_error) == (500, "HTTP 500")
+
+
+def test_a_redirect_is_a_failed_attempt_never_followed(
+    store: Store, start_sender: Callable[[AllowList], Sender]
+) -> None:
+    with Receiver() as receiver:
+        receiver.fail_with = 307  # a redirect status: the sender must not go anywhere else
+        sid = confirm(store, receiver.url("/commit"))
+        start_sender(AllowList(loopback=True))
+        dead = settled(store, sid, "dead")
+    assert (dead.last_status, dead.last_error) == (307, "HTTP 307")
+    assert {r.path for r in receiver.received()} == {"/commit"}
