@@ -50,16 +50,8 @@ def router(deps: ApiDeps) -> APIRouter:
         registered = _registered_view(deps, chain, tx, caller.name)
         if registered is not None:
             return registered
-        from watcher.engine.live import LiveTimeout, live_view_within, timed_out_view
-
-        limit = deps.config.api.live_lookup_timeout_s
         try:
-            client = deps.clients[chain]
-            return live_view_within(limit, client, config, tx, confirmations, deps.clock())
-        except LiveTimeout as exc:  # answered in time with what the store knows
-            head = deps.store.chain(chain)
-            number = head.head_number if head is not None else None
-            return timed_out_view(config, tx, confirmations, number, str(exc))
+            return _live(deps, config, tx, confirmations)
         except ChainError as exc:
             raise ApiError(
                 503,
@@ -119,6 +111,21 @@ def _reorg_json(r: Any) -> dict[str, Any]:
         "touched": r.touched,
         "finality_violation": r.finality_violation,
     }
+
+
+def _live(deps: ApiDeps, config: ChainConfig, tx: str, confirmations: int | None) -> dict[str, Any]:
+    """The live view of an unregistered tx within ``[api] live_lookup_timeout_s``; past it,
+    what the store knows (the recorded head), saying the live check timed out."""
+    from watcher.engine.live import LiveTimeout, live_view_within, timed_out_view
+
+    limit = deps.config.api.live_lookup_timeout_s
+    client = deps.clients[config.name]
+    try:
+        return live_view_within(limit, client, config, tx, confirmations, deps.clock())
+    except LiveTimeout as exc:
+        head = deps.store.chain(config.name)
+        number = head.head_number if head is not None else None
+        return timed_out_view(config, tx, confirmations, number, str(exc))
 
 
 def _chain_json(

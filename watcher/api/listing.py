@@ -65,13 +65,8 @@ def router(deps: ApiDeps) -> APIRouter:
         filters = {"chain": chain, "verdict": verdict, "kind": kind, "owner": caller.name}
         records = listing(deps.store).page(after_seq=_cursor(cursor), limit=limit, **filters)
         last = records[-1].seq if len(records) == limit else None
-        # As GET /v1/settlements/{id}: encoded as it is (no 255-level limit of the model's).
-        return JSONResponse(
-            {
-                "items": [_view(deps, rec) for rec in records],
-                "next_cursor": None if last is None else str(last),
-            }
-        )
+        items = [_view(deps, rec) for rec in records]  # encoded as is: no 255-level limit
+        return JSONResponse({"items": items, "next_cursor": None if last is None else str(last)})
 
     @api.post(
         "/v1/settlements/batch",
