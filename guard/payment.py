@@ -199,11 +199,19 @@ def transfer_facts(t: Transfer, pos: RulePosition) -> dict[str, object]:
 
 
 def payment_observation(
-    chain: str, spec: PaymentSpec, transfers: list[Transfer], pos: RulePosition, now: int
+    chain: str,
+    spec: PaymentSpec,
+    transfers: list[Transfer],
+    pos: RulePosition,
+    now: int,
+    hold: str | None = None,
 ) -> Observation:
     """The guard's observation of a payment: finality when the final transfers add up to
     the amount (its basis: the one of the latest final transfer, the last to become final),
-    else progress with what was paid so far (no evidence before the first transfer)."""
+    else progress with what was paid so far (no evidence before the first transfer).
+
+    ``hold``: why the finality gate (a quorum of endpoints) has not approved the blocks yet;
+    finality is then shown as progress (``awaiting_quorum``), so the guard waits."""
     ordered = sorted(transfers, key=Transfer.order)
     sums = totals(spec, ordered, pos)
     at = UnixMillis(now)
@@ -228,6 +236,9 @@ def payment_observation(
     if final and sums.paid_final >= spec.amount:
         basis = pos.basis(final[-1].block_number)
         assert basis is not None
+        if hold is not None:
+            held = Evidence.of("awaiting_quorum", at, **facts, awaiting=basis, reason=hold)
+            return Observation(progress=held)
         return Observation(finality=Evidence.of(basis, at, **facts))
     if not ordered:
         return Observation()
@@ -242,11 +253,13 @@ def decide_payment(
     pos: RulePosition,
     policy: SettlementPolicy,
     now: int,
+    hold: str | None = None,
 ) -> Decision:
-    """The payment's decision at ``now``. A timeout's directive says what was paid and
-    that refunding a partial payment is the caller's (the watcher moves no funds); so does
-    its evidence (the last progress), which the digest binds."""
-    observation = payment_observation(chain, spec, transfers, pos, now)
+    """The payment's decision at ``now`` (``hold``: see :func:`payment_observation`). A
+    timeout's directive says what was paid and that refunding a partial payment is the
+    caller's (the watcher moves no funds); so does its evidence (the last progress), which
+    the digest binds."""
+    observation = payment_observation(chain, spec, transfers, pos, now, hold)
     decision = evaluate_settlement(settlement, observation, policy, UnixMillis(now))
     sums = totals(spec, transfers, pos)
     asset = "wei" if spec.asset == NATIVE else f"units of token {spec.asset}"

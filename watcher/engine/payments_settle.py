@@ -83,6 +83,7 @@ def decide_payment_settlement(
         rule_position(rec, pos),
         rules.policy,
         now,
+        _hold(rec, rules),
     )
     previous = decision_from_json(rec.decision)
     transition = settle_transition(previous, fresh, rules.reversal if reversed_ else None)
@@ -110,6 +111,17 @@ def decide_payment_settlement(
     return Decided(True)
 
 
+def _hold(rec: SettlementRecord, rules: Rules) -> str | None:
+    """Why a non-trivial finality gate holds the payment back (None: it does not)."""
+    if not rules.gated:
+        return None
+    approval = rules.approval
+    if approval is not None and rec.settlement_id in approval.approved:
+        return None
+    waiting = approval.waiting if approval is not None else {}
+    return waiting.get(rec.settlement_id, "not yet checked against the other endpoints")
+
+
 def _paid(decision: Decision) -> tuple[object, ...]:
     """What a decision says was paid: the sums and the transfers counted (not their
     growing depth)."""
@@ -123,4 +135,4 @@ def _paid(decision: Decision) -> tuple[object, ...]:
         if isinstance(transfers, list)
         else ()
     )
-    return (facts.get("paid"), facts.get("paid_final"), keys)
+    return (facts.get("paid"), facts.get("paid_final"), keys, facts.get("reason"))

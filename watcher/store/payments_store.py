@@ -20,6 +20,7 @@ from sqlalchemy import and_, delete, insert, or_, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
+from chains.quorum import Anchor
 from guard.payment import PAYMENT_KIND
 from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
@@ -137,6 +138,21 @@ class PaymentQueries:
         t, x = s.settlements, s.payment_transfers
         paid = select(x.c.settlement_id).where(x.c.chain == chain, x.c.block_number > number)
         return self._watches(chain, [t.c.settlement_id.in_(paid.distinct())])
+
+    def payment_anchors(self, chain: str) -> list[Anchor]:
+        """Per watched payment with counted transfers: its highest transfer's block (whose
+        hash commits to every block below it), what the finality gate is asked about."""
+        t, x = s.settlements, s.payment_transfers
+        query = (
+            select(x.c.settlement_id, x.c.block_number, x.c.block_hash, t.c.required_confirmations)
+            .join(t, t.c.settlement_id == x.c.settlement_id)
+            .where(x.c.chain == chain, t.c.watching.is_(True))
+            .order_by(x.c.block_number)
+        )
+        with self._reader.connect() as conn:
+            rows = conn.execute(query).all()
+        top = {r[0]: r for r in rows}  # ordered by block: the last one per payment wins
+        return [Anchor(sid, r[1], r[2], r[1] + r[3] - 1) for sid, r in top.items()]
 
     def _watches(self, chain: str, conds: list[ColumnElement[bool]]) -> list[PaymentWatch]:
         t, p = s.settlements, s.payment_specs

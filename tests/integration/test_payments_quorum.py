@@ -1,0 +1,51 @@
+"""A payment under a quorum of endpoints: its transfer's block must be seen by k of them.
+
+One anvil, a second forked from it before the payment's block (a node on a competing chain),
+fault-injecting proxies in front (tests/integration/quorum_helpers.py), as for a tx."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from guard.payment import NATIVE, PaymentSpec
+from tests.integration.quorum_helpers import multi_rig
+from tests.support.anvil import Anvil
+from watcher.engine.payment_registration import PaymentRegistration, new_payment
+
+pytestmark = pytest.mark.anvil
+
+
+def test_a_payment_waits_while_an_endpoint_shows_another_chain(
+    start_anvil: Callable[..., Anvil], tmp_path: Path
+) -> None:
+    main = start_anvil()
+    main.mine(2)
+    rig = multi_rig(main, f"sqlite:///{tmp_path}/q.db", [main.url, main.url], quorum=2)
+    try:
+        rig.watcher.poll()
+        fork_point = main.head()
+        to = main.accounts[5]
+        reg = PaymentRegistration(chain=rig.config, spec=PaymentSpec(to.lower(), NATIVE, 1000))
+        head = rig.store.chain(rig.config.name)
+        rec, _ = rig.store.register_payment(
+            *new_payment(reg, rig.clock(), head.head_number if head else None)
+        )
+        tx = {"from": main.accounts[1], "to": to, "value": hex(1000)}
+        main.receipt(main.rpc("eth_sendTransaction", tx))
+        fork = start_anvil("--fork-url", main.url, "--fork-block-number", str(fork_point))
+        fork.mine(8)
+        rig.proxies[1].upstream = fork.url  # the second endpoint is on another chain
+        for _ in range(3):
+            rig.mine_and_poll(2)
+        waiting = rig.store.settlement(rec.settlement_id)
+        assert [int(t.value) for t in rig.store.payment_transfers(rec.settlement_id)] == [1000]
+        assert waiting.verdict == "AWAITING_FINALITY"
+        assert waiting.decision["evidence"]["kind"] == "awaiting_quorum"
+        rig.proxies[1].upstream = main.url  # back on the main chain: two agree
+        rig.mine_and_poll(1)
+        assert rig.store.settlement(rec.settlement_id).verdict == "FINALITY_CONFIRMED"
+    finally:
+        rig.close()
