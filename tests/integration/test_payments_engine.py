@@ -214,3 +214,18 @@ def test_a_restarted_watcher_rebuilds_its_payment_index_from_the_store(rig: Rig)
     rig.mine_and_poll(3)
     assert paid(rig, rec) == [400, 600]
     assert verdict(rig, rec) == "FINALITY_CONFIRMED"
+
+
+def test_a_payment_completed_after_its_timeout_is_late_finality(rig: Rig) -> None:
+    to = rig.anvil.accounts[5]
+    rec = register_payment(rig, to, 1000, timeout_s=30)
+    pay(rig, 1, to, 400)
+    rig.watcher.catch_up()
+    rig.clock.advance(31)
+    rig.mine_and_poll(1)
+    assert verdict(rig, rec) == "TIMEOUT_TREATED_AS_FAILURE"
+    pay(rig, 2, to, 600)  # the rest arrives late, while still watched for late finality
+    rig.mine_and_poll(3)
+    assert verdict(rig, rec) == "TIMEOUT_TREATED_AS_FAILURE"  # the timeout stands
+    (late,) = rig.events(rec.settlement_id, "late_finality")
+    assert late.payload["finality"]["facts"]["paid_final"] == "1000"
