@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import httpx
@@ -77,6 +78,10 @@ def _commits(receiver: Receiver) -> list[dict[str, Any]]:
     return receiver.effects("/commit", "commit")
 
 
+def _commits_or_none(receiver: Receiver) -> list[dict[str, Any]] | None:
+    return _commits(receiver) or None
+
+
 def test_two_callers_of_one_tx_each_get_their_own_commit_once(
     daemon: Daemon,
     module_anvil: Anvil,
@@ -104,7 +109,7 @@ def test_two_callers_of_one_tx_each_get_their_own_commit_once(
 
     module_anvil.mine(2)
     for name, sid in (("alice", alice), ("bob", bob)):
-        [commit] = wait_for(lambda r=receivers[name]: _commits(r) or None, 20, what=name)
+        [commit] = wait_for(partial(_commits_or_none, receivers[name]), 20, what=name)
         assert commit["settlement_id"] == sid
         assert commit["dependent_state"] == {"order": f"{name}-1"}
         assert commit["receipt"]["kind"] == "settlement_finality_receipt"
