@@ -279,3 +279,10 @@ def test_a_dependent_state_stored_before_the_bound_still_reads_back(
     page = module_daemon.get("/v1/settlements", params={"limit": 500})
     assert page.status_code == 200, page.text[:300]
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("nonce", [2**63, 2**64 - 1])
+def test_a_nonce_past_64_bits_signed_is_a_422(module_daemon: Daemon, nonce: int) -> None:
+    body = {"chain": CHAIN, "tx_hash": unknown_hash(60), "sender": "0x" + "11" * 20}
+    _refused(module_daemon.post("/v1/settlements", {**body, "nonce": nonce}), "nonce")
+    assert module_daemon.get("/healthz").status_code == 200  # a bad value is no outage

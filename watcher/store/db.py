@@ -31,7 +31,8 @@ from typing import Any
 
 from sqlalchemy import URL, Engine, create_engine, event, make_url
 from sqlalchemy.engine import Connection, Dialect
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import NullPool, Pool
 
 from watcher.store.errors import StoreConflict, StoreError, StoreUnavailable
@@ -63,6 +64,9 @@ _REASONS = (
     ("timed out", "the database server does not answer in time"),
 )
 """Driver message fragments (lower case) and the reason shown for them."""
+
+_OUTAGES = (OperationalError, InterfaceError, PoolTimeout)
+"""The errors that say the database cannot take writes (a value it refuses is no outage)."""
 
 IDLE_TXN_MS = 5000
 """PostgreSQL ends a session idle inside a transaction for this long (see make_engine)."""
@@ -160,8 +164,8 @@ class Db:
                 yield conn
         except SQLAlchemyError as exc:
             mapped = mapped_error(exc)
-            if isinstance(mapped, StoreUnavailable):
-                self.writes.failed(mapped.cause)
+            if isinstance(mapped, StoreUnavailable) and isinstance(exc, _OUTAGES):
+                self.writes.failed(mapped.cause)  # not a bad value: the database itself
             raise mapped from exc
         self.writes.succeeded()
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from guard.errors import InvalidHash
 from guard.hexes import parse_tx_hash
 from watcher.api.models.limits import MAX_DEPTH, MAX_KEYS, lone_surrogate, shape_problem
+from watcher.api.models.params import MAX_ID
 
 MAX_BATCH = 1000
 """Most registrations one ``POST /v1/settlements/batch`` takes."""
@@ -71,7 +72,9 @@ class SettlementRequest(BaseModel):
     sender: str | None = Field(
         default=None, description="The tx's sender (with nonce): no lookup by hash."
     )
-    nonce: int | None = Field(default=None, ge=0, description="The tx's nonce (with sender).")
+    nonce: int | None = Field(
+        default=None, ge=0, le=MAX_ID, description="The tx's nonce (with sender)."
+    )
     raw_tx: str | None = Field(
         default=None, description="The signed tx (0x hex), checked against tx_hash."
     )
