@@ -64,16 +64,17 @@ def redact_url(url: str, *, mark: bool = True) -> str:
 
 
 def secret_pieces(url: str) -> list[str]:
-    """The parts of ``url`` a text must not show, longest first: the URL itself, its
-    userinfo, user name and password, path with query, path, query, fragment, and path
+    """The parts of ``url`` a text must not show, longest first (the URL itself is replaced
+    by its redacted form first, see :func:`redact_text`): its userinfo, password (or a user
+    name standing alone), path with query, path, query, fragment, and path
     segments and query values of :data:`MIN_PIECE` characters or more (each also
     percent-decoded, as clients log either form)."""
     try:
         parts = urlsplit(url)
         username, password = parts.username, parts.password
     except ValueError:
-        return [url]
-    pieces = {url}
+        return []
+    pieces: set[str] = set()
     userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
     # A user name is a credential only when it stands alone (``https://KEY@host``): beside
     # a password it is a name like ``postgres``, which ordinary text contains.

@@ -63,3 +63,16 @@ def test_chain_errors_are_redacted_where_they_are_made() -> None:
     assert error.endpoint == KEYED  # kept for routing
     mismatch = ChainIdMismatch("main", KEYED, 1, 5)
     assert "KEY0123" not in str(mismatch) and "eth.example:8443" in str(mismatch)
+
+
+def test_a_configured_url_without_secrets_stays_readable() -> None:
+    url = "http://127.0.0.1:38519"
+    text = f"endpoint {url} serves chain id 5"
+    assert redact_text(text, [url, "sk_live_0123456789"]) == text
+    assert redact_text("key sk_live_0123456789 used", ["sk_live_0123456789"]) == "key … used"
+
+
+def test_a_user_name_beside_a_password_is_not_a_secret() -> None:
+    url = "postgresql://postgres:pgpassword@db.example/finality"
+    shown = redact_text("store postgresql://db.example/… as postgres: pgpassword", [url])
+    assert shown == "store postgresql://db.example/… as postgres: [redacted]"
