@@ -23,6 +23,7 @@ use :func:`redact_url`; the chain errors, the delivery outcomes and the logging 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -63,7 +64,8 @@ def redact_url(url: str, *, mark: bool = True) -> str:
     return f"{parts.scheme}://{host}{port}{MARK if mark and dropped else ''}"
 
 
-def secret_pieces(url: str) -> list[str]:
+@functools.lru_cache(maxsize=1024)
+def secret_pieces(url: str) -> tuple[str, ...]:
     """The parts of ``url`` a text must not show, longest first (the URL itself is replaced
     by its redacted form first, see :func:`redact_text`): its userinfo, password (or a user
     name standing alone), path with query, path, query, fragment, and path
@@ -73,7 +75,7 @@ def secret_pieces(url: str) -> list[str]:
         parts = urlsplit(url)
         username, password = parts.username, parts.password
     except ValueError:
-        return []
+        return ()
     pieces: set[str] = set()
     userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
     # A user name is a credential only when it stands alone (``https://KEY@host``): beside
@@ -88,7 +90,7 @@ def secret_pieces(url: str) -> list[str]:
     pieces.update(s for s in parts.path.split("/") if len(s) >= MIN_PIECE)
     pieces.update(v for _, v in parse_qsl(parts.query) if len(v) >= MIN_PIECE)
     pieces |= {unquote(p) for p in pieces}
-    return sorted((p for p in pieces if p), key=len, reverse=True)
+    return tuple(sorted((p for p in pieces if p), key=len, reverse=True))
 
 
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
