@@ -270,3 +270,24 @@ def test_cli_watch_exits_2_on_a_partial_payment_saying_what_was_paid(
         proc.kill()
     assert proc.returncode == 2, err
     assert "Paid 300 of 700 wei" in out
+
+
+def test_a_batch_registers_payments_with_their_checks(daemon: Daemon) -> None:
+    to = fresh_address(55)
+    items = [
+        body(to, reference="batch-1"),
+        body(to, reference="batch-1"),  # the same payment again, inside the batch
+        body(to, amount="7", reference="batch-1"),  # the same reference, another payment
+        body(to, amount="0"),
+        body(to),
+    ]
+    answer = daemon.post("/v1/settlements/batch", {"items": items})
+    assert answer.status_code == 200, answer.text
+    results = answer.json()["results"]
+    assert [r["status"] for r in results] == [201, 200, 409, 422, 201]
+    first, again, _, bad, fresh = results
+    assert first["settlement"]["settlement_id"] == again["settlement"]["settlement_id"]
+    assert results[2]["fields"] == ["reference", "amount"] and bad["fields"] == ["amount"]
+    assert fresh["settlement"]["kind"] == "evm_payment" and fresh["settlement"]["transfers"] == []
+    stored = daemon.settlement(first["settlement"]["settlement_id"])
+    assert stored["amount"] == "1000" and stored["reference"] == "batch-1"

@@ -13,6 +13,7 @@ from tests.integration.helpers import START_MS
 from watcher.config.chains import ChainConfig
 from watcher.engine.payment_registration import PaymentRegistration, new_payment
 from watcher.store import Store
+from watcher.store.listing_store import listing
 from watcher.store.payment_records import NewTransfer
 from watcher.store.payments_store import (
     PaymentConflict,
@@ -99,3 +100,15 @@ def test_transfers_are_counted_per_block_and_dropped_by_a_reorg(store: Store) ->
         dropped = drop_transfers_above(txn, 2)
     assert [t.block_number for t in dropped] == [3]
     assert [t.block_number for t in store.payment_transfers(sid)] == [2]
+
+
+def test_a_batch_stores_payments_with_their_specs_in_its_transaction(store: Store) -> None:
+    new, spec = new_payment(PaymentRegistration(CHAIN, SPEC, reference="b-1"), START_MS, 3)
+    other, other_spec = new_payment(PaymentRegistration(CHAIN, SPEC), START_MS, 3)
+    out = listing(store).register_batch(
+        [new, new, other], {new.settlement_id: spec, other.settlement_id: other_spec}
+    )
+    assert [created for _, created in out] == [True, False, True]
+    assert store.payment_spec(new.settlement_id).reference == "b-1"
+    assert store.payment_spec(other.settlement_id).after_block == 3
+    assert store.due_probes("local", START_MS + 10**9, 100) == []  # never probed by hash

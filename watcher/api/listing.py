@@ -30,12 +30,14 @@ from watcher.api.models.settlements import (
     SettlementView,
     Verdict,
 )
-from watcher.api.payments import payment_view
+from watcher.api.payments import checked_payment, parsed_payment, payment_view
 from watcher.api.registration import checked_settlement
 from watcher.api.source_settlements import checked_source_settlement, source_view
 from watcher.api.views import chain_settlement_view
 from watcher.store import NewSettlement, SettlementRecord
 from watcher.store.listing_store import EVM_KIND, listing
+from watcher.store.payment_records import NewPaymentSpec
+from watcher.store.payments_store import PaymentConflict, spec_conflict
 
 CURSOR = r"^[0-9]{1,18}$"
 """What a cursor looks like (a ``seq``)."""
@@ -81,19 +83,17 @@ def router(deps: ApiDeps) -> APIRouter:
         do not stop the valid ones."""
         results: list[BatchItemResult | None] = []
         valid: list[tuple[int, NewSettlement]] = []
+        specs: dict[int, NewPaymentSpec] = {}  # of the payment items, by index
         for index, item in enumerate(body.items):
-            checked = _checked(deps, index, item, caller.name)
+            checked = _checked(deps, index, item, caller.name, specs)
             results.append(checked if isinstance(checked, BatchItemResult) else None)
             if not isinstance(checked, BatchItemResult):
                 valid.append((index, checked))
-        stored = listing(deps.store).register_batch([new for _, new in valid])
+        first = {new.settlement_id: specs[i] for i, new in reversed(valid) if i in specs}
+        stored = listing(deps.store).register_batch([new for _, new in valid], first)
         _kick_sources(deps, [rec.chain for rec, created in stored if created])
         for (index, _), (rec, created) in zip(valid, stored, strict=True):
-            view = SettlementView.model_validate(_view(deps, rec))
-            status = 201 if created else 200
-            results[index] = BatchItemResult(
-                index=index, status=status, settlement=view, error=None, fields=[]
-            )
+            results[index] = _stored_result(deps, index, rec, created, specs.get(index))
         return {"results": [r.model_dump(exclude_unset=True) for r in results if r is not None]}
 
     return api
@@ -108,16 +108,44 @@ def _cursor(cursor: str | None) -> int:
     return int(cursor)
 
 
+def _stored_result(
+    deps: ApiDeps, index: int, rec: SettlementRecord, created: bool, spec: NewPaymentSpec | None
+) -> BatchItemResult:
+    """The result of a stored item: 201, 200 (already registered), or 409 for a payment
+    whose reference names a stored payment that differs."""
+    if spec is not None and not created:
+        field = spec_conflict(deps.store.payment_spec(rec.settlement_id), rec.chain, spec)
+        if field is not None:
+            problem = PaymentConflict(rec.settlement_id, field)
+            return _refused(index, ApiError(409, str(problem), fields=["reference", field]))
+    view = SettlementView.model_validate(_view(deps, rec))
+    status = 201 if created else 200
+    return BatchItemResult(index=index, status=status, settlement=view, error=None, fields=[])
+
+
+def _refused(index: int, exc: ApiError) -> BatchItemResult:
+    fields = exc.extra.get("fields")
+    return BatchItemResult(
+        index=index,
+        status=exc.status,
+        settlement=None,
+        error=exc.message,
+        fields=[str(f) for f in fields] if isinstance(fields, list) else [],
+    )
+
+
 def _checked(
-    deps: ApiDeps, index: int, item: dict[str, Any], owner: str
+    deps: ApiDeps, index: int, item: dict[str, Any], owner: str, specs: dict[int, NewPaymentSpec]
 ) -> NewSettlement | BatchItemResult:
     """One batch item checked as ``POST /v1/settlements`` checks it (as ``owner``'s), or its
-    error result."""
+    error result; a payment's spec goes into ``specs``."""
     if item.get("kind") == PAYMENT_KIND:
-        message = "kind: evm_payment is registered one at a time with POST /v1/settlements"
-        return BatchItemResult(
-            index=index, status=422, settlement=None, error=message, fields=["kind"]
-        )
+        try:
+            payment, spec = checked_payment(deps, parsed_payment(item), owner)
+        except ApiError as exc:
+            return _refused(index, exc)
+        specs[index] = spec
+        return payment
     if item.get("kind", EVM_KIND) != EVM_KIND:
         new = checked_source_settlement(deps, item, owner)
         if not isinstance(new, tuple):
@@ -138,14 +166,7 @@ def _checked(
         answer = validation_body(exc.errors(include_url=False))
         return BatchItemResult(index=index, status=422, settlement=None, **answer)
     except ApiError as exc:
-        fields = exc.extra.get("fields")
-        return BatchItemResult(
-            index=index,
-            status=exc.status,
-            settlement=None,
-            error=exc.message,
-            fields=[str(f) for f in fields] if isinstance(fields, list) else [],
-        )
+        return _refused(index, exc)
 
 
 def _kick_sources(deps: ApiDeps, names: list[str]) -> None:

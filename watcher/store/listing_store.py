@@ -10,7 +10,7 @@ fails. A page for an API caller lists only its own settlements (``owner``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from sqlalchemy import select, tuple_
@@ -20,6 +20,7 @@ from guard.payment import PAYMENT_KIND
 from watcher.store import schema as s
 from watcher.store.db import Db
 from watcher.store.errors import StoreConflict
+from watcher.store.payment_records import NewPaymentSpec, payment_spec_values
 from watcher.store.records import NewSettlement, SettlementRecord, from_row
 from watcher.store.settlements_store import settlement_values
 
@@ -76,19 +77,24 @@ class Listing:
             rows = conn.execute(query.order_by(t.c.seq).limit(limit)).mappings().all()
         return [from_row(SettlementRecord, row) for row in rows]
 
-    def register_batch(self, news: Sequence[NewSettlement]) -> list[tuple[SettlementRecord, bool]]:
+    def register_batch(
+        self, news: Sequence[NewSettlement], specs: Mapping[str, NewPaymentSpec] | None = None
+    ) -> list[tuple[SettlementRecord, bool]]:
         """Register every item in one transaction; per item (stored record, created).
+        ``specs``: the payment spec of each payment item, by settlement id (inserted with it).
 
         An item whose (chain, tx hash, owner) is stored, or repeats an earlier item, is not
         inserted again (created False, the stored row returned). A concurrent registration
         of the same tx makes the insert conflict: the transaction is retried once, and then
         sees that row as existing."""
         try:
-            return self._register_batch(news)
+            return self._register_batch(news, specs or {})
         except StoreConflict:
-            return self._register_batch(news)
+            return self._register_batch(news, specs or {})
 
-    def _register_batch(self, news: Sequence[NewSettlement]) -> list[tuple[SettlementRecord, bool]]:
+    def _register_batch(
+        self, news: Sequence[NewSettlement], specs: Mapping[str, NewPaymentSpec]
+    ) -> list[tuple[SettlementRecord, bool]]:
         t = s.settlements
         keys = list(dict.fromkeys((n.chain, n.tx_hash, n.owner) for n in news))
         key_of = tuple_(t.c.chain, t.c.tx_hash, t.c.owner)
@@ -107,6 +113,13 @@ class Listing:
                     fresh[key] = new
             if fresh:
                 conn.execute(s.settlements.insert(), [settlement_values(n) for n in fresh.values()])
+                paying = [n for n in fresh.values() if n.settlement_id in specs]
+                if paying:
+                    spec_rows = [
+                        payment_spec_values(n.settlement_id, n.chain, specs[n.settlement_id])
+                        for n in paying
+                    ]
+                    conn.execute(s.payment_specs.insert(), spec_rows)
             stored: dict[Key, SettlementRecord] = {}
             for start in range(0, len(keys), 200):
                 chunk = keys[start : start + 200]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,11 @@ class NewPaymentSpec:
     """Transfers count in blocks above this one (the stored head at registration)."""
     reference: str | None = None
     """The caller's idempotency key, when given."""
+
+
+def payment_spec_values(settlement_id: str, chain: str, spec: NewPaymentSpec) -> dict[str, Any]:
+    """The ``payment_specs`` row of a registration."""
+    return {"settlement_id": settlement_id, "chain": chain, **asdict(spec)}
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from watcher.store.payment_records import (
     PaymentSpecRecord,
     PaymentWatch,
     TransferRecord,
+    payment_spec_values,
 )
 from watcher.store.records import NewSettlement, SettlementRecord, from_row
 from watcher.store.settlements_store import settlement_values
@@ -49,6 +50,21 @@ class PaymentConflict(StoreError):
         self.field = field
 
 
+def spec_conflict(stored: PaymentSpecRecord, chain: str, spec: NewPaymentSpec) -> str | None:
+    """The first field in which a repeated registration differs from the stored payment
+    (None: the same payment)."""
+    for field, mine, theirs in (
+        ("to", spec.to_address, stored.to_address),
+        ("asset", spec.asset, stored.asset),
+        ("amount", spec.amount, stored.amount),
+        ("from", spec.sender, stored.sender),
+        ("chain", chain, stored.chain),
+    ):
+        if mine != theirs:
+            return field
+    return None
+
+
 class PaymentQueries:
     """Registration and reads of payments; part of :class:`~watcher.store.store.Store`."""
 
@@ -61,33 +77,16 @@ class PaymentQueries:
         """Insert a payment's settlement row and spec in one transaction; if its id exists
         (the same idempotency key), return the stored one and False, or raise
         :class:`PaymentConflict` when the stored spec differs."""
-        row = {**settlement_values(new), "kind": PAYMENT_KIND, "next_probe_at": None}
+        row = {**settlement_values(new), "kind": PAYMENT_KIND}
         try:
             with self._writer.begin() as conn:
                 conn.execute(insert(s.settlements).values(**row))
-                conn.execute(
-                    insert(s.payment_specs).values(
-                        settlement_id=new.settlement_id, chain=new.chain, **asdict(spec)
-                    )
-                )
+                values = payment_spec_values(new.settlement_id, new.chain, spec)
+                conn.execute(insert(s.payment_specs).values(**values))
         except StoreConflict:
-            stored = self.payment_spec(new.settlement_id)
-            for field, mine in (
-                ("to", spec.to_address),
-                ("asset", spec.asset),
-                ("amount", spec.amount),
-                ("from", spec.sender),
-                ("chain", new.chain),
-            ):
-                theirs = {
-                    "to": stored.to_address,
-                    "asset": stored.asset,
-                    "amount": stored.amount,
-                    "from": stored.sender,
-                    "chain": stored.chain,
-                }[field]
-                if mine != theirs:
-                    raise PaymentConflict(new.settlement_id, field) from None
+            field = spec_conflict(self.payment_spec(new.settlement_id), new.chain, spec)
+            if field is not None:
+                raise PaymentConflict(new.settlement_id, field) from None
             return self._settlement(new.settlement_id), False
         return self._settlement(new.settlement_id), True
 

@@ -274,7 +274,8 @@ def _settlement_values(new: NewSettlement) -> dict[str, Any]:
         "decision": new.decision,
         "dependent_state": new.dependent_state,
         "commit_url": new.commit_url,
-        "next_probe_at": new.initiated_at,
+        # A payment has no tx to look up by hash: never due for a probe.
+        "next_probe_at": None if new.kind == PAYMENT_KIND else new.initiated_at,
         "probe_count": 0,
         "created_at": new.initiated_at,
         "updated_at": new.initiated_at,
