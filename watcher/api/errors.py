@@ -8,6 +8,8 @@ body that is not JSON) and an unavailable store in that shape: nothing answers F
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -82,7 +84,7 @@ def framework_error(app: FastAPI, request: Request, exc: HTTPException) -> JSONR
     if exc.status_code == 404:
         return error_response(404, f"path: no route {route}", fields=["path"])
     if exc.status_code == 405:
-        allowed = sorted(_methods_of(app, request))
+        allowed = sorted(documented_methods(app, request.url.path))
         response = error_response(
             405, f"method: {route} is not served; allowed: {', '.join(allowed)}", fields=[]
         )
@@ -97,13 +99,13 @@ def framework_error(app: FastAPI, request: Request, exc: HTTPException) -> JSONR
     return response
 
 
-def _methods_of(app: FastAPI, request: Request) -> set[str]:
-    """The methods ``/openapi.json`` documents for the request's path, from its most specific
-    template (``/v1/settlements/batch`` is the batch route's, not ``{settlement_id}``'s)."""
-    path, best = request.url.path, None
+def documented_methods(app: FastAPI, path: str) -> set[str]:
+    """The methods ``/openapi.json`` documents for ``path``, from its most specific template
+    (``/v1/settlements/batch`` is the batch route's, not ``{settlement_id}``'s)."""
+    best = None
     methods: set[str] = set()
     for template, item in app.openapi().get("paths", {}).items():
-        if not compile_path(template)[0].match(path):
+        if not _template(template).match(path):
             continue
         params = template.count("{")
         if best is None or params < best:
@@ -111,6 +113,12 @@ def _methods_of(app: FastAPI, request: Request) -> set[str]:
         if params == best:
             methods |= {m.upper() for m in item if m.upper() in _METHODS}
     return methods
+
+
+@functools.lru_cache(maxsize=256)
+def _template(template: str) -> re.Pattern[str]:
+    """A path template's regex (compiled once)."""
+    return compile_path(template)[0]
 
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"})
