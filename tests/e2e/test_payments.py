@@ -291,3 +291,13 @@ def test_a_batch_registers_payments_with_their_checks(daemon: Daemon) -> None:
     assert fresh["settlement"]["kind"] == "evm_payment" and fresh["settlement"]["transfers"] == []
     stored = daemon.settlement(first["settlement"]["settlement_id"])
     assert stored["amount"] == "1000" and stored["reference"] == "batch-1"
+
+
+def test_cli_shows_a_payment_by_id_and_in_the_listing(daemon: Daemon) -> None:
+    to = fresh_address(66)
+    sid = daemon.post("/v1/settlements", body(to, amount="42")).json()["settlement_id"]
+    one = daemon.cli("settlement", sid)
+    assert one.returncode == 0, one.stderr
+    assert f"payment to {to}: paid 0 of 42 native" in one.stdout
+    listed = daemon.cli("settlements", "--kind", "evm_payment", "--limit", "500")
+    assert listed.returncode == 0 and f"{sid}  AWAITING_FINALITY" in listed.stdout

@@ -165,7 +165,10 @@ def progress(view: dict[str, Any]) -> str:
 
 
 def status_line(view: dict[str, Any]) -> str:
-    """One line for a chain settlement: verdict, chain, tx and progress."""
+    """One line for a chain settlement: verdict, chain, tx (or payment) and progress."""
+    if view.get("kind") == "evm_payment":
+        paid = f"paid {view.get('paid')} of {view.get('amount')} {view.get('asset')}"
+        return f"{view['verdict']}  {view['chain']} payment to {view.get('to')}: {paid}"
     return f"{view['verdict']}  {view['chain']} {view['tx_hash']}  {progress(view)}"
 
 
