@@ -286,3 +286,22 @@ def test_a_nonce_past_64_bits_signed_is_a_422(module_daemon: Daemon, nonce: int)
     body = {"chain": CHAIN, "tx_hash": unknown_hash(60), "sender": "0x" + "11" * 20}
     _refused(module_daemon.post("/v1/settlements", {**body, "nonce": nonce}), "nonce")
     assert module_daemon.get("/healthz").status_code == 200  # a bad value is no outage
+
+
+def test_every_path_answers_an_undeclared_method_405_with_its_documented_allow(
+    module_daemon: Daemon,
+) -> None:
+    paths = module_daemon.get("/openapi.json").json()["paths"]
+    wrong: list[str] = []
+    for template, item in paths.items():
+        documented = {m.upper() for m in item}
+        method = next(m for m in ("PUT", "PATCH", "DELETE") if m not in documented)
+        path = template.replace("{chain}", CHAIN).replace("{tx_hash}", unknown_hash(70))
+        path = path.replace("{source}", "stripe")
+        for name in ("settlement_id", "delivery_id", "handoff_id"):
+            path = path.replace("{" + name + "}", "1")
+        answer = module_daemon.http.request(method, path)  # no Content-Type: still a 405
+        allow = set(answer.headers.get("allow", "").split(", "))
+        if answer.status_code != 405 or allow != documented or "error" not in answer.json():
+            wrong.append(f"{method} {path}: {answer.status_code} Allow {allow}: {answer.text}")
+    assert not wrong, "\n".join(wrong)
