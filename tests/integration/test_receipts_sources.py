@@ -62,9 +62,7 @@ class Rig:
         builder = SourceReceiptBuilder(
             config.name, config.kind, self.signer.address, self.receipts.lifecycle
         )
-        self.issuer = ReceiptIssuer(
-            self.signer, self.receipts, {config.name: builder}, self.clock
-        )
+        self.issuer = ReceiptIssuer(self.signer, self.receipts, {config.name: builder}, self.clock)
         self.poller = SourcePoller(
             self.store, [config], OutboxPlan(), self.clock, notify=[self.issuer.after_poll]
         )
