@@ -33,10 +33,34 @@ def test_an_unreachable_database_is_store_unavailable_and_names_no_password() ->
         with pytest.raises(StoreUnavailable) as caught:
             store.chains()
         assert isinstance(caught.value, StoreError)
-        assert str(caught.value) == "store unavailable (OperationalError)"
+        reason = "store unavailable (the database server refuses connections)"
+        assert str(caught.value) == reason  # a fixed phrase, never the driver's text
         assert PASSWORD not in str(caught.value)
         # what /healthz reports: the reason, no URL
-        assert recorded_heads(store) == ({}, "store unavailable (OperationalError)")
+        assert recorded_heads(store) == ({}, reason)
+    finally:
+        store.close()
+
+
+def test_a_read_only_database_is_named_so_at_once_and_logged_once(
+    tmp_path: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What /healthz and a refused write say about a SQLite file that cannot be written
+    (opened read-only: as root, a chmod would not stop the writes)."""
+    Store.open(f"sqlite:///{tmp_path}/finality.db").close()
+    store = Store(f"sqlite:///file:{tmp_path}/finality.db?mode=ro&uri=true")
+    try:
+        assert store.write_problem() is None
+        for _ in range(5):
+            with pytest.raises(StoreUnavailable) as caught, store.writer.begin() as conn:
+                conn.exec_driver_sql("UPDATE alembic_version SET version_num = version_num")
+        assert caught.value.cause == "the database is read-only"
+        assert store.write_problem() == "the database is read-only"
+        assert store.chains() == {}  # reads still work: only writes are refused
+        failures = [r for r in caplog.records if "store: writes" in r.getMessage()]
+        assert [r.getMessage() for r in failures] == [
+            "store: writes fail: the database is read-only"
+        ]
     finally:
         store.close()
 
