@@ -28,19 +28,21 @@ from tests.support.erc20 import Token, deploy_token
 from watcher.engine.chain_watcher import ChainWatcher
 from watcher.engine.payment_registration import PaymentRegistration, new_payment
 from watcher.store import Store
+from watcher.store.listing_store import listing
 
 
 def _register(store: Store, watcher: ChainWatcher, token: Token, addresses: list[str]) -> float:
-    """W token payments and one native one; seconds it took."""
+    """W token payments and one native one, in one batch (as ``POST /v1/settlements/batch``
+    stores them); seconds it took."""
     config = watcher.config
     head = store.chain(config.name)
     start = time.perf_counter()
     specs = [PaymentSpec(a, token.address.lower(), 10**6) for a in addresses]
     specs.append(PaymentSpec("0x" + "ee" * 20, NATIVE, 10**18))
-    for spec in specs:
-        reg = PaymentRegistration(chain=config, spec=spec)
-        now = int(time.time() * 1000)
-        store.register_payment(*new_payment(reg, now, head.head_number if head else None))
+    now = int(time.time() * 1000)
+    at = head.head_number if head else None
+    rows = [new_payment(PaymentRegistration(chain=config, spec=spec), now, at) for spec in specs]
+    listing(store).register_batch([new for new, _ in rows], {n.settlement_id: p for n, p in rows})
     return time.perf_counter() - start
 
 
