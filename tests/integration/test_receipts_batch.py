@@ -11,10 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from eth_account import Account
 
+from guard.receipts import body_of, typed_data
 from guard.verify import verify_receipt
 from tests.integration.helpers import Rig, make_watcher
-from tests.integration.receipts_helpers import TxFactory, receipts_for
+from tests.integration.receipts_helpers import SIGNING_KEY, TxFactory, receipts_for
 from tests.support.anvil import Anvil
 from watcher.receipts.due import BACKOFF_MS
 
@@ -69,10 +71,14 @@ def test_a_blocks_receipts_are_stored_together_or_not_at_all(
         assert all(len(s) == 1 for s in stored)
         assert len({s[0].created_at for s in stored}) == 1
         for sid in ids:
-            verified = verify_receipt(
-                receipts.latest(sid), trusted_signers=[receipts.signer.address]
-            )
+            receipt = receipts.latest(sid)
+            verified = verify_receipt(receipt, trusted_signers=[receipts.signer.address])
             assert verified.facts.block_hash == rig.settlement(sid).block_hash
+        # Signed with libsecp256k1 directly: the signature eth-account gives for the same
+        # EIP-712 message, byte for byte (deterministic, low s).
+        receipt = receipts.latest(ids[0])
+        expected = Account.sign_typed_data(SIGNING_KEY, full_message=typed_data(body_of(receipt)))
+        assert receipt["signature"] == "0x" + bytes(expected.signature).hex()
     finally:
         rig.store.close()
 

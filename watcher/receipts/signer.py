@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import coincurve
 from eth_account import Account
-from eth_keys.datatypes import PrivateKey
 
 from guard.receipts import body_hashes
 from watcher.config.chains import DEV_CHAIN_IDS as _DEV_CHAIN_IDS
@@ -50,7 +50,7 @@ class Signer:
     def __init__(self, private_key: bytes, source: str) -> None:
         account = Account.from_key(private_key)
         self._key = private_key
-        self._private = PrivateKey(private_key)
+        self._private = coincurve.PrivateKey(private_key)
         self.address = str(account.address).lower()
         """0x lower-case address of the key."""
         self.source = source
@@ -63,12 +63,13 @@ class Signer:
         """The sealed receipt: ``body`` with its digest and EIP-712 signature."""
         if body.get("signer") != self.address:
             raise ValueError(f"body names signer {body.get('signer')}, not {self.address}")
-        # The EIP-712 digest computed once here (guard), signed with eth-keys' coincurve
-        # backend: the same signature eth-account's sign_typed_data gives, in a third of the
-        # time (receipts for a block of settlements are signed in a row).
+        # The EIP-712 digest computed once here (guard), signed with libsecp256k1 through
+        # coincurve (what eth-keys' coincurve backend calls, without its objects: about half
+        # the time): the same deterministic, low-s signature eth-account's sign_typed_data
+        # gives (tests/integration/test_receipts_batch.py); a block's receipts are signed in a row.
         body_digest, message = body_hashes(body)  # one canonical encoding for both
-        signature = self._private.sign_msg_hash(message)
-        sealed = "0x" + signature.to_bytes()[:64].hex() + f"{signature.v + 27:02x}"
+        signature = self._private.sign_recoverable(message, hasher=None)  # r || s || recid
+        sealed = "0x" + signature[:64].hex() + f"{signature[64] + 27:02x}"
         return {**body, "digest": body_digest, "signature": sealed}  # guard's seal, digest reused
 
 
