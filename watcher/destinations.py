@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -180,6 +182,45 @@ def resolve(host: str, port: int) -> list[IPAddress]:
     """Every address ``host`` resolves to (getaddrinfo, TCP); :class:`OSError` if none."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+
+
+class CachingResolver:
+    """A resolver that remembers each answer (or its absence) for ``ttl_s`` seconds: a batch
+    of registrations naming one ``commit_url`` host costs one lookup, not one each (a
+    failing lookup can take 200 ms). Deliveries resolve afresh at every attempt."""
+
+    def __init__(
+        self,
+        ttl_s: float = 10.0,
+        resolver: Resolver = resolve,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl_s = ttl_s
+        self.resolver = resolver
+        self.clock = clock
+        self._answers: dict[tuple[str, int], tuple[float, list[IPAddress]]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, host: str, port: int) -> list[IPAddress]:
+        """``host``'s addresses, from the cache while fresh; [] when it does not resolve."""
+        now = self.clock()
+        with self._lock:
+            cached = self._answers.get((host, port))
+        if cached is not None and now - cached[0] < self.ttl_s:
+            return cached[1]
+        try:
+            addresses = list(self.resolver(host, port))
+        except (OSError, UnicodeError, ValueError):
+            addresses = []
+        with self._lock:
+            if len(self._answers) >= MAX_CACHED:
+                self._answers.clear()
+            self._answers[(host, port)] = (now, addresses)
+        return addresses
+
+
+MAX_CACHED = 4096
+"""Hosts a :class:`CachingResolver` remembers before it starts over."""
 
 
 def check_url(url: str, allow: AllowList, resolver: Resolver = resolve) -> list[IPAddress]:

@@ -10,6 +10,7 @@ import pytest
 
 from watcher.destinations import (
     AllowList,
+    CachingResolver,
     DestinationRefused,
     IPAddress,
     Resolver,
@@ -160,3 +161,23 @@ def test_unreadable_allow_list_entries_are_named() -> None:
     problems = check_entries(["", "a b", "user@host", "host:0", "host:http", "[::1]:99999"])
     assert len(problems) == 6
     assert all("expected" in p or "port" in p for p in problems)
+
+
+def test_the_caching_resolver_asks_once_per_host_while_fresh() -> None:
+    asked: list[str] = []
+    now = [0.0]
+
+    def counting(host: str, port: int) -> list[IPAddress]:
+        asked.append(host)
+        if host == "gone.example":
+            raise OSError("no such host")
+        return [ipaddress.ip_address("93.184.216.34")]
+
+    cache = CachingResolver(ttl_s=10, resolver=counting, clock=lambda: now[0])
+    for _ in range(3):
+        assert cache("shop.example", 443) == [ipaddress.ip_address("93.184.216.34")]
+        assert cache("gone.example", 443) == []
+    assert asked == ["shop.example", "gone.example"]
+    now[0] = 10.5  # stale: asked again
+    cache("shop.example", 443)
+    assert asked[-1] == "shop.example" and len(asked) == 3

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
-from watcher.destinations import DestinationRefused, Unresolvable, check_url
+from watcher.destinations import CachingResolver, DestinationRefused, Unresolvable, check_url
+
+RESOLVER = CachingResolver()
+"""Registration-time lookups, remembered for 10 s (a batch names one host many times)."""
 
 
 def check_commit_url(deps: ApiDeps, url: str | None) -> None:
@@ -22,7 +25,7 @@ def check_commit_url(deps: ApiDeps, url: str | None) -> None:
     if url is None:
         return
     try:
-        check_url(url, deps.config.destinations())
+        check_url(url, deps.config.destinations(), RESOLVER)
     except Unresolvable:
         return
     except DestinationRefused as exc:
