@@ -14,6 +14,7 @@ from guard.payment import NATIVE, PaymentSpec
 from tests.integration.helpers import Rig, make_watcher
 from tests.support.anvil import Anvil
 from tests.support.erc20 import Token, deploy_token
+from tests.support.faulty_proxy import FaultyProxy
 from watcher.engine.payment_registration import PaymentRegistration, new_payment
 from watcher.store import SettlementRecord
 
@@ -143,3 +144,29 @@ def test_a_token_transfer_re_included_after_a_violation_counts_on_the_new_branch
     assert [t.tx_hash for t in again] == [tx]
     assert len(rig.events(rec.settlement_id, "finality_violation")) == 1
     assert rig.store.settlement(rec.settlement_id).verdict == "FINALITY_CONFIRMED"
+
+
+def test_a_node_capping_the_logs_range_is_asked_for_fewer_blocks(
+    anvil: Anvil, tmp_path: Path
+) -> None:
+    proxy = FaultyProxy(anvil.url)
+    rig = make_watcher(
+        anvil, f"sqlite:///{tmp_path}/cap.db", transport=Web3Transport(proxy.url), confirmations=3
+    )
+    try:
+        token = deploy_token(rig.anvil)
+        token.mint(rig.anvil.accounts[1], 10_000)
+        rig.watcher.catch_up()
+        to = rig.anvil.accounts[5]
+        rec = register(rig, to, asset(token), 500)
+        proxy.logs_max_blocks = 2  # as a hosted provider caps a query's range
+        rig.anvil.mine(5)
+        token.transfer(1, to, 500)
+        rig.anvil.mine(4)  # ten new blocks, the transfer in the sixth
+        rig.watcher.catch_up()
+        assert [int(t.value) for t in rig.store.payment_transfers(rec.settlement_id)] == [500]
+        assert rig.store.settlement(rec.settlement_id).verdict == "FINALITY_CONFIRMED"
+        assert rig.watcher.head is not None and rig.watcher.head.number == rig.anvil.head()
+    finally:
+        rig.store.close()
+        proxy.close()

@@ -16,6 +16,8 @@ load-balanced RPC endpoints really do:
 * ``upstream`` — point the proxy at another node, e.g. one that is on a fork;
 * ``finalized_ahead`` — answer the ``finalized`` (and ``safe``) tag with the head: a node
   whose finality tag runs far ahead of every other node's.
+* ``logs_max_blocks`` — refuse an ``eth_getLogs`` over more blocks than this with a JSON-RPC
+  error, as hosted providers cap a query's block range.
 
 :meth:`total` and :meth:`calls_log` count what arrived (a batch of k calls counts k), for
 tests that check call budgets and rate limits at the wire.
@@ -54,6 +56,7 @@ class FaultyProxy:
         self.ceiling: int | None = None
         """When set, the head the proxy shows: blocks above it do not exist."""
         self.finalized_ahead = False
+        self.logs_max_blocks: int | None = None
         self.calls: Counter[str] = Counter()
         self.arrivals: list[tuple[float, int]] = []
         """(monotonic time, JSON-RPC calls) of every HTTP request received."""
@@ -100,6 +103,7 @@ class FaultyProxy:
         self.chain_id = None
         self.ceiling = None
         self.finalized_ahead = False
+        self.logs_max_blocks = None
 
     def freeze_head(self) -> int:
         """Stop the head where it is now; returns that height."""
@@ -159,6 +163,20 @@ class FaultyProxy:
         ).json()
         return int(answer["result"], 16)
 
+    def _logs_refused(self, payload: Any, items: list[Any]) -> bytes | None:
+        """The answer refusing an ``eth_getLogs`` over more than ``logs_max_blocks``."""
+        limit = self.logs_max_blocks
+        if limit is None or isinstance(payload, list) or not isinstance(payload, dict):
+            return None
+        if payload.get("method") != "eth_getLogs":
+            return None
+        query = (payload.get("params") or [{}])[0]
+        span = int(query["toBlock"], 16) - int(query["fromBlock"], 16) + 1
+        if span <= limit:
+            return None
+        error = {"code": -32005, "message": f"query exceeds max block range {limit}"}
+        return json.dumps({"jsonrpc": "2.0", "id": payload.get("id"), "error": error}).encode()
+
     def _handle(self, body: bytes) -> tuple[int, bytes]:
         """(status, body) to answer with; status 0 means drop the connection."""
         try:
@@ -190,6 +208,9 @@ class FaultyProxy:
             ]
             out: Any = answers if isinstance(payload, list) else answers[0]
             return 200, json.dumps(out).encode()
+        refused = self._logs_refused(payload, items)
+        if refused is not None:
+            return 200, refused
         if self.finalized_ahead and isinstance(payload, (list, dict)):
             for item in items:
                 _finalized_as_latest(item)

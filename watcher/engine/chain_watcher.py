@@ -249,8 +249,9 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
         finalized = (
             self._finalized(advance.node_head.number) if advance.blocks else self.finalized_number
         )
-        self._prefetch_logs(advance.blocks, advance.reorg)  # one eth_getLogs, for tokens
-        for i, block in enumerate(advance.blocks):
+        blocks = self._prefetch_logs(advance.blocks, advance.reorg)  # eth_getLogs, for tokens
+        stats.behind += len(advance.blocks) - len(blocks)  # a node capping eth_getLogs' range
+        for i, block in enumerate(blocks):
             reorg = advance.reorg if i == 0 else None
             stats.decisions += self._commit_block(block, reorg, finalized, advance.node_head)
             stats.blocks += 1

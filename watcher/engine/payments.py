@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from chains.errors import ChainInconsistent
+from chains.errors import ChainInconsistent, RpcErrorResponse
 from chains.logs import TransferLog, transfer_logs
 from chains.models import Block
 from chains.tracker import Reorg
@@ -78,11 +78,18 @@ class PaymentCommits(ChainState):
 
     # -- before the transactions -------------------------------------------------------------
 
-    def _prefetch_logs(self, blocks: Sequence[Block], reorg: Reorg | None = None) -> None:
+    def _prefetch_logs(
+        self, blocks: Sequence[Block], reorg: Reorg | None = None
+    ) -> Sequence[Block]:
         """The poll's one ``eth_getLogs`` (none without a watched token payment), kept by
-        block hash; raises :class:`ChainInconsistent` for a log of another branch. After a
-        reorg, the payments whose transfers it removes (confirmed ones too: not watched)
-        are asked for as well: the new branch may include their transfers again."""
+        block hash; returns the blocks to process. After a reorg, the payments whose
+        transfers it removes (confirmed ones too: not watched) are asked for as well: the
+        new branch may include their transfers again.
+
+        A node that refuses the range (a provider's cap on blocks or results) is asked for
+        the first half, and so on: only the blocks covered are processed in this poll, the
+        rest in the next ones. Raises :class:`ChainInconsistent` for a log of another
+        branch, the node's error when even one block is refused."""
         self._payment_logs = {}
         self._reorged = PaymentIndex()
         if reorg is not None and blocks:
@@ -90,11 +97,18 @@ class PaymentCommits(ChainState):
                 self._reorged.add(watch)
         tokens = set(self.payments.tokens) | set(self._reorged.tokens)
         if not blocks or not tokens:
-            return
+            return blocks
         recipients = self.payments.token_recipients() | self._reorged.token_recipients()
-        first, last = blocks[0].header.number, blocks[-1].header.number
+        while True:
+            first, last = blocks[0].header.number, blocks[-1].header.number
+            try:
+                found = transfer_logs(self.client, first, last, tokens, recipients)
+                break
+            except RpcErrorResponse:
+                if len(blocks) == 1:
+                    raise
+                blocks = blocks[: len(blocks) // 2]
         ours: dict[int, str] = {b.header.number: b.header.hash for b in blocks}
-        found = transfer_logs(self.client, first, last, tokens, recipients)
         for log in found:
             want = ours.get(log.block_number)
             if want is None:
@@ -106,6 +120,7 @@ class PaymentCommits(ChainState):
                     "moved to another branch): retrying"
                 )
             self._payment_logs.setdefault(want, []).append(log)
+        return blocks
 
     def _payment_candidates(self, block: Block | None, reorg: Reorg | None) -> list[Candidate]:
         """The block's transfers that may pay a watched payment (receipts fetched only for
