@@ -14,6 +14,7 @@ from guard.payment import checksum_address
 from tests.support.anvil import Anvil
 from tests.support.daemon import Daemon, subprocess_env, wait_for
 from tests.support.receiver import Receiver
+from watcher.client import FinalityClient, Rejected
 
 pytestmark = pytest.mark.anvil
 
@@ -301,3 +302,14 @@ def test_cli_shows_a_payment_by_id_and_in_the_listing(daemon: Daemon) -> None:
     assert f"payment to {to}: paid 0 of 42 native" in one.stdout
     listed = daemon.cli("settlements", "--kind", "evm_payment", "--limit", "500")
     assert listed.returncode == 0 and f"{sid}  AWAITING_FINALITY" in listed.stdout
+
+
+def test_the_python_client_registers_a_payment(daemon: Daemon) -> None:
+    to = fresh_address(88)
+    with FinalityClient(daemon.url) as client:
+        view = client.register_payment("local", to, "native", 10**30, reference="py-1")
+        again = client.register_payment("local", to, "native", str(10**30), reference="py-1")
+        with pytest.raises(Rejected) as refused:
+            client.register_payment("local", to, "native", 0)
+    assert view["amount"] == str(10**30) and again["settlement_id"] == view["settlement_id"]
+    assert "amount" in refused.value.fields
