@@ -26,8 +26,9 @@ REVERTING_CONTRACT = "0x6460006000fd6000526005601bf3"
 
 
 @pytest.fixture
-def rig(anvil: Anvil, tmp_path: Path) -> Iterator[Rig]:
-    r = make_watcher(anvil, f"sqlite:///{tmp_path}/pay.db", confirmations=3)
+def rig(anvil: Anvil, store_url: str) -> Iterator[Rig]:
+    """A watcher over SQLite and over PostgreSQL (the ``store_url`` fixture)."""
+    r = make_watcher(anvil, store_url, confirmations=3)
     r.watcher.catch_up()
     yield r
     r.store.close()
