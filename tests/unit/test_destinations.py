@@ -181,3 +181,14 @@ def test_the_caching_resolver_asks_once_per_host_while_fresh() -> None:
     now[0] = 10.5  # stale: asked again
     cache("shop.example", 443)
     assert asked[-1] == "shop.example" and len(asked) == 3
+
+
+@pytest.mark.parametrize("url", ["http://0177.0.0.1/", "http://2130706433/", "http://0x7f000001/"])
+def test_odd_spellings_of_loopback_are_resolved_and_refused(url: str) -> None:
+    with pytest.raises(DestinationRefused, match="loopback"):
+        check_url(url, AllowList())  # the real getaddrinfo: numeric forms need no DNS
+
+
+def test_a_zone_id_does_not_hide_a_link_local_address() -> None:
+    with pytest.raises(DestinationRefused, match="link-local"):
+        check_url("http://[fe80::1%25eth0]/", AllowList(loopback=True))
