@@ -27,10 +27,10 @@ from watcher.api.models.settlements import (
     BatchResponse,
     SettlementPage,
     SettlementRequest,
-    SettlementView,
     Verdict,
 )
 from watcher.api.payments import checked_payment, parsed_payment, payment_view
+from watcher.api.recorded_heads import HeadsOnce
 from watcher.api.registration import checked_settlement
 from watcher.api.source_settlements import checked_source_settlement, source_view
 from watcher.api.views import chain_settlement_view
@@ -67,7 +67,8 @@ def router(deps: ApiDeps) -> APIRouter:
         filters = {"chain": chain, "verdict": verdict, "kind": kind, "owner": caller.name}
         records = listing(deps.store).page(after_seq=_cursor(cursor), limit=limit, **filters)
         last = records[-1].seq if len(records) == limit else None
-        items = [_view(deps, rec) for rec in records]  # encoded as is: no 255-level limit
+        heads = HeadsOnce(deps.store)  # one head read for the page
+        items = [_view(deps, rec, heads) for rec in records]  # as is: no 255-level limit
         return JSONResponse({"items": items, "next_cursor": None if last is None else str(last)})
 
     @api.post(
@@ -76,25 +77,29 @@ def router(deps: ApiDeps) -> APIRouter:
         response_model_exclude_unset=True,
         responses={422: ERRORS[422], 503: ERRORS[503]},
     )
-    def register_batch(caller: Registrar, body: BatchRequest) -> dict[str, Any]:
+    def register_batch(caller: Registrar, body: BatchRequest) -> JSONResponse:
         """Register up to 1,000 settlements (each a ``POST /v1/settlements`` body) in
         one store transaction. Each item gets its own result: 201 registered, 200 already
         registered (same id), or the 4xx it would get alone; invalid items store nothing and
         do not stop the valid ones."""
-        results: list[BatchItemResult | None] = []
+        results: list[dict[str, Any] | None] = []
         valid: list[tuple[int, NewSettlement]] = []
         specs: dict[int, NewPaymentSpec] = {}  # of the payment items, by index
         for index, item in enumerate(body.items):
             checked = _checked(deps, index, item, caller.name, specs)
-            results.append(checked if isinstance(checked, BatchItemResult) else None)
-            if not isinstance(checked, BatchItemResult):
+            if isinstance(checked, BatchItemResult):
+                results.append(checked.model_dump(exclude_unset=True))
+            else:
+                results.append(None)
                 valid.append((index, checked))
         first = {new.settlement_id: specs[i] for i, new in reversed(valid) if i in specs}
         stored = listing(deps.store).register_batch([new for _, new in valid], first)
         _kick_sources(deps, [rec.chain for rec, created in stored if created])
+        heads = HeadsOnce(deps.store)  # one head read for the batch, after its commit
         for (index, _), (rec, created) in zip(valid, stored, strict=True):
-            results[index] = _stored_result(deps, index, rec, created, specs.get(index))
-        return {"results": [r.model_dump(exclude_unset=True) for r in results if r is not None]}
+            results[index] = _stored_result(deps, index, rec, created, specs.get(index), heads)
+        # Plain dicts, as GET answers (the models document them): no validation round trip.
+        return JSONResponse({"results": [r for r in results if r is not None]})
 
     return api
 
@@ -109,18 +114,24 @@ def _cursor(cursor: str | None) -> int:
 
 
 def _stored_result(
-    deps: ApiDeps, index: int, rec: SettlementRecord, created: bool, spec: NewPaymentSpec | None
-) -> BatchItemResult:
+    deps: ApiDeps,
+    index: int,
+    rec: SettlementRecord,
+    created: bool,
+    spec: NewPaymentSpec | None,
+    heads: HeadsOnce,
+) -> dict[str, Any]:
     """The result of a stored item: 201, 200 (already registered), or 409 for a payment
     whose reference names a stored payment that differs."""
     if spec is not None and not created:
         field = spec_conflict(deps.store.payment_spec(rec.settlement_id), rec.chain, spec)
         if field is not None:
             problem = PaymentConflict(rec.settlement_id, field)
-            return _refused(index, ApiError(409, str(problem), fields=["reference", field]))
-    view = SettlementView.model_validate(_view(deps, rec))
+            refused = _refused(index, ApiError(409, str(problem), fields=["reference", field]))
+            return refused.model_dump(exclude_unset=True)
+    view = _view(deps, rec, heads)
     status = 201 if created else 200
-    return BatchItemResult(index=index, status=status, settlement=view, error=None, fields=[])
+    return {"index": index, "status": status, "settlement": view, "error": None, "fields": []}
 
 
 def _refused(index: int, exc: ApiError) -> BatchItemResult:
@@ -178,7 +189,7 @@ def _kick_sources(deps: ApiDeps, names: list[str]) -> None:
             deps.sources.kick(name)
 
 
-def _view(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any]:
+def _view(deps: ApiDeps, rec: SettlementRecord, heads: HeadsOnce) -> dict[str, Any]:
     """The settlement's view: payment, source or chain."""
     view = payment_view(deps, rec) or source_view(deps, rec)
-    return view if view is not None else chain_settlement_view(deps, rec)
+    return view if view is not None else chain_settlement_view(deps, rec, heads)

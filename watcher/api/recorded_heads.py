@@ -20,6 +20,23 @@ def recorded_head(store: Store, chain: str) -> int | None:
     return record.head_number if record is not None else None
 
 
+class HeadsOnce:
+    """Every chain's recorded head, read from the store at most once (on first use): an
+    answer that shows many settlements (a batch of 1,000, a listing page) reads the heads in
+    one query instead of one per settlement (issue 14). Made per answer, never kept: what it
+    shows is the head stored when the answer began to be built, as a fresh read would."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._heads: dict[str, int | None] | None = None
+
+    def __call__(self, chain: str) -> int | None:
+        """The stored head number of ``chain`` (None before its first block is processed)."""
+        if self._heads is None:
+            self._heads = {name: r.head_number for name, r in self._store.chains().items()}
+        return self._heads.get(chain)
+
+
 def recorded_heads(store: Store) -> tuple[dict[str, ChainRecord], str | None]:
     """Every chain's stored position, and None; or nothing and why, when the store cannot
     be read (for ``/healthz``, which must answer even then: not ready, with the reason)."""

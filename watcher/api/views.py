@@ -4,6 +4,7 @@ chain's endpoints, and the lookups they start from (a configured chain, its head
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from chains.redact import redact_url
@@ -47,6 +48,17 @@ def settlement_or_error(
         raise ApiError(404, f"settlement_id: no settlement {settlement_id!r}") from None
 
 
+def settlement_at_head(
+    deps: ApiDeps, settlement_id: str, owner: str
+) -> tuple[SettlementRecord, int | None]:
+    """:func:`settlement_or_error` and its chain's recorded head, read in one statement (one
+    query per ``GET``; the depth shown matches the row read with it)."""
+    try:
+        return deps.store.settlement_at_head(settlement_id, owner)
+    except SettlementNotFound:
+        raise ApiError(404, f"settlement_id: no settlement {settlement_id!r}") from None
+
+
 def head_of(deps: ApiDeps, chain: str) -> int | None:
     """The chain's head as its owner recorded it (not this instance's tracker)."""
     return recorded_head(deps.store, chain)
@@ -83,9 +95,14 @@ def view_parts(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any]:
     return {"receipt": receipt, "binding": binding_for(deps, rec)}
 
 
-def chain_settlement_view(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any]:
-    """A chain settlement's view, at its chain's recorded head, with its receipt parts."""
-    return settlement_view(rec, head_of(deps, rec.chain), **view_parts(deps, rec))
+def chain_settlement_view(
+    deps: ApiDeps, rec: SettlementRecord, heads: Callable[[str], int | None] | None = None
+) -> dict[str, Any]:
+    """A chain settlement's view, at its chain's recorded head, with its receipt parts.
+    ``heads``: the head already read (a ``HeadsOnce`` of a batch, or the head read with the
+    row); without it the head is read from the store."""
+    head = heads(rec.chain) if heads is not None else head_of(deps, rec.chain)
+    return settlement_view(rec, head, **view_parts(deps, rec))
 
 
 def endpoints(urls: list[str], health: list[dict[str, object]] | None) -> list[dict[str, object]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import func, insert, or_, select
+from sqlalchemy import bindparam, func, insert, or_, select
 
 from chains.quorum import Anchor
 from guard.payment import PAYMENT_KIND
@@ -19,6 +19,18 @@ from watcher.store.conditions import deadline_reasons, finality_reasons
 from watcher.store.db import Db
 from watcher.store.errors import SettlementNotFound, StoreConflict, StoreError
 from watcher.store.records import NewSettlement, SettlementRecord, WatchEntry, from_row
+
+_BY_ID = select(s.settlements).where(s.settlements.c.settlement_id == bindparam("settlement_id"))
+"""One settlement by id, built once: SQLAlchemy reuses its compiled form by cache key, but
+building and keying a fresh ``select`` costs more than SQLite's answer (issue 14)."""
+_OWNED = _BY_ID.where(s.settlements.c.owner == bindparam("owner"))
+_RECORDED_HEAD = (
+    select(s.chains.c.head_number)
+    .where(s.chains.c.name == s.settlements.c.chain)
+    .scalar_subquery()
+    .label("recorded_head")
+)
+_OWNED_AT_HEAD = _OWNED.add_columns(_RECORDED_HEAD)
 
 
 class SettlementQueries:
@@ -54,15 +66,26 @@ class SettlementQueries:
     def settlement(self, settlement_id: str, *, owner: str | None = None) -> SettlementRecord:
         """One settlement by id; raises :class:`SettlementNotFound`, also when ``owner`` is
         given and the settlement is another's (an API caller cannot tell it exists)."""
-        t = s.settlements
-        query = select(t).where(t.c.settlement_id == settlement_id)
-        if owner is not None:
-            query = query.where(t.c.owner == owner)
+        query, params = (_BY_ID, {}) if owner is None else (_OWNED, {"owner": owner})
         with self._reader.connect() as conn:
-            row = conn.execute(query).mappings().first()
+            row = conn.execute(query, {"settlement_id": settlement_id, **params}).mappings().first()
         if row is None:
             raise SettlementNotFound(settlement_id)
         return from_row(SettlementRecord, row)
+
+    def settlement_at_head(
+        self, settlement_id: str, owner: str
+    ) -> tuple[SettlementRecord, int | None]:
+        """``owner``'s settlement and its chain's recorded head, read in one statement: one
+        snapshot, so the depth a view shows is never ahead of (or behind) the stored row, at
+        the cost of one query instead of two (``GET /v1/settlements/{id}``, issue 14).
+        Raises :class:`SettlementNotFound` as :meth:`settlement` does."""
+        with self._reader.connect() as conn:
+            params = {"settlement_id": settlement_id, "owner": owner}
+            row = conn.execute(_OWNED_AT_HEAD, params).mappings().first()
+        if row is None:
+            raise SettlementNotFound(settlement_id)
+        return from_row(SettlementRecord, row), row["recorded_head"]
 
     def settlement_by_tx(
         self, chain: str, tx_hash: str, *, owner: str | None = None
