@@ -15,11 +15,10 @@ from guard.hexes import parse_tx_hash
 from watcher.api.auth import Reader
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
-from watcher.api.health import shown_error
 from watcher.api.models.errors import ERRORS
 from watcher.api.models.settlements import TX_HASH
 from watcher.api.models.views import ChainView, ReorgView, TxView
-from watcher.api.views import chain_or_error, chain_settlement_view, endpoints
+from watcher.api.views import chain_or_error, chain_settlement_view, endpoints, shown_error
 from watcher.config.chains import ChainConfig
 from watcher.config.secrets import configured_secrets
 from watcher.store import ChainRecord, SettlementNotFound

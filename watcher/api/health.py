@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CollectorRegistry, generate_latest
 
-from chains.redact import redact_text
 from watcher.api.auth import require
 from watcher.api.deps import ApiDeps
 from watcher.api.metrics.collector import ServiceCollector
 from watcher.api.models.views import HealthView
 from watcher.api.recorded_heads import recorded_heads
+from watcher.api.views import shown_error
 from watcher.config.secrets import configured_secrets
 
 
@@ -69,9 +68,3 @@ def router(deps: ApiDeps) -> APIRouter:
         )
 
     return api
-
-
-def shown_error(text: str | None, secrets: Sequence[str]) -> str | None:
-    """An error text as an answer may show it: scrubbed of the configured URLs and secrets
-    (chains/redact; the chain errors are redacted where they are made, this is the net)."""
-    return None if text is None else redact_text(text, secrets)

@@ -4,10 +4,10 @@ chain's endpoints, and the lookups they start from (a configured chain, its head
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from chains.redact import redact_url
+from chains.redact import redact_text, redact_url
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.recorded_heads import recorded_head
@@ -115,3 +115,9 @@ def endpoints(urls: list[str], health: list[dict[str, object]] | None) -> list[d
 def redact(url: str) -> str:
     """Hide credentials and API keys in an endpoint URL (the one redaction, chains/redact)."""
     return redact_url(url)
+
+
+def shown_error(text: str | None, secrets: Sequence[str]) -> str | None:
+    """An error text as an answer may show it: scrubbed of the configured URLs and secrets
+    (chains/redact; the chain errors are redacted where they are made, this is the net)."""
+    return None if text is None else redact_text(text, secrets)
