@@ -11,9 +11,9 @@ fails. A page for an API caller lists only its own settlements (``owner``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import Connection, select
 
 from chains.finality_modes import FINALITY_MODES
 from guard.payment import PAYMENT_KIND
@@ -95,17 +95,9 @@ class Listing:
     def _register_batch(
         self, news: Sequence[NewSettlement], specs: Mapping[str, NewPaymentSpec]
     ) -> list[tuple[SettlementRecord, bool]]:
-        t = s.settlements
         keys = list(dict.fromkeys((n.chain, n.tx_hash, n.owner) for n in news))
-        key_of = tuple_(t.c.chain, t.c.tx_hash, t.c.owner)
         with self._writer.begin() as conn:
-            existing: set[Key] = set()
-            for start in range(0, len(keys), 200):
-                chunk = keys[start : start + 200]
-                found = conn.execute(
-                    select(t.c.chain, t.c.tx_hash, t.c.owner).where(key_of.in_(chunk))
-                ).all()
-                existing.update((row[0], row[1], row[2]) for row in found)
+            existing = {(r[0], r[1], r[2]) for r in _rows_of(conn, keys, _KEY_COLUMNS)}
             fresh: dict[Key, NewSettlement] = {}
             for new in news:
                 key = (new.chain, new.tx_hash, new.owner)
@@ -121,12 +113,9 @@ class Listing:
                     ]
                     conn.execute(s.payment_specs.insert(), spec_rows)
             stored: dict[Key, SettlementRecord] = {}
-            for start in range(0, len(keys), 200):
-                chunk = keys[start : start + 200]
-                rows = conn.execute(select(t).where(key_of.in_(chunk))).mappings().all()
-                for row in rows:
-                    rec = from_row(SettlementRecord, row)
-                    stored[(rec.chain, rec.tx_hash, rec.owner)] = rec
+            for row in _rows_of(conn, keys, [s.settlements]):
+                rec = from_row(SettlementRecord, row._mapping)
+                stored[(rec.chain, rec.tx_hash, rec.owner)] = rec
         out: list[tuple[SettlementRecord, bool]] = []
         first_seen: set[Key] = set()
         for new in news:
@@ -135,6 +124,33 @@ class Listing:
             first_seen.add(key)
             out.append((stored[key], created))
         return out
+
+
+_KEY_COLUMNS = [s.settlements.c.chain, s.settlements.c.tx_hash, s.settlements.c.owner]
+
+_CHUNK = 500
+"""Tx hashes per ``IN`` list (well under SQLite's bound on parameters)."""
+
+
+def _rows_of(conn: Connection, keys: Sequence[Key], columns: Sequence[Any]) -> list[Any]:
+    """The stored rows of ``keys`` (``columns`` of them), looked up through the unique index:
+    ``chain = ? AND owner = ? AND tx_hash IN (…)`` per chain and owner. A row-value
+    ``(chain, tx_hash, owner) IN (…)`` is a scan of the whole table on SQLite, so a batch
+    cost grew with every settlement ever stored (issue 14)."""
+    t = s.settlements
+    by_group: dict[tuple[str, str], list[str]] = {}
+    for chain, tx_hash, owner in keys:
+        by_group.setdefault((chain, owner), []).append(tx_hash)
+    rows: list[Any] = []
+    for (chain, owner), hashes in by_group.items():
+        for start in range(0, len(hashes), _CHUNK):
+            query = select(*columns).where(
+                t.c.chain == chain,
+                t.c.owner == owner,
+                t.c.tx_hash.in_(hashes[start : start + _CHUNK]),
+            )
+            rows.extend(conn.execute(query).all())
+    return rows
 
 
 def listing(store: _Dbs) -> Listing:
