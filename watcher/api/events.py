@@ -24,8 +24,10 @@ from watcher.api.deps import ApiDeps
 from watcher.api.errors import error_response
 from watcher.api.models.params import MAX_ID
 from watcher.api.models.views import EventView
+from watcher.api.views import shown_event
+from watcher.config.secrets import configured_secrets
 from watcher.delivery.events_tail import EventTail
-from watcher.delivery.format import SEVERITY_RANK, event_json
+from watcher.delivery.format import SEVERITY_RANK
 from watcher.store import EventRecord
 
 SSE_MAX_S = 15.0
@@ -44,6 +46,7 @@ SSE_RETRY_MS = 1000
 def router(deps: ApiDeps) -> APIRouter:
     """The events route over ``deps``."""
     api = APIRouter()
+    secrets = configured_secrets(deps.config)
 
     @api.get(
         "/v1/events",
@@ -69,7 +72,7 @@ def router(deps: ApiDeps) -> APIRouter:
         if "text/event-stream" in request.headers.get("accept", ""):
             return event_stream(deps, request, after, caller.name)
         events = deps.store.events(after_id=after, limit=limit, owner=caller.name)
-        return [event_json(e) for e in events]
+        return [shown_event(e, secrets) for e in events]
 
     return api
 
@@ -78,17 +81,10 @@ def event_stream(deps: ApiDeps, request: Request, after: int, owner: str) -> Res
     """``GET /v1/events`` as Server-Sent Events (see the module doc), of what ``owner`` may
     see: the tail reads every event (a gap in the ids must mean a late commit, not another
     caller's event), then drops the others' and cuts the chain-wide ones' ``touched``."""
-    start = after
-    header = request.headers.get("last-event-id")
-    if header is not None and header.strip():
-        value = header.strip()
-        if not (value.isascii() and value.isdigit()) or int(value) > MAX_ID:
-            return error_response(
-                422,
-                f"Last-Event-ID: must be an event id (integer), got {header!r}",
-                fields=["Last-Event-ID"],
-            )
-        start = int(header.strip())
+    secrets = configured_secrets(deps.config)
+    start = _resumed_at(request, after)
+    if isinstance(start, Response):
+        return start
     kinds_param = request.query_params.get("kinds")
     kinds = {k.strip() for k in kinds_param.split(",") if k.strip()} if kinds_param else None
     min_severity = request.query_params.get("min_severity", "info")
@@ -118,7 +114,9 @@ def event_stream(deps: ApiDeps, request: Request, after: int, owner: str) -> Res
                     continue
                 if SEVERITY_RANK.get(event.severity, 0) < floor:
                     continue
-                data = json.dumps(event_json(event), sort_keys=True, separators=(",", ":"))
+                data = json.dumps(
+                    shown_event(event, secrets), sort_keys=True, separators=(",", ":")
+                )
                 yield f"id: {event.id}\nevent: {event.kind}\ndata: {data}\n\n".encode()
                 quiet_since = loop.time()
             if len(events) == 200 and not tail.holding:
@@ -133,3 +131,19 @@ def event_stream(deps: ApiDeps, request: Request, after: int, owner: str) -> Res
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+def _resumed_at(request: Request, after: int) -> int | Response:
+    """Where a stream starts: after ``Last-Event-ID`` when the client sent one (a
+    reconnect), else after ``after``; a 422 answer if the header is not an event id."""
+    header = request.headers.get("last-event-id")
+    if header is None or not header.strip():
+        return after
+    value = header.strip()
+    if not (value.isascii() and value.isdigit()) or int(value) > MAX_ID:
+        return error_response(
+            422,
+            f"Last-Event-ID: must be an event id (integer), got {header!r}",
+            fields=["Last-Event-ID"],
+        )
+    return int(value)

@@ -3,6 +3,7 @@ chain's endpoints, and the lookups they start from (a configured chain, its head
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -13,6 +14,7 @@ from watcher.api.errors import ApiError
 from watcher.api.recorded_heads import recorded_head
 from watcher.config.chains import ChainConfig
 from watcher.config.errors import UnknownChainName
+from watcher.delivery.format import event_json
 from watcher.settlements import settlement_view
 from watcher.store import SettlementNotFound, SettlementRecord
 from watcher.store.receipts_store import receipt_store
@@ -121,3 +123,26 @@ def shown_error(text: str | None, secrets: Sequence[str]) -> str | None:
     """An error text as an answer may show it: scrubbed of the configured URLs and secrets
     (chains/redact; the chain errors are redacted where they are made, this is the net)."""
     return None if text is None else redact_text(text, secrets)
+
+
+def shown_event(event: Any, secrets: Sequence[str]) -> dict[str, Any]:
+    """An event as the API answers it (``event_json``), its payload scrubbed of the
+    configured URLs and secrets when it holds one: events are redacted where they are
+    made, but rows stored by older versions carry a failing endpoint's full URL."""
+    shown = event_json(event)
+    if secrets:
+        text = json.dumps(shown["payload"])
+        if any(secret in text for secret in secrets):
+            shown["payload"] = _scrubbed(shown["payload"], secrets)
+    return shown
+
+
+def _scrubbed(value: Any, secrets: Sequence[str]) -> Any:
+    """``value`` with every string in it scrubbed (keys included)."""
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, dict):
+        return {_scrubbed(k, secrets): _scrubbed(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(v, secrets) for v in value]
+    return value
