@@ -21,12 +21,12 @@ from watcher.api.models.errors import ERRORS
 from watcher.api.models.payments import PaymentRequest
 from watcher.api.models.settlements import SettlementView, SourceSettlementRequest
 from watcher.api.models.views import EventView
-from watcher.api.payments import payment_view, register_payment_settlement
+from watcher.api.payments import register_payment_settlement
 from watcher.api.registration import SettlementRequest, checked_settlement
-from watcher.api.source_settlements import register_source_settlement, source_view
+from watcher.api.settlement_read import settlement_answer
+from watcher.api.source_settlements import register_source_settlement
 from watcher.api.views import (
     chain_settlement_view,
-    settlement_at_head,
     settlement_or_error,
     wait_signed,
 )
@@ -95,13 +95,11 @@ def router(deps: ApiDeps) -> APIRouter:
         return JSONResponse(view, status_code=201 if created else 200)
 
     @api.get("/v1/settlements/{settlement_id}", response_model=SettlementView, **_READ)
-    def get_settlement(caller: Reader, settlement_id: str) -> JSONResponse:
+    async def get_settlement(caller: Reader, settlement_id: str) -> JSONResponse:
         """A registered settlement's current view (the caller's own: 404 for another's)."""
-        rec, head = settlement_at_head(deps, settlement_id, caller.name)  # one query
-        view = payment_view(deps, rec) or source_view(deps, rec)
         # Encoded as it is, not through the model: pydantic's encoder stops at 255 levels, and
         # a dependent_state stored before it was bounded (issue 14) must still read back.
-        return JSONResponse(view or chain_settlement_view(deps, rec, lambda _: head))
+        return JSONResponse(await settlement_answer(deps, settlement_id, caller.name))
 
     @api.get("/v1/settlements/{settlement_id}/receipt", responses=_NOT_FOUND)
     def get_receipt(caller: Reader, settlement_id: str) -> dict[str, Any]:
