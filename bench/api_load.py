@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import secrets
 import shutil
@@ -140,6 +141,7 @@ def main() -> None:
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not on PATH (Debian: apt-get install wrk)")
     work = Path(tempfile.mkdtemp(prefix="fw-bench-api-"))
+    load_start = os.getloadavg()[0]  # the machine's other work: the figures scale with it
     with Anvil() as anvil:
         daemon = Daemon(work, anvil.url, extra_config=TOKENS, poll_interval_s=1.0)
         try:
@@ -160,8 +162,12 @@ def main() -> None:
             single = single_rate(daemon.url, 500)
             batch = batch_rate(daemon.url, args.batch_total, 1000, threads=2)
             rss_end = rss_mb(pid)
+            load_end = os.getloadavg()[0]
         finally:
             daemon.close()
+    print(
+        f"load average (1 min) {load_start:.1f} at start, {load_end:.1f} at end ({os.cpu_count()} cores)"
+    )
     print(
         f"GET /v1/settlements/{{id}}: {get_rate:,.0f} req/s, p99 {get_p99:.1f} ms (target ≥ 1,500, ≤ 50 ms)"
     )
