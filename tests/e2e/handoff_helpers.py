@@ -17,6 +17,9 @@ DELIVERY: dict[str, Any] = {
     "timeout_s": 1.0,
     "receipt_wait_s": 0.5,
     "max_attempts": 100,
+    # The receiver is on loopback and some of these chains (31338) are not dev chains:
+    # their commit_url must be allow-listed (issue 14's outbound rule).
+    "allow_destinations": ["127.0.0.1"],
 }
 
 
