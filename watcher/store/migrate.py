@@ -34,6 +34,12 @@ def migrate(db: Db, url: str) -> None:
                 # this transaction ends) lets one migrate while the others wait, then
                 # find the schema current.
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+                # The session's idle-in-transaction limit (db.make_engine) is for a writer
+                # paused mid-transaction; a migration pauses between statements as Alembic
+                # imports each revision, which on a loaded machine took over that limit
+                # and killed the migration half-way (it rolls back: nothing lost, but the
+                # daemon could not start). This transaction only.
+                conn.execute(text("SET LOCAL idle_in_transaction_session_timeout = 0"))
             current = MigrationContext.configure(conn).get_current_heads()
             unknown = [rev for rev in current if rev not in known]
             if unknown:
