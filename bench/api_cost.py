@@ -1,0 +1,164 @@
+"""The API's cost per request, in process: ``.venv/bin/python -m bench.api_cost [--rounds 8]``.
+
+The load figures of :mod:`bench.api_load` (wrk against the daemon) depend on what else the
+machine runs; these do much less. The application ``finality run`` serves (tokens on, a
+SQLite store, one chain) is built in this process and driven through ASGI directly, one
+request at a time, without a socket: what is measured is the route's own work (middleware,
+auth, routing, store, view, JSON), the best of ``--rounds`` rounds (the least disturbed by
+other processes). Figures:
+
+- ``GET /v1/settlements/{id}`` (a watched settlement, the bench's case) and ``GET /healthz``,
+  microseconds per request;
+- ``POST /v1/settlements/batch`` with 1,000 new items, milliseconds per request (and the
+  registrations per second one core would give).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from tests.support.daemon import toml_value
+from watcher.api.server import create_app
+from watcher.app.build import build
+from watcher.config.loading import parse_config
+
+TOKEN = "bench-" + secrets.token_hex(16)
+Call = Callable[[str, str, bytes], Awaitable[tuple[int, bytes]]]
+
+
+def config(tmp: Path) -> str:
+    """A daemon config: SQLite in ``tmp``, one chain nothing polls, two tokens."""
+    return "\n".join(
+        [
+            "[store]",
+            f"url = {toml_value(f'sqlite:///{tmp}/finality.db')}",
+            "[signing]",
+            f"dev_key_file = {toml_value(str(tmp / 'dev-key'))}",
+            "[[chains]]",
+            'name = "local"',
+            "chain_id = 31337",
+            'rpc = ["http://127.0.0.1:9"]',
+            "[[api.tokens]]",
+            'name = "bench"',
+            f'token = "{TOKEN}"',
+            'scopes = ["read", "register"]',
+            "[[api.tokens]]",
+            'name = "reader"',
+            f'token = "reader-{secrets.token_hex(16)}"',
+            'scopes = ["read"]',
+        ]
+    )
+
+
+def asgi_caller(app: Any) -> Call:
+    """A function sending one request to ``app`` and returning (status, body)."""
+
+    async def call(method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        headers = [(b"host", b"127.0.0.1:8710"), (b"authorization", f"Bearer {TOKEN}".encode())]
+        if body:
+            headers += [(b"content-type", b"application/json")]
+            headers += [(b"content-length", str(len(body)).encode())]
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": headers,
+            "client": ("127.0.0.1", 50000),
+            "server": ("127.0.0.1", 8710),
+        }
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+        out: dict[str, Any] = {"status": 0, "body": b""}
+
+        async def receive() -> dict[str, Any]:
+            if messages:
+                return messages.pop()
+            await asyncio.Event().wait()  # the client never disconnects
+            return {}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                out["status"] = message["status"]
+            elif message["type"] == "http.response.body":
+                out["body"] += message.get("body", b"")
+
+        await app(scope, receive, send)
+        return out["status"], out["body"]
+
+    return call
+
+
+def batch_body(count: int) -> bytes:
+    """A batch of ``count`` new chain registrations."""
+    items = [{"chain": "local", "tx_hash": "0x" + secrets.token_hex(32)} for _ in range(count)]
+    return json.dumps({"items": items}).encode()
+
+
+async def best(rounds: int, per_round: int, request: Callable[[int], Awaitable[None]]) -> float:
+    """The least seconds per request over ``rounds`` rounds of ``per_round`` requests."""
+    least = float("inf")
+    for r in range(rounds):
+        started = time.perf_counter()
+        for k in range(per_round):
+            await request(r * per_round + k)
+        least = min(least, (time.perf_counter() - started) / per_round)
+    return least
+
+
+async def measure(call: Call, rounds: int) -> dict[str, float]:
+    """Seconds per request of each route (see the module doc)."""
+    ids: list[str] = []
+    for _ in range(2):
+        status, body = await call("POST", "/v1/settlements/batch", batch_body(1000))
+        assert status == 200, body[:300]
+        ids += [r["settlement"]["settlement_id"] for r in json.loads(body)["results"]]
+
+    async def get(k: int) -> None:
+        status, body = await call("GET", f"/v1/settlements/{ids[k % len(ids)]}", b"")
+        assert status == 200, body
+
+    async def health(_k: int) -> None:
+        await call("GET", "/healthz", b"")  # 503: nothing polls the chain; the same work
+
+    async def batch(_k: int) -> None:
+        status, body = await call("POST", "/v1/settlements/batch", batch_body(1000))
+        assert status == 200, body[:300]
+
+    await best(1, 200, get)  # warm up
+    return {
+        "get": await best(rounds, 300, get),
+        "healthz": await best(rounds, 300, health),
+        "batch": await best(max(3, rounds // 2), 1, batch),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=8)
+    args = parser.parse_args()
+    service = build(parse_config(config(Path(tempfile.mkdtemp(prefix="fw-api-cost-"))), "<bench>"))
+    try:
+        figures = asyncio.run(measure(asgi_caller(create_app(service)), args.rounds))
+    finally:
+        service.stop()
+    print(f"GET /v1/settlements/{{id}}: {figures['get'] * 1e6:,.0f} us a request")
+    print(f"GET /healthz: {figures['healthz'] * 1e6:,.0f} us a request")
+    batch = figures["batch"]
+    print(f"POST /v1/settlements/batch (1,000 new): {batch * 1e3:,.0f} ms ({1000 / batch:,.0f}/s)")
+
+
+if __name__ == "__main__":
+    main()
