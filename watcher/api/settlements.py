@@ -28,9 +28,10 @@ from watcher.api.source_settlements import register_source_settlement
 from watcher.api.views import (
     chain_settlement_view,
     settlement_or_error,
+    shown_event,
     wait_signed,
 )
-from watcher.delivery.format import event_json
+from watcher.config.secrets import configured_secrets
 
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: ERRORS[404]}
 
@@ -122,7 +123,8 @@ def router(deps: ApiDeps) -> APIRouter:
     def get_settlement_events(caller: Reader, settlement_id: str) -> list[dict[str, Any]]:
         """Events (confirmed, failed, reorg, violations) recorded for one settlement."""
         rec = settlement_or_error(deps, settlement_id, caller.name)
-        return [event_json(e) for e in deps.store.events(rec.settlement_id, owner=caller.name)]
+        events = deps.store.events(rec.settlement_id, owner=caller.name)
+        return [shown_event(e, configured_secrets(deps.config)) for e in events]
 
     return api
 
