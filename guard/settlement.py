@@ -313,6 +313,14 @@ class Transition:
     """True when a confirmed settlement lost its finality: always raise this loudly."""
 
 
+def restated(decision: Decision, settlement: Settlement, evidence: Evidence) -> Decision:
+    """``decision`` resting on ``evidence`` (a reorg replaced the head block its evidence
+    named, above an inclusion it left standing): same verdict and times, a new digest."""
+    d = decision
+    args = (d.deadline, d.elapsed_ms, d.remaining_ms, evidence, d.late_finality)
+    return _decide(d.verdict, d.directive, settlement, *args)
+
+
 def settle_transition(
     previous: Decision | None, fresh: Decision, reversal: Reversal | None = None
 ) -> Transition:

@@ -122,3 +122,40 @@ def test_a_reorg_under_a_receipt_in_backoff_gets_the_new_decisions_receipt_at_on
     assert verified.facts.block_hash == again.block_hash
     assert again.block_number is not None
     assert verified.facts.block_hash == anvil.block(again.block_number)["hash"]
+
+
+def test_a_reorg_of_only_the_decisions_head_block_restates_the_decision_and_gets_a_receipt(
+    anvil: Anvil, rig: Rig
+) -> None:
+    """The tx stays in its block; a reorg of depth 1 replaces only the block at which the
+    settlement was confirmed (its decision's head). The verdict stands, but a receipt must
+    rest on blocks the chain still has: the decision is re-stated on the new block at that
+    height (a ``decision_restated`` event), and its receipt verifies against the node. Before,
+    the receipt waited for ever ("block H is no longer 0x…") — the chaos soak's 'no finality
+    receipt in time'."""
+    tx = anvil.send()
+    sid = rig.register(tx).settlement_id
+    rig.watcher.poll()
+    rig.mine_and_poll(1)  # N = 2: final at the next block
+    decided = rig.settlement(sid)
+    assert decided.verdict == "FINALITY_CONFIRMED"
+    head = decided.decision["evidence"]["facts"]["head_number"]
+    old_head_hash = decided.decision["evidence"]["facts"]["head_hash"]
+    assert head == anvil.head() and decided.block_number == head - 1
+
+    anvil.reorg(1, [])  # the head block only: the tx's block stays
+    rig.watcher.poll()
+    again = rig.settlement(sid)
+    assert again.verdict == "FINALITY_CONFIRMED" and again.block_hash == decided.block_hash
+    facts = again.decision["evidence"]["facts"]
+    assert facts["head_number"] == head
+    assert facts["head_hash"] == anvil.block(head)["hash"] != old_head_hash
+    assert again.digest != decided.digest
+    kinds = [e.kind for e in rig.store.events(settlement_id=sid)]
+    assert "decision_restated" in kinds and "finality_violation" not in kinds
+
+    receipts = receipts_for(rig)
+    receipts.run(rig)
+    verified = verify_receipt(receipts.latest(sid), trusted_signers=[receipts.signer.address])
+    assert verified.facts.block_hash == decided.block_hash
+    assert verified.facts.anchor == (head, anvil.block(head)["hash"])

@@ -59,6 +59,7 @@ EVENT_KINDS = (
     "rpc_recovered",
     "failure_evidence_reorged",
     "payment_transfer_reorged",
+    "decision_restated",
 )
 """Every event kind the daemon emits (alerts filter on these)."""
 

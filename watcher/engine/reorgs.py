@@ -15,8 +15,16 @@ from typing import Any
 
 from chains.models import BlockHeader
 from chains.tracker import Reorg
-from guard.settlement import Evidence, Reversal, Verdict
-from guard.types import UnixMillis
+from guard.settlement import (
+    Evidence,
+    Reversal,
+    Settlement,
+    Verdict,
+    decision_as_json,
+    decision_from_json,
+    restated,
+)
+from guard.types import SettlementId, UnixMillis
 from watcher.delivery.plan import OutboxPlan
 from watcher.engine.decisions import record_event
 from watcher.store.block_txn import BlockTxn
@@ -45,6 +53,7 @@ def undo_reorg(
     txn.rewind(anc.number)
     touched = _touched(txn, reorg)
     reversed_ids = _clear(txn, touched, anc.number, plan)
+    _restate_moved_heads(txn, reorg, {r.settlement_id for r in touched}, plan)
     payload = _record(txn, reorg, new_head, touched, chain, bool(reversed_ids))
     record_event(txn, plan, "reorg", "critical" if reversed_ids else "warning", payload)
     plan.on_reorged_out(txn, touched, payload)
@@ -140,3 +149,46 @@ def _record(
         # window (a rebase) and the depth a lower bound.
         payload["beyond_window"] = True
     return payload
+
+
+EVIDENCE_REACH = 256
+"""How far below the ancestor a settlement's inclusion may sit for its decision's head to
+be looked at (a decision's head is its inclusion + N - 1 unless decided late)."""
+
+
+def _restate_moved_heads(txn: BlockTxn, reorg: Reorg, touched: set[str], plan: OutboxPlan) -> None:
+    """Terminal decisions the reorg left standing whose evidence named a head block it
+    replaced: re-stated on the new branch's block at that height (same verdict: the tx is
+    as deep there), with a ``decision_restated`` event so the receipts component signs the
+    new decision. Without this the receipt waited for ever on a block the chain no longer
+    has (the chaos soak's "no finality receipt in time"). A head the new branch does not
+    reach (a shorter branch) is left: its receipt waits, and says why."""
+    anc = reorg.common_ancestor.number
+    new_hash: dict[int, str | None] = {b.number: b.new_hash for b in reorg.replaced}
+    for rec in txn.decided_between(anc - EVIDENCE_REACH, anc):
+        previous = decision_from_json(rec.decision)
+        evidence = previous.evidence
+        if rec.settlement_id in touched or evidence is None:
+            continue
+        facts = dict(evidence.facts)
+        head = facts.get("head_number")
+        moved_to = new_hash.get(head) if isinstance(head, int) and head > anc else None
+        if moved_to is None:
+            continue
+        settlement = Settlement(
+            settlement_id=SettlementId(rec.settlement_id),
+            initiated=True,
+            initiated_at=UnixMillis(rec.initiated_at),
+            timeout_ms=rec.timeout_ms,
+        )
+        fresh = restated(
+            previous,
+            settlement,
+            Evidence.of(evidence.kind, evidence.observed_at, **{**facts, "head_hash": moved_to}),
+        )
+        as_json = decision_as_json(fresh)
+        txn.save_decision(
+            rec, fresh.verdict.value, fresh.digest, as_json, watching=rec.watching, terminal=True
+        )
+        payload = {"previous_digest": previous.digest, "now": as_json}
+        record_event(txn, plan, "decision_restated", "info", payload, rec.settlement_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, insert, or_, select, update
+from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from guard.payment import PAYMENT_KIND
@@ -106,6 +106,18 @@ class BlockTxn:
         """Settlements whose inclusion or replacing tx sits above ``number`` (any verdict)."""
         t = s.settlements
         return self._settlements(or_(t.c.block_number > number, t.c.replaced_block_number > number))
+
+    def decided_between(self, low: int, high: int) -> list[SettlementRecord]:
+        """Confirmed or failed settlements whose inclusion (or replacing tx) sits in blocks
+        ``low < n <= high``: those whose evidence may name a head above ``high``."""
+        t = s.settlements
+        anchor = func.coalesce(t.c.block_number, t.c.replaced_block_number)
+        return self._settlements(
+            t.c.verdict.in_(["FINALITY_CONFIRMED", "SETTLEMENT_FAILED"]),
+            t.c.kind != PAYMENT_KIND,
+            anchor > low,
+            anchor <= high,
+        )
 
     def anchored_in(self, block_hashes: Sequence[str]) -> list[SettlementRecord]:
         """Settlements whose inclusion or replacing tx sits in one of ``block_hashes``."""

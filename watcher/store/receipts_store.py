@@ -35,6 +35,7 @@ TERMINAL_EVENTS = (
     "settlement_failed",
     "settlement_timed_out",
     "finality_violation",
+    "decision_restated",
 )
 """Event kinds after which a settlement may need a receipt or a revocation."""
 
