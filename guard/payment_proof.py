@@ -43,15 +43,14 @@ from guard.fields import (
     keys,
     obj,
     optional_integer,
-    strings,
     text,
 )
-from guard.finality_rule import BASES, TAG_OF_BASIS
+from guard.finality_rule import TAG_OF_BASIS
 from guard.payment import NATIVE, PAYMENT_KIND, TRANSFER_TOPIC
 from guard.payment_decode import PaymentTerms, ProvenTransfer, prove_transfer
 from guard.receipt_payment import PAYMENT_VERSION, payment_tx_hash
 from guard.verify_chain import ChainFacts, proof_headers
-from guard.verify_terms import COMMON, DECIDED, verify_timeout
+from guard.verify_terms import COMMON, DECIDED, finality_terms, verify_timeout
 
 PAYMENT_KEYS = ("kind", "version", "to", "asset", "amount", "from", "paid", "remaining")
 TRANSFER_KEYS = ("tx_hash", "block_number", "block_hash", "tx_index", "log_index", "from", "value")
@@ -272,26 +271,7 @@ def _verify_basis(
 ) -> str:
     """The finality section: every transfer final by its basis; confirmations = the depth
     of the latest transfer."""
-    basis = text(finality, "basis", "finality")
-    tagged = ("safe_number",) if basis == "safe" else ()
-    keys(
-        finality,
-        (
-            "basis",
-            "required_confirmations",
-            "confirmations",
-            "finalized_number",
-            "claim",
-            "observed_by",
-            *tagged,
-        ),
-        "finality",
-    )
-    required = integer(finality, "required_confirmations", "finality", minimum=1)
-    confirmations = integer(finality, "confirmations", "finality", minimum=1)
-    strings(finality, "observed_by", "finality", min_length=1)
-    if basis not in BASES:
-        raise ReceiptInvalid(f"finality.basis: {basis!r} is not one of {', '.join(BASES)}")
+    basis, required, confirmations = finality_terms(finality)
     latest = max(p.block_number for p in proven)
     depth = chain.head_number - latest + 1
     if confirmations != depth:

@@ -26,15 +26,14 @@ from guard.fields import (
     keys,
     obj,
     optional_integer,
-    strings,
     text,
 )
-from guard.finality_rule import BASES, TAG_OF_BASIS
+from guard.finality_rule import TAG_OF_BASIS
 from guard.payment_proof import verify_payment
 from guard.txs import SignedTx, TransactionError, decode_signed
 from guard.verify_chain import ChainFacts, Inclusion, verify_inclusion
 from guard.verify_offchain import verify_offchain
-from guard.verify_terms import COMMON, DECIDED, verify_timeout
+from guard.verify_terms import COMMON, DECIDED, finality_terms, verify_timeout
 
 VERDICTS = {
     fmt.FINALITY: "FINALITY_CONFIRMED",
@@ -173,27 +172,8 @@ def _verify_replacement(
 
 
 def _verify_basis(finality: Mapping[str, Any], inclusion: Inclusion, claims: list[str]) -> str:
-    basis = text(finality, "basis", "finality")
-    tagged = ("safe_number",) if basis == "safe" else ()
-    keys(
-        finality,
-        (
-            "basis",
-            "required_confirmations",
-            "confirmations",
-            "finalized_number",
-            "claim",
-            "observed_by",
-            *tagged,
-        ),
-        "finality",
-    )
-    required = integer(finality, "required_confirmations", "finality", minimum=1)
-    confirmations = integer(finality, "confirmations", "finality", minimum=1)
+    basis, required, confirmations = finality_terms(finality)
     finalized = optional_integer(finality, "finalized_number", "finality")
-    strings(finality, "observed_by", "finality", min_length=1)
-    if basis not in BASES:
-        raise ReceiptInvalid(f"finality.basis: {basis!r} is not one of {', '.join(BASES)}")
     if basis in ("depth", "depth_and_finalized") and inclusion.depth < required:
         raise ReceiptInvalid(
             f"finality: the headers show depth {inclusion.depth}, below the required {required}"

@@ -13,7 +13,7 @@ from typing import Any
 from guard import receipts as fmt
 from guard.errors import ReceiptInvalid
 from guard.fields import address, child, digest_text, field, integer, keys, obj, strings, text
-from guard.finality_rule import FINALITY_MODES
+from guard.finality_rule import BASES, FINALITY_MODES
 from guard.headers import field_bytes
 from guard.verify_chain import ChainFacts, verify_headers
 
@@ -214,3 +214,29 @@ def verify_revocation(body: Mapping[str, Any]) -> tuple[ChainFacts, list[str]]:
     reason = text(body, "reason", "")
     child(body, "evidence", "")
     return ChainFacts(summary=f"revokes {kind} {revoked}: {reason}", revokes=revoked), []
+
+
+def finality_terms(finality: Mapping[str, Any]) -> tuple[str, int, int]:
+    """The ``finality`` section's shape, shared by tx and payment receipts: its keys, a
+    known basis, observers named; returns (basis, required confirmations, confirmations)."""
+    basis = text(finality, "basis", "finality")
+    tagged = ("safe_number",) if basis == "safe" else ()
+    keys(
+        finality,
+        (
+            "basis",
+            "required_confirmations",
+            "confirmations",
+            "finalized_number",
+            "claim",
+            "observed_by",
+            *tagged,
+        ),
+        "finality",
+    )
+    required = integer(finality, "required_confirmations", "finality", minimum=1)
+    confirmations = integer(finality, "confirmations", "finality", minimum=1)
+    strings(finality, "observed_by", "finality", min_length=1)
+    if basis not in BASES:
+        raise ReceiptInvalid(f"finality.basis: {basis!r} is not one of {', '.join(BASES)}")
+    return basis, required, confirmations
