@@ -7,11 +7,13 @@ the resolver is the sender's seam, so a name can be made to resolve anywhere."""
 from __future__ import annotations
 
 import ipaddress
+import ssl
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 
 from tests.integration.helpers import random_tx_hash
 from tests.support.daemon import wait_for
@@ -52,6 +54,7 @@ def start_sender(store: Store) -> Iterator[Callable[[AllowList], Sender]]:
     def start(allow: AllowList) -> Sender:
         values: dict[str, Any] = {
             "max_attempts": 3,
+            "workers": 1,  # one client set: a kept-alive connection is reused if it may be
             "backoff_initial_s": 0.05,
             "backoff_max_s": 0.1,
             "timeout_s": 2.0,
@@ -161,3 +164,69 @@ def test_a_redirect_is_a_failed_attempt_never_followed(
         dead = settled(store, sid, "dead")
     assert (dead.last_status, dead.last_error) == (307, "HTTP 307")
     assert {r.path for r in receiver.received()} == {"/commit"}
+
+
+# -- https: the checked address, the name in the handshake ------------------------------
+
+
+@pytest.fixture
+def test_ca(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> trustme.CA:
+    """A CA the delivery clients trust (``SSL_CERT_FILE``, as an operator's private CA)."""
+    ca = trustme.CA()
+    bundle = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(bundle))
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    return ca
+
+
+def tls_for(ca: trustme.CA, *names: str) -> ssl.SSLContext:
+    """A server context with a certificate of ``ca`` for ``names`` only (no IP address)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert(*names).configure_cert(context)
+    return context
+
+
+def test_https_goes_to_the_checked_address_with_the_name_in_the_handshake(
+    store: Store, start_sender: Callable[[AllowList], Sender], test_ca: trustme.CA
+) -> None:
+    # hooks.example resolves (for the sender's check) to loopback, and nowhere else: a
+    # client resolving the name again itself would find nothing to connect to.
+    with Receiver(tls=tls_for(test_ca, "hooks.example")) as receiver:
+        DNS["hooks.example"] = ["127.0.0.1"]
+        sid = confirm(store, f"https://hooks.example:{receiver.port}/commit")
+        start_sender(AllowList([f"hooks.example:{receiver.port}"]))
+        delivered = settled(store, sid, "delivered")
+    [request] = receiver.received("/commit")
+    assert request.headers["host"] == f"hooks.example:{receiver.port}"
+    assert delivered.last_status == 200
+
+
+def test_https_certificate_is_checked_against_the_name_not_the_address(
+    store: Store, start_sender: Callable[[AllowList], Sender], test_ca: trustme.CA
+) -> None:
+    with Receiver(tls=tls_for(test_ca, "other.example")) as receiver:
+        DNS["hooks.example"] = ["127.0.0.1"]
+        sid = confirm(store, f"https://hooks.example:{receiver.port}/commit")
+        start_sender(AllowList([f"hooks.example:{receiver.port}"]))
+        dead = settled(store, sid, "dead")
+    assert "CERTIFICATE_VERIFY_FAILED" in str(dead.last_error)
+    assert receiver.received() == []
+
+
+def test_two_names_at_one_address_do_not_share_a_tls_connection(
+    store: Store, start_sender: Callable[[AllowList], Sender], test_ca: trustme.CA
+) -> None:
+    # The receiver holds a certificate for good.example only. A kept-alive connection opened
+    # (and verified) for good.example must not carry bad.example's delivery.
+    with Receiver(tls=tls_for(test_ca, "good.example")) as receiver:
+        DNS["good.example"] = DNS["bad.example"] = ["127.0.0.1"]
+        allow = AllowList([f"good.example:{receiver.port}", f"bad.example:{receiver.port}"])
+        sender = start_sender(allow)
+        good = confirm(store, f"https://good.example:{receiver.port}/good")
+        sender.wake.set()
+        settled(store, good, "delivered")
+        bad = confirm(store, f"https://bad.example:{receiver.port}/bad")
+        sender.wake.set()
+        dead = settled(store, bad, "dead")
+    assert "CERTIFICATE_VERIFY_FAILED" in str(dead.last_error)
+    assert [r.path for r in receiver.received()] == ["/good"]

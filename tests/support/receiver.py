@@ -24,6 +24,7 @@ import hashlib
 import hmac
 import json
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Sequence
@@ -132,9 +133,15 @@ class Receiver:
     """An HTTP server on 127.0.0.1 (see the module doc). Use as a context manager."""
 
     def __init__(
-        self, secret: str | None = None, port: int | None = None, start: bool = True
+        self,
+        secret: str | None = None,
+        port: int | None = None,
+        start: bool = True,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.secret = secret
+        self.tls = tls
+        """Serve https with this server context (a test CA's certificate), else http."""
         self.port = port or free_port()
         self.requests: list[Received] = []
         self.applied: dict[str, Effect] = {}
@@ -153,7 +160,8 @@ class Receiver:
 
     def url(self, path: str = "/") -> str:
         """Absolute URL of ``path`` on this receiver."""
-        return f"http://127.0.0.1:{self.port}{path}"
+        scheme = "http" if self.tls is None else "https"
+        return f"{scheme}://127.0.0.1:{self.port}{path}"
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -170,6 +178,9 @@ class Receiver:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
+        if self.tls is not None:
+            sock = self._server.socket
+            self._server.socket = self.tls.wrap_socket(sock, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 

@@ -48,7 +48,7 @@ from watcher.delivery.format import (
     headers,
 )
 from watcher.delivery.log_channel import EventLog
-from watcher.delivery.outbound import post_checked
+from watcher.delivery.outbound import DeliveryClients, post_checked
 from watcher.delivery.plan import commit_key
 from watcher.destinations import AllowList, DestinationRefused, Resolver, Unresolvable, resolve
 from watcher.store.errors import StoreError
@@ -237,7 +237,7 @@ class Sender:
     # -- workers -------------------------------------------------------------------------
 
     def _work(self) -> None:
-        with httpx.Client(timeout=self.config.timeout_s, follow_redirects=False) as client:
+        with DeliveryClients(self.config.timeout_s) as clients:
             while True:
                 rec = self._queue.get()
                 if rec is None:
@@ -247,7 +247,7 @@ class Sender:
                         now = self.clock()
                         outcome = Outcome(rec, PENDING, now, due_at=now, attempted=False)
                     else:
-                        outcome = self.deliver(rec, client)
+                        outcome = self.deliver(rec, clients)
                 except Exception as exc:
                     # The row stays "sending": it is due again when its lease ends.
                     if isinstance(exc, StoreError):
@@ -260,7 +260,7 @@ class Sender:
                     self._results.put(outcome)
                 self.wake.set()
 
-    def deliver(self, rec: DeliveryRecord, client: httpx.Client) -> Outcome:
+    def deliver(self, rec: DeliveryRecord, clients: DeliveryClients) -> Outcome:
         """One attempt of a claimed row: the outcome to record (by the dispatcher)."""
         now = self.clock()
         if rec.kind == "commit" and rec.idempotency_key != commit_key(rec.settlement_id or ""):
@@ -282,7 +282,7 @@ class Sender:
         sent = self.clock()
         signed = headers(rec, data, self.config.secret, sent // 1000)
         try:
-            answer = post_checked(client, rec.url, self.destinations, data, signed, self.resolver)
+            answer = post_checked(clients, rec.url, self.destinations, data, signed, self.resolver)
         except Unresolvable as exc:  # DNS may come back: an ordinary failed attempt
             return self._failed(rec, None, f"destination: {exc}")
         except DestinationRefused as exc:  # nothing was sent, and retrying cannot help
