@@ -1,5 +1,8 @@
 """API under load, auth on: ``.venv/bin/python -m bench.api_load [--seconds 10] [--settlements 2000]``.
 
+``--batch-only`` skips the GETs; ``--profile-batch FILE`` records the daemon with py-spy
+(raw folded stacks) during the batches.
+
 The daemon runs as shipped (``finality run``, SQLite, one anvil chain) with two bearer
 tokens configured, and every request below carries one. Load comes from ``wrk`` (C, one
 thread, keep-alive: it takes a fraction of a core, so the daemon has the rest) when it is on
@@ -10,8 +13,11 @@ Figures, each beside a baseline measured in the same run:
 
 - ``GET /v1/settlements/{id}`` (random ids of the registered set) req/s and p99, beside
   ``GET /healthz`` (the framework's floor: routing, auth, JSON, no store read);
-- registrations per second through ``POST /v1/settlements/batch`` (1,000 a request, a few
-  connections), beside one ``POST /v1/settlements`` a request;
+- registrations per second through ``POST /v1/settlements/batch`` (1,000 a request, two
+  keep-alive connections posting bodies encoded before the clock starts, answers checked by
+  a byte count of their 201s: the generator shares the daemon's cores) and the daemon's CPU
+  per 1,000 (from /proc: what the daemon costs, much less disturbed by the machine's load),
+  beside one ``POST /v1/settlements`` a request;
 - the daemon's RSS before and after (it must stay flat).
 
 Targets (issue 14): GET ≥ 1,500 req/s with p99 ≤ 50 ms; ≥ 5,000 registrations/s via batch.
@@ -20,16 +26,20 @@ Targets (issue 14): GET ≥ 1,500 req/s with p99 ≤ 50 ms; ≥ 5,000 registrati
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -90,27 +100,53 @@ def wrk(
     return rate, float(p99) * scale
 
 
-def batch_rate(url: str, total: int, per_request: int, threads: int) -> float:
-    """Registrations per second through the batch route, ``threads`` connections at once."""
+def batch_bodies(total: int, per_request: int) -> list[bytes]:
+    """The batch requests of ``total`` new registrations, JSON-encoded before any clock
+    starts: the load generator shares the daemon's two cores, so it must not spend them
+    building and encoding 1,000 item dicts a request."""
     hashes = tx_hashes(total)
-    chunks = [hashes[i : i + per_request] for i in range(0, total, per_request)]
+    return [
+        json.dumps(
+            {"items": [{"chain": CHAIN, "tx_hash": h} for h in hashes[i : i + per_request]]},
+            separators=(",", ":"),
+        ).encode()
+        for i in range(0, total, per_request)
+    ]
+
+
+def batch_rate(url: str, total: int, per_request: int, connections: int) -> float:
+    """Registrations per second through the batch route, ``connections`` at once, each a
+    keep-alive ``http.client`` connection posting pre-encoded bodies. An answer is checked
+    by its status and its count of 201 results (a byte count, not a parse of ~800 KB)."""
+    bodies = batch_bodies(total, per_request)
+    sizes = [body.count(b'"tx_hash"') for body in bodies]
+    address = urlsplit(url)
+    headers = {**AUTH, "Content-Type": "application/json"}
     lock = threading.Lock()
+    todo = list(range(len(bodies)))
     problems: list[str] = []
 
     def worker() -> None:
-        with httpx.Client(base_url=url, headers=AUTH, timeout=60) as client:
+        conn = http.client.HTTPConnection(
+            address.hostname or "127.0.0.1", address.port, timeout=120
+        )
+        try:
             while True:
                 with lock:
-                    if not chunks:
+                    if not todo:
                         return
-                    chunk = chunks.pop()
-                items = [{"chain": CHAIN, "tx_hash": h} for h in chunk]
-                answer = client.post("/v1/settlements/batch", json={"items": items})
-                if answer.status_code != 200:
-                    problems.append(f"{answer.status_code} {answer.text[:200]}")
+                    k = todo.pop()
+                conn.request("POST", "/v1/settlements/batch", bodies[k], headers)
+                answer = conn.getresponse()
+                data = answer.read()
+                created = data.count(b'"status":201')
+                if answer.status != 200 or created != sizes[k]:
+                    problems.append(f"{answer.status}, {created} of {sizes[k]} 201: {data[:200]!r}")
+        finally:
+            conn.close()
 
     started = time.perf_counter()
-    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    pool = [threading.Thread(target=worker) for _ in range(connections)]
     for t in pool:
         t.start()
     for t in pool:
@@ -131,58 +167,103 @@ def single_rate(url: str, total: int) -> float:
         return total / (time.perf_counter() - started)
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used: the daemon's cost, whatever else
+    the machine runs (the rates above scale with the load, this much less)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def profiled(pid: int, out: Path | None) -> subprocess.Popen[bytes] | None:
+    """py-spy recording the daemon (raw folded stacks into ``out``) until stopped."""
+    if out is None:
+        return None
+    spy = Path(sys.executable).with_name("py-spy")
+    command = [str(spy), "record", "--pid", str(pid), "--nonblocking", "-r", "100"]
+    return subprocess.Popen([*command, "-f", "raw", "-o", str(out)], stdout=subprocess.DEVNULL)
+
+
+def batch_phase(url: str, pid: int, args: argparse.Namespace) -> dict[str, float]:
+    """Registrations a second via the batch route, and the daemon's CPU per 1,000."""
+    spy = profiled(pid, args.profile_batch)
+    cpu_before = cpu_s(pid)
+    rate = batch_rate(url, args.batch_total, 1000, args.batch_connections)
+    cpu = cpu_s(pid) - cpu_before
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(timeout=60)
+    return {"batch": rate, "batch_cpu_ms": cpu * 1e3 / (args.batch_total / 1000)}
+
+
+def get_phase(url: str, work: Path, args: argparse.Namespace) -> dict[str, float]:
+    """The GET figures (wrk), after registering ``args.settlements`` to read."""
+    ids = []
+    with httpx.Client(base_url=url, headers=AUTH, timeout=60) as client:
+        for _start in range(0, args.settlements, 1000):
+            items = [{"chain": CHAIN, "tx_hash": h} for h in tx_hashes(1000)]
+            answer = client.post("/v1/settlements/batch", json={"items": items})
+            answer.raise_for_status()
+            ids += [r["settlement"]["settlement_id"] for r in answer.json()["results"]]
+    script = work / "get.lua"
+    script.write_text(LUA_GET % ",".join(json.dumps(i) for i in ids))
+    health_rate, health_p99 = wrk(url + "/healthz", args.seconds, args.connections)
+    get_rate, get_p99 = wrk(url, args.seconds, args.connections, script)
+    return {"health": health_rate, "health_p99": health_p99, "get": get_rate, "get_p99": get_p99}
+
+
+def report(f: dict[str, float], registered: int) -> None:
+    """Print the figures of a run (see the module doc)."""
+    print(f"load average (1 min) {f['load_start']:.1f} at start, {f['load_end']:.1f} at end")
+    if "get" in f:
+        print(
+            f"GET /v1/settlements/{{id}}: {f['get']:,.0f} req/s, p99 {f['get_p99']:.1f} ms "
+            "(target ≥ 1,500, ≤ 50 ms)"
+        )
+        print(
+            f"  baseline GET /healthz: {f['health']:,.0f} req/s, p99 {f['health_p99']:.1f} ms "
+            f"(settlement read at {f['get'] / f['health']:.2f}x the framework's floor)"
+        )
+    print(
+        f"registrations via batch: {f['batch']:,.0f}/s (target ≥ 5,000), daemon CPU "
+        f"{f['batch_cpu_ms']:.0f} ms per 1,000; one per request: {f['single']:,.0f}/s "
+        f"(batch {f['batch'] / f['single']:.1f}x)"
+    )
+    print(
+        f"daemon RSS: {f['rss_start']:.0f} MB at start, {f['rss_end']:.0f} MB after "
+        f"{registered:,} registrations and the GETs ({os.cpu_count()} cores)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--settlements", type=int, default=2000, help="registered before the GETs")
     parser.add_argument("--batch-total", type=int, default=20000)
+    parser.add_argument("--batch-connections", type=int, default=2)
+    parser.add_argument("--batch-only", action="store_true", help="skip the GETs (no wrk)")
+    parser.add_argument("--profile-batch", type=Path, help="py-spy raw stacks of the batches")
     args = parser.parse_args()
-    if shutil.which("wrk") is None:
+    if not args.batch_only and shutil.which("wrk") is None:
         raise SystemExit("wrk is not on PATH (Debian: apt-get install wrk)")
     work = Path(tempfile.mkdtemp(prefix="fw-bench-api-"))
-    load_start = os.getloadavg()[0]  # the machine's other work: the figures scale with it
+    figures = {"load_start": os.getloadavg()[0]}  # the machine's other work: figures scale
     with Anvil() as anvil:
         daemon = Daemon(work, anvil.url, extra_config=TOKENS, poll_interval_s=1.0)
         try:
             assert daemon.proc is not None
             pid = daemon.proc.pid
-            rss_start = rss_mb(pid)
-            ids = []
-            with httpx.Client(base_url=daemon.url, headers=AUTH, timeout=60) as client:
-                for _start in range(0, args.settlements, 1000):
-                    items = [{"chain": CHAIN, "tx_hash": h} for h in tx_hashes(1000)]
-                    answer = client.post("/v1/settlements/batch", json={"items": items})
-                    answer.raise_for_status()
-                    ids += [r["settlement"]["settlement_id"] for r in answer.json()["results"]]
-            script = work / "get.lua"
-            script.write_text(LUA_GET % ",".join(json.dumps(i) for i in ids))
-            health_rate, health_p99 = wrk(daemon.url + "/healthz", args.seconds, args.connections)
-            get_rate, get_p99 = wrk(daemon.url, args.seconds, args.connections, script)
-            single = single_rate(daemon.url, 500)
-            batch = batch_rate(daemon.url, args.batch_total, 1000, threads=2)
-            rss_end = rss_mb(pid)
-            load_end = os.getloadavg()[0]
+            figures["rss_start"] = rss_mb(pid)
+            if not args.batch_only:
+                figures.update(get_phase(daemon.url, work, args))
+            figures["single"] = single_rate(daemon.url, 500)
+            figures.update(batch_phase(daemon.url, pid, args))
+            figures["rss_end"] = rss_mb(pid)
+            figures["load_end"] = os.getloadavg()[0]
         finally:
             daemon.close()
-    print(
-        f"load average (1 min) {load_start:.1f} at start, {load_end:.1f} at end ({os.cpu_count()} cores)"
-    )
-    print(
-        f"GET /v1/settlements/{{id}}: {get_rate:,.0f} req/s, p99 {get_p99:.1f} ms (target ≥ 1,500, ≤ 50 ms)"
-    )
-    print(
-        f"  baseline GET /healthz: {health_rate:,.0f} req/s, p99 {health_p99:.1f} ms "
-        f"(settlement read at {get_rate / health_rate:.2f}x the framework's floor)"
-    )
-    print(
-        f"registrations via batch: {batch:,.0f}/s (target ≥ 5,000); one per request: "
-        f"{single:,.0f}/s (batch {batch / single:.1f}x)"
-    )
-    print(
-        f"daemon RSS: {rss_start:.0f} MB at start, {rss_end:.0f} MB after "
-        f"{args.settlements + args.batch_total + 500:,} registrations and the GETs"
-    )
+    gets = 0 if args.batch_only else args.settlements
+    report(figures, gets + args.batch_total + 500)
 
 
 if __name__ == "__main__":
