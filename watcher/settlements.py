@@ -77,8 +77,39 @@ def register(store: Store, reg: Registration, now: int) -> tuple[SettlementRecor
 
 def new_settlement(reg: Registration, now: int) -> NewSettlement:
     """The row for a registration at ``now``: its id, deadline and initial decision."""
+    sid = SettlementId(settlement_id_for(reg.chain.name, reg.tx_hash, reg.owner))
+    return awaiting_row(
+        Awaiting(reg.chain, reg.confirmations, reg.timeout_s, reg.dependent_state, reg.commit_url),
+        sid,
+        reg.tx_hash,
+        reg.owner,
+        now,
+        sender=reg.sender,
+        nonce=reg.nonce,
+        raw_tx=reg.raw_tx,
+    )
+
+
+@dataclass(frozen=True)
+class Awaiting:
+    """What every kind of registration gives alike (a tx's, a payment's)."""
+
+    chain: ChainConfig
+    confirmations: int | None
+    """N; None uses the chain's default."""
+    timeout_s: float | None
+    """Timeout; None uses the chain's default."""
+    dependent_state: dict[str, Any] | None
+    commit_url: str | None
+
+
+def awaiting_row(
+    reg: Awaiting, sid: SettlementId, tx_hash: str, owner: str, now: int, **facts: Any
+) -> NewSettlement:
+    """A new settlement row of ``owner``'s at ``now``, AWAITING_FINALITY: its deadline from
+    the timeout and the chain's longest wait, its initial decision and digest. ``facts``:
+    the kind's own columns (a tx's sender and nonce, a payment's kind)."""
     chain = reg.chain
-    sid = SettlementId(settlement_id_for(chain.name, reg.tx_hash, reg.owner))
     timeout_ms = int((reg.timeout_s if reg.timeout_s is not None else chain.timeout_s) * 1000)
     settlement = Settlement(sid, True, UnixMillis(now), timeout_ms)
     policy = SettlementPolicy(max_wait_ms=int(chain.max_wait_s * 1000))
@@ -86,7 +117,7 @@ def new_settlement(reg: Registration, now: int) -> NewSettlement:
     return NewSettlement(
         settlement_id=sid,
         chain=chain.name,
-        tx_hash=reg.tx_hash,
+        tx_hash=tx_hash,
         required_confirmations=reg.confirmations or chain.resolved_confirmations,
         finality_mode=chain.resolved_finality,
         timeout_ms=timeout_ms,
@@ -96,10 +127,8 @@ def new_settlement(reg: Registration, now: int) -> NewSettlement:
         decision=decision_as_json(decision),
         dependent_state=reg.dependent_state,
         commit_url=reg.commit_url,
-        sender=reg.sender,
-        nonce=reg.nonce,
-        raw_tx=reg.raw_tx,
-        owner=reg.owner,
+        owner=owner,
+        **facts,
     )
 
 

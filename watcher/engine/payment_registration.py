@@ -17,16 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from guard.payment import PAYMENT_KIND, PaymentSpec
-from guard.settlement import (
-    Observation,
-    Settlement,
-    SettlementPolicy,
-    deadline_of,
-    decision_as_json,
-    evaluate_settlement,
-)
-from guard.types import SettlementId, UnixMillis
+from guard.types import SettlementId
 from watcher.config.chains import ChainConfig
+from watcher.settlements import Awaiting, awaiting_row
 from watcher.store import NewSettlement
 from watcher.store.payment_records import NewPaymentSpec
 
@@ -65,29 +58,13 @@ def new_payment(
     reg: PaymentRegistration, now: int, head_number: int | None
 ) -> tuple[NewSettlement, NewPaymentSpec]:
     """The settlement row and spec of ``reg`` at ``now``; ``head_number`` is the chain's
-    stored head (transfers count above it), None when none is stored yet."""
-    chain = reg.chain
-    sid = SettlementId(payment_id(chain.name, reg.owner, reg.reference))
-    timeout_ms = int((reg.timeout_s if reg.timeout_s is not None else chain.timeout_s) * 1000)
-    settlement = Settlement(sid, True, UnixMillis(now), timeout_ms)
-    policy = SettlementPolicy(max_wait_ms=int(chain.max_wait_s * 1000))
-    decision = evaluate_settlement(settlement, Observation(), policy, UnixMillis(now))
-    new = NewSettlement(
-        settlement_id=sid,
-        chain=chain.name,
-        tx_hash=sid,
-        required_confirmations=reg.confirmations or chain.resolved_confirmations,
-        finality_mode=chain.resolved_finality,
-        timeout_ms=timeout_ms,
-        initiated_at=now,
-        deadline=deadline_of(settlement, policy),
-        digest=decision.digest,
-        decision=decision_as_json(decision),
-        dependent_state=reg.dependent_state,
-        commit_url=reg.commit_url,
-        owner=reg.owner,
-        kind=PAYMENT_KIND,
+    stored head (transfers count above it), None when none is stored yet. The row's
+    ``tx_hash`` is the payment's id (no tx matches it)."""
+    sid = SettlementId(payment_id(reg.chain.name, reg.owner, reg.reference))
+    awaiting = Awaiting(
+        reg.chain, reg.confirmations, reg.timeout_s, reg.dependent_state, reg.commit_url
     )
+    new = awaiting_row(awaiting, sid, sid, reg.owner, now, kind=PAYMENT_KIND)
     spec = NewPaymentSpec(
         to_address=reg.spec.to,
         asset=reg.spec.asset,
