@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,11 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import NullPool, Pool
+from sqlalchemy.sql import Select
 
 from watcher.store.errors import StoreConflict, StoreError, StoreUnavailable
 from watcher.store.files import FileRefused, private_file
+from watcher.store.loop_reader import LoopReader
 
 log = logging.getLogger("finality.store")
 
@@ -97,7 +100,7 @@ def mapped_error(exc: SQLAlchemyError) -> StoreError:
     return StoreUnavailable(reason_of(exc))
 
 
-def reason_of(exc: SQLAlchemyError) -> str:
+def reason_of(exc: Exception) -> str:
     """Why the database failed, as a fixed phrase picked by the driver's message (which is
     matched, never shown), else the error's type."""
     orig = getattr(exc, "orig", None)
@@ -144,10 +147,12 @@ class WriteHealth:
 
 
 class Db:
-    """One SQLAlchemy engine behind the edge: connections whose errors are store errors."""
+    """One SQLAlchemy engine behind the edge: connections whose errors are store errors;
+    the reader of a SQLite file also has a :class:`LoopReader` (:meth:`loop_rows`)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, loop: LoopReader | None = None) -> None:
         self._engine = engine
+        self._loop = loop
         self.writes = WriteHealth()
 
     @property
@@ -192,6 +197,24 @@ class Db:
         except SQLAlchemyError as exc:
             raise mapped_error(exc) from exc
 
+    def loop_rows(
+        self, statement: Select[Any], params: Mapping[str, Any]
+    ) -> list[dict[str, Any]] | None:
+        """``statement``'s rows read on the plain SQLite connection of the one thread it
+        serves (watcher/store/loop_reader.py), or None: read it through :meth:`connect`.
+        A driver error leaves as :class:`StoreUnavailable`, as from :meth:`connect`."""
+        if self._loop is None:
+            return None
+        try:
+            return self._loop.rows(statement, params)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(reason_of(exc)) from exc
+
+    @property
+    def loop_statements(self) -> int:
+        """How many statements :meth:`loop_rows` ran (beside the engine's: tests count both)."""
+        return 0 if self._loop is None else self._loop.statements
+
     @property
     def engine(self) -> Engine:
         """The raw engine, for the store's own migrations (Alembic wants it whole)."""
@@ -208,7 +231,9 @@ class Db:
         return self._engine.url
 
     def dispose(self) -> None:
-        """Release every pooled connection."""
+        """Release every pooled connection, and the loop reader's (reopened if used again)."""
+        if self._loop is not None:
+            self._loop.close()
         self._engine.dispose()
 
 
@@ -259,19 +284,31 @@ def open_dbs(url: str) -> tuple[Db, Db]:
     except Exception as exc:  # SQLAlchemy raises several types for a bad URL
         raise StoreError(f"store url {shown_url(url)!r}: {type(exc).__name__}") from exc
     write = Db(writer)
-    return write, (Db(reader) if reader is not writer else write)
+    if reader is writer:
+        return write, write
+    database = _sqlite_file(driver_url)
+    loop = None if database is None else LoopReader(database, reader.dialect)
+    return write, Db(reader, loop)
+
+
+def _sqlite_file(url: str) -> str | None:
+    """The file of a SQLite URL, None for anything else (memory, ``file:`` URIs, a server)."""
+    if not url.startswith("sqlite"):
+        return None
+    try:
+        database = make_url(url).database
+    except Exception:  # reported by make_engine, with the URL shown safely
+        return None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return database
 
 
 def _keep_private(url: str) -> None:
     """A SQLite file holds dependent state and delivery bodies: created 0600 (or narrowed to
     it) before SQLite opens it, its directory not writable by everyone (watcher/store/files)."""
-    if not url.startswith("sqlite"):
-        return
-    try:
-        database = make_url(url).database
-    except Exception:  # reported by make_engine, with the URL shown safely
-        return
-    if not database or database == ":memory:" or database.startswith("file:"):
+    database = _sqlite_file(url)
+    if database is None:
         return
     try:
         private_file(Path(database), "store")
