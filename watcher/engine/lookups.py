@@ -99,8 +99,12 @@ class TxLookups(ChainState):
                 for rec in txn.by_ids(found):
                     self._count(decide_settlement(txn, rec, pos, now, rules))
                 self.plan.on_progress(txn, head.number, head.hash, set(found))
-            changed = txn.by_ids([r.settlement_id for r in todo])
-        for rec in changed:
+            # Read back only what the node answered for: the others' writes (the next probe
+            # time) change nothing the index holds, and only this chain's engine writes its
+            # settlements, so the records read for the probe still stand for them.
+            answered = {r.settlement_id for r, i in zip(todo, answers.infos, strict=True) if i}
+            changed = txn.by_ids([r.settlement_id for r in todo if r.settlement_id in answered])
+        for rec in [*changed, *(r for r in todo if r.settlement_id not in answered)]:
             self.index.update(rec)
         self._observe_confirmed(now)
         return len(todo)
@@ -153,14 +157,19 @@ class TxLookups(ChainState):
         now: int,
     ) -> None:
         """Record each answered tx's sender, nonce and signed bytes; schedule its next
-        probe with a growing backoff."""
+        probe with a growing backoff. Two statements in all, each executed for every row
+        (a statement per row was a third of the poller's time under batch registration)."""
+        senders: list[tuple[SettlementRecord, str, int, str | None]] = []
+        probes: list[tuple[SettlementRecord, int]] = []
         for rec, info in zip(todo, answers.infos, strict=True):
             if rec.settlement_id in deferred:
                 continue
             if info is not None:
-                txn.set_sender(rec, info.sender, info.nonce, answers.raws.get(rec.settlement_id))
+                senders.append((rec, info.sender, info.nonce, answers.raws.get(rec.settlement_id)))
             backoff = min(300_000, 5_000 * 2 ** min(rec.probe_count, 6))
-            txn.set_probe(rec, now + backoff)
+            probes.append((rec, now + backoff))
+        txn.set_senders(senders)
+        txn.set_probes(probes)
 
     def _inclusions(
         self, txn: BlockTxn, answers: Answers, deferred: set[str], head: BlockHeader | None

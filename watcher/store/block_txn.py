@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, insert, or_, select, update
+from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from guard.payment import PAYMENT_KIND
@@ -197,15 +197,39 @@ class BlockTxn:
         self, record: SettlementRecord, sender: str, nonce: int, raw_tx: str | None = None
     ) -> None:
         """Remember who sent the watched tx, its nonce and its signed bytes (seen pending)."""
-        self._update(
-            record.settlement_id, sender=sender, nonce=nonce, raw_tx=raw_tx or record.raw_tx
-        )
+        self.set_senders([(record, sender, nonce, raw_tx)])
+
+    def set_senders(self, seen: Sequence[tuple[SettlementRecord, str, int, str | None]]) -> None:
+        """:meth:`set_sender` of each (record, sender, nonce, signed bytes), in one
+        statement executed for every row."""
+        rows = [
+            {"b_id": rec.settlement_id, "b_sender": sender, "b_nonce": nonce, "b_raw": raw}
+            for rec, sender, nonce, raw_tx in seen
+            for raw in [raw_tx or rec.raw_tx]
+        ]
+        self._update_many(rows, _SET_SENDER)
 
     def set_probe(self, record: SettlementRecord, next_probe_at: int) -> None:
         """When to look the tx up by hash again."""
-        self._update(
-            record.settlement_id, next_probe_at=next_probe_at, probe_count=record.probe_count + 1
-        )
+        self.set_probes([(record, next_probe_at)])
+
+    def set_probes(self, probes: Sequence[tuple[SettlementRecord, int]]) -> None:
+        """:meth:`set_probe` of each (record, next probe time), in one statement executed
+        for every row: a poll probing 1,000 new txs made 1,000 statements, a third of the
+        poller's time under batch registration (issue 14)."""
+        rows = [
+            {"b_id": rec.settlement_id, "b_next": at, "b_count": rec.probe_count + 1}
+            for rec, at in probes
+        ]
+        self._update_many(rows, _SET_PROBE)
+
+    def _update_many(self, rows: list[dict[str, Any]], values: dict[str, Any]) -> None:
+        """One UPDATE by settlement id (``b_id``), run for each of ``rows`` (executemany)."""
+        if not rows:
+            return
+        t = s.settlements
+        statement = update(t).where(t.c.settlement_id == bindparam("b_id")).values(**values)
+        self.conn.execute(statement, [{**row, "b_now": self.now} for row in rows])
 
     def save_decision(
         self,
@@ -261,3 +285,19 @@ class BlockTxn:
             t.c.verdict == "AWAITING_FINALITY",
             t.c.commit_url.is_not(None),
         )
+
+
+_SET_SENDER: dict[str, Any] = {
+    "sender": bindparam("b_sender"),
+    "nonce": bindparam("b_nonce"),
+    "raw_tx": bindparam("b_raw"),
+    "updated_at": bindparam("b_now"),
+}
+"""The columns :meth:`BlockTxn.set_senders` sets (bound per row)."""
+
+_SET_PROBE: dict[str, Any] = {
+    "next_probe_at": bindparam("b_next"),
+    "probe_count": bindparam("b_count"),
+    "updated_at": bindparam("b_now"),
+}
+"""The columns :meth:`BlockTxn.set_probes` sets (bound per row)."""
