@@ -4,7 +4,6 @@ chain's endpoints, and the lookups they start from (a configured chain, its head
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,12 +14,21 @@ from watcher.api.recorded_heads import recorded_head
 from watcher.config.chains import ChainConfig
 from watcher.config.errors import UnknownChainName
 from watcher.delivery.format import event_json
+from watcher.receipts.waiting import wait_receipt
 from watcher.settlements import settlement_view
 from watcher.store import SettlementNotFound, SettlementRecord
 from watcher.store.receipts_store import receipt_store
 
 RECEIPT_WAIT_S = 3.0
 """How long ``GET …/receipt`` waits for the receipt of a verdict that just committed."""
+
+REREAD_OWN_S = 1.0
+"""While waiting for a receipt this instance builds (it holds the chain's lease, or there
+are no leases), the store is re-read this often at most: each stored batch wakes the wait."""
+
+REREAD_OTHERS_S = 0.05
+"""While waiting for a receipt another instance builds (it holds the lease), the store is
+re-read this often: its batches wake nothing here."""
 
 TERMINAL = ("FINALITY_CONFIRMED", "SETTLEMENT_FAILED", "TIMEOUT_TREATED_AS_FAILURE")
 
@@ -72,15 +80,15 @@ def latest_signed(deps: ApiDeps, settlement_id: str) -> dict[str, Any] | None:
     return None if record is None else record.body
 
 
-def wait_signed(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any] | None:
-    """:func:`latest_signed`, waiting briefly when the verdict is terminal: the receipt is
-    built right after the verdict commits, by the receipts thread."""
-    deadline = time.monotonic() + RECEIPT_WAIT_S
-    while True:
-        receipt = latest_signed(deps, rec.settlement_id)
-        if receipt is not None or deps.receipts is None or time.monotonic() > deadline:
-            return receipt
-        time.sleep(0.05)
+def wait_signed(deps: ApiDeps, settlement_id: str, chain: str) -> bytes | None:
+    """The latest decision receipt no revocation withdraws, as the bytes answered (its stored
+    text: watcher/store/receipt_bytes.py), waiting briefly for a terminal verdict's: it is
+    built right after the verdict commits, by the receipts thread, which wakes the wait when
+    it stores a batch (watcher/receipts/waiting.py)."""
+    signal = deps.receipts.signal if deps.receipts is not None else None
+    reread = REREAD_OWN_S if deps.handoff.owns(chain) else REREAD_OTHERS_S
+    store = receipt_store(deps.store)
+    return wait_receipt(store, signal, settlement_id, RECEIPT_WAIT_S, reread)
 
 
 def binding_for(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any] | None:

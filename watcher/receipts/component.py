@@ -2,8 +2,8 @@
 
 The engine commits verdicts; this component follows, in a thread of its own woken after
 each poll of a chain (``after_poll``), so it never delays a verdict or the chain's next
-block, and wakes the delivery sender when it stored receipts (a commit waiting for its
-receipt goes at once). Per chain its work is serialised (one lock):
+block. Stored receipts wake the delivery sender (a commit waiting for its receipt goes at
+once) and the API's readers waiting for one (``signal``). Per chain, one lock:
 
 1. it scans the chain's new events (``settlement_confirmed``, ``settlement_failed``,
    ``settlement_timed_out``, ``finality_violation``) from a cursor, and notes the
@@ -15,20 +15,18 @@ receipt goes at once). Per chain its work is serialised (one lock):
    verifier; a batch (a block's settlements together) is stored in one transaction.
 
 Crash safety without bookkeeping: the cursor lives in memory and starts at 0, so a restarted
-daemon re-reads the events, finds which settlements already have their receipt (one query
-per 500), and builds only what is missing. A receipt that cannot be built yet (the node lags,
-or the chain moved away from the decision's evidence: never sign then) waits out a backoff,
-reset by each new decision; fresh decisions go before retries (watcher/receipts/due.py).
+daemon re-reads the events and builds only what is missing (one query per 500). A receipt
+that cannot be built yet (the node lags, or the chain moved away from the decision's
+evidence: never sign then) waits out a backoff, reset by each new decision; fresh decisions
+go before retries (watcher/receipts/due.py).
 
 Source settlements (Stripe, RQ, Celery) are receipted the same way, keyed by the source's
-name instead of a chain's: their builder (watcher/receipts/sources.py) needs no node, only the
-stored decision and the settlement's events. The source poller calls ``after_poll(source)``
-right after it stored a decision (its poll job, or a webhook), before it wakes the delivery
-sender, so the commit usually finds its receipt at once.
+name: their builder (watcher/receipts/sources.py) needs no node, only the stored decision
+and the settlement's events. The source poller calls ``after_poll(source)`` right after it
+stored a decision (poll job or webhook), so the commit usually finds its receipt at once.
 
-The binding receipt (``dependent_state_binding_receipt``) is made at registration, by the
-API (:func:`binding_for`), and again on demand if a crash lost it.
-"""
+The binding receipt is made at registration, by the API (:func:`binding_for`), and again
+on demand if a crash lost it."""
 
 from __future__ import annotations
 
@@ -53,6 +51,7 @@ from watcher.components import HasComponents, first_of
 from watcher.receipts.builder import ReceiptBuilder
 from watcher.receipts.due import BUILDS_PER_POLL, Due, block_of
 from watcher.receipts.due import ready as ready_now
+from watcher.receipts.issued import Issued
 from watcher.receipts.payment import chain_builder
 from watcher.receipts.signer import Signer
 from watcher.receipts.sources import SourceReceiptBuilder
@@ -94,8 +93,8 @@ class ReceiptIssuer:
         self._locks = {chain: threading.Lock() for chain in builders}
         """Per chain or source: a source's decisions come from its poll job and from webhook
         (API) threads, so its work is serialised here."""
-        self.issued = 0
-        """Receipts signed and stored since start."""
+        self.signal = Issued()
+        """The count of receipts stored, that API readers wait on (watcher/receipts/issued)."""
         self.fence_of = fence_of
         """(owner, fencing token) a receipt of a chain or source is stored under (the
         handoff manager's ``fence``); None: unfenced (one instance)."""
@@ -106,14 +105,18 @@ class ReceiptIssuer:
         """Called after receipts were stored (the delivery sender's wake-up: a commit waiting
         for its receipt goes at once)."""
 
+    @property
+    def issued(self) -> int:
+        """Receipts signed and stored since start."""
+        return self.signal.count
+
     # -- component -----------------------------------------------------------------------
 
     _thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Build receipts in a thread of their own, woken after each poll: fetching headers
-        and proofs and signing take milliseconds per receipt, and a burst of verdicts must
-        not hold up the chain's next block (its poll job waits for ``after_poll``)."""
+        """Build receipts in a thread of their own, woken after each poll: a burst of
+        verdicts must not hold up the chain's next block (its poll waits for ``after_poll``)."""
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._pending: set[str] = set()
@@ -238,7 +241,7 @@ class ReceiptIssuer:
         if sealed:
             now = self.clock()
             self.receipts.add_many([r for _, r in sealed], now, fence=self._fence(chain))
-            self.issued += len(sealed)
+            self.signal.count += len(sealed)  # wakes the API's waiting readers
             for sid, _ in sealed:
                 due.pop(sid, None)
         return len(ready)
@@ -320,7 +323,7 @@ class ReceiptIssuer:
         ``fence``: (name, owner, token), refused by the store when stale)."""
         verify_receipt(receipt, trusted_signers=[self.signer.address])
         record = self.receipts.add(receipt, self.clock(), revokes=revokes, fence=fence)
-        self.issued += 1
+        self.signal.count += 1
         return record
 
     # -- bindings ------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Signed receipts and signer addresses in the store (tables ``receipts`` and ``signers``).
 
-A receipt row holds the whole signed document (``body``), its kind, signer and digest, and
+A receipt row holds the whole signed document (``body``, as the text the API answers:
+watcher/store/receipt_bytes.py), its kind, signer and digest, and
 for a revocation the id of the receipt it revokes (``revokes``). Rows are only ever added:
 a receipt is withdrawn by a revocation row, never by an update or a delete, so the history a
 third party may have seen stays in the store.
@@ -16,16 +17,18 @@ one with :func:`receipt_store`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 
 from guard.receipts import DECISION_KINDS, REVOCATION
 from watcher.store import events_store, lease_store
 from watcher.store import schema as s
 from watcher.store.db import Db
-from watcher.store.errors import StaleFencingToken
+from watcher.store.errors import SettlementNotFound, StaleFencingToken
 from watcher.store.events_store import TerminalEvent as TerminalEvent  # old home: importable here
+from watcher.store.receipt_bytes import BODY_PARAM, answer_bytes, body_text, body_value, encoded
 from watcher.store.records import ReceiptRecord as ReceiptRecord  # old home: importable here
 from watcher.store.records import SettlementRecord, from_row
 from watcher.store.records import SignerRecord as SignerRecord
@@ -44,6 +47,45 @@ def current_receipts(receipts: Sequence[ReceiptRecord]) -> list[ReceiptRecord]:
     """The receipts of a settlement that no revocation withdraws (revocations excluded)."""
     revoked = {r.revokes for r in receipts if r.kind == REVOCATION}
     return [r for r in receipts if r.kind != REVOCATION and r.id not in revoked]
+
+
+_r = s.receipts
+_RECEIPTS_TEXT = (
+    select(_r.c.id, _r.c.kind, _r.c.revokes, body_text(_r.c.body))
+    .where(_r.c.settlement_id == bindparam("settlement_id"))
+    .order_by(_r.c.id)
+)
+"""A settlement's receipts with their bodies as stored text, built once (a receipt read is
+the hot path of ``GET …/receipt``: building the statement cost more than running it)."""
+_st = s.settlements
+_ANSWER = (
+    select(_st.c.chain, _st.c.verdict, _r.c.id, _r.c.kind, _r.c.revokes, body_text(_r.c.body))
+    .select_from(_st.outerjoin(_r, _r.c.settlement_id == _st.c.settlement_id))
+    .where(_st.c.settlement_id == bindparam("settlement_id"), _st.c.owner == bindparam("owner"))
+    .order_by(_r.c.id)
+)
+"""An owner's settlement (its chain and verdict) with its receipts as stored text: what
+``GET …/receipt`` reads, in one statement."""
+
+
+@dataclass(frozen=True)
+class ReceiptAnswer:
+    """What ``GET /v1/settlements/{id}/receipt`` needs of the store (:meth:`ReceiptStore.answer`)."""
+
+    chain: str
+    """The settlement's chain (or source) name."""
+    verdict: str
+    """Its verdict now."""
+    receipt: bytes | None
+    """Its current decision receipt as answered (:meth:`ReceiptStore.latest_bytes`), or None."""
+
+
+def _current_text(rows: Sequence[Any]) -> bytes | None:
+    """The answer bytes of the newest decision receipt no revocation withdraws, from rows
+    ending in (id, kind, revokes, body text) in order of issue."""
+    revoked = {row[-2] for row in rows if row[-3] == REVOCATION}
+    current = [row[-1] for row in rows if row[-3] in DECISION_KINDS and row[-4] not in revoked]
+    return answer_bytes(current[-1]) if current else None
 
 
 class ReceiptStore:
@@ -70,55 +112,54 @@ class ReceiptStore:
         nothing; the refusal raises :class:`StaleFencingToken` and is recorded in
         ``fencing_rejections``. None: unfenced (one instance alone, or a binding receipt,
         which any instance makes at registration)."""
-        values = {
-            "settlement_id": receipt["settlement_id"],
-            "kind": receipt["kind"],
-            "signer": receipt["signer"],
-            "digest": receipt["digest"],
-            "body": receipt,
-            "revokes": revokes,
-            "created_at": now,
-        }
+        values = _values(receipt, now, revokes)
         try:
             with self._writer.begin() as conn:
                 if fence is not None:
                     lease_store.check_fence(conn, *fence)
-                key = conn.execute(insert(s.receipts).values(**values)).inserted_primary_key
+                (key,) = self._insert(conn, [values])
         except StaleFencingToken as exc:
             lease_store.record_rejection(self._writer, exc, now)
             raise
-        assert key is not None
-        return ReceiptRecord(id=int(key[0]), **values)
+        return ReceiptRecord(id=key, **values)
 
     def add_many(
         self, receipts: Sequence[dict[str, Any]], now: int, fence: tuple[str, str, int] | None
     ) -> list[ReceiptRecord]:
         """Store several signed receipts in one transaction (the receipts of a block's
         settlements, built together), under ``fence`` as :meth:`add`: all or none."""
-        rows = [
-            {
-                "settlement_id": r["settlement_id"],
-                "kind": r["kind"],
-                "signer": r["signer"],
-                "digest": r["digest"],
-                "body": r,
-                "revokes": None,
-                "created_at": now,
-            }
-            for r in receipts
-        ]
+        rows = [_values(r, now, None) for r in receipts]
         if not rows:
             return []
-        statement = insert(s.receipts).returning(s.receipts.c.id, sort_by_parameter_order=True)
         try:
             with self._writer.begin() as conn:
                 if fence is not None:
                     lease_store.check_fence(conn, *fence)
-                ids = conn.execute(statement, rows).scalars().all()  # one executemany
+                ids = self._insert(conn, rows)
         except StaleFencingToken as exc:
             lease_store.record_rejection(self._writer, exc, now)
             raise
-        return [ReceiptRecord(id=int(i), **values) for i, values in zip(ids, rows, strict=True)]
+        return [ReceiptRecord(id=i, **values) for i, values in zip(ids, rows, strict=True)]
+
+    def _insert(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> list[int]:
+        """Insert ``rows`` (one executemany), each body as its :func:`encoded` text;
+        returns their ids in order."""
+        names = ("settlement_id", "kind", "signer", "digest", "revokes", "created_at")
+        statement = (
+            insert(s.receipts)
+            .values(
+                {
+                    **{name: bindparam("p_" + name) for name in names},
+                    "body": body_value(self._writer.dialect),
+                }
+            )
+            .returning(s.receipts.c.id, sort_by_parameter_order=True)
+        )
+        params = [
+            {**{"p_" + name: row[name] for name in names}, BODY_PARAM: encoded(row["body"])}
+            for row in rows
+        ]
+        return [int(i) for i in conn.execute(statement, params).scalars().all()]
 
     def settlements(self, ids: Sequence[str]) -> dict[str, SettlementRecord]:
         """The settlements of ``ids`` that exist, by id (one query per 500): what a batch of
@@ -161,6 +202,24 @@ class ReceiptStore:
             r for r in current_receipts(self.for_settlement(settlement_id)) if r.kind in kinds
         ]
         return current[-1] if current else None
+
+    def latest_bytes(self, settlement_id: str) -> bytes | None:
+        """The newest decision receipt no revocation withdraws, as the bytes the API answers
+        (its stored text, not decoded: watcher/store/receipt_bytes.py); None if none."""
+        with self._reader.connect() as conn:
+            rows = conn.execute(_RECEIPTS_TEXT, {"settlement_id": settlement_id}).all()
+        return _current_text(rows)
+
+    def answer(self, settlement_id: str, owner: str) -> ReceiptAnswer:
+        """``owner``'s settlement with its current decision receipt (None if none yet) as
+        the bytes answered, in one statement; raises :class:`SettlementNotFound` for no
+        such settlement of ``owner`` (another's is not revealed)."""
+        params = {"settlement_id": settlement_id, "owner": owner}
+        with self._reader.connect() as conn:
+            rows = conn.execute(_ANSWER, params).all()
+        if not rows:
+            raise SettlementNotFound(settlement_id)
+        return ReceiptAnswer(rows[0][0], rows[0][1], _current_text(rows))
 
     def terminal_events(self, chain: str, after_id: int, limit: int = 1000) -> list[TerminalEvent]:
         """Events of ``chain`` after ``after_id`` that may call for a receipt, in order."""
@@ -215,6 +274,19 @@ class _Dbs(Protocol):
 
     @property
     def reader(self) -> Db: ...
+
+
+def _values(receipt: dict[str, Any], now: int, revokes: int | None) -> dict[str, Any]:
+    """A receipt row's values (``body``: the document itself; stored as its text)."""
+    return {
+        "settlement_id": receipt["settlement_id"],
+        "kind": receipt["kind"],
+        "signer": receipt["signer"],
+        "digest": receipt["digest"],
+        "body": receipt,
+        "revokes": revokes,
+        "created_at": now,
+    }
 
 
 def receipt_store(store: _Dbs) -> ReceiptStore:

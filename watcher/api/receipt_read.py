@@ -1,0 +1,70 @@
+"""``GET /v1/settlements/{id}/receipt``'s answer, read where it is cheapest (issue 11).
+
+At W = 1,000 a block's 100 receipts are fetched within a poll of their verdicts, in the
+interpreter that also builds the next block's receipts: what a receipt read costs is what
+the receipts of the next block wait for. So the answer is the stored text of the receipt,
+as bytes (watcher/store/receipt_bytes.py: no decoding, validation or encoding), and, as
+for a settlement read (watcher/api/settlement_read.py), a SQLite store is read on the event
+loop: one indexed statement (the settlement and its receipts), where the worker-thread round trip of a synchronous route
+cost more CPU than the reads. Only what may take longer goes to the threadpool: any read on
+PostgreSQL, and the wait for a receipt being built (watcher/receipts/waiting.py).
+"""
+
+from __future__ import annotations
+
+from starlette.concurrency import run_in_threadpool
+
+from guard.settlement import Verdict
+from watcher.api.deps import ApiDeps
+from watcher.api.errors import ApiError
+from watcher.api.views import wait_signed
+from watcher.store import SettlementNotFound
+from watcher.store.receipts_store import ReceiptAnswer, receipt_store
+
+
+async def receipt_answer(deps: ApiDeps, settlement_id: str, owner: str) -> bytes:
+    """The signed receipt of ``owner``'s settlement as the bytes answered; a 404
+    :class:`ApiError` for no such settlement, or while it has none (not terminal, or its
+    receipt still not built after the wait)."""
+    if not deps.config.store.url.startswith("sqlite"):  # a network round trip: off the loop
+        return await run_in_threadpool(_answer, deps, settlement_id, owner)
+    found = _read(deps, settlement_id, owner)
+    if found.receipt is not None:
+        return found.receipt
+    return await run_in_threadpool(_waited, deps, settlement_id, found)
+
+
+def _answer(deps: ApiDeps, settlement_id: str, owner: str) -> bytes:
+    found = _read(deps, settlement_id, owner)
+    return found.receipt if found.receipt is not None else _waited(deps, settlement_id, found)
+
+
+def _read(deps: ApiDeps, settlement_id: str, owner: str) -> ReceiptAnswer:
+    """The settlement and its receipt (one statement); the 404s of no settlement, or of one
+    that is not terminal."""
+    try:
+        found = receipt_store(deps.store).answer(settlement_id, owner)
+    except SettlementNotFound:
+        raise ApiError(404, f"settlement_id: no settlement {settlement_id!r}") from None
+    if not Verdict(found.verdict).terminal:
+        raise _missing(settlement_id, found.verdict, pending=False)
+    return found
+
+
+def _waited(deps: ApiDeps, settlement_id: str, found: ReceiptAnswer) -> bytes:
+    """The receipt of a terminal verdict, waited for (it is being built); else its 404."""
+    receipt = wait_signed(deps, settlement_id, found.chain)
+    if receipt is None:
+        raise _missing(settlement_id, found.verdict, pending=True)
+    return receipt
+
+
+def _missing(settlement_id: str, verdict: str, pending: bool) -> ApiError:
+    """The 404 of a settlement without a receipt (``pending``: terminal, being built)."""
+    return ApiError(
+        404,
+        f"settlement {settlement_id} has no receipt yet: verdict {verdict}"
+        + ("; its signed receipt is not built yet, retry shortly" if pending else ""),
+        verdict=verdict,
+        pending=pending,
+    )

@@ -1,0 +1,39 @@
+"""Waiting for a receipt being built, as ``GET /v1/settlements/{id}/receipt`` does (issue 11).
+
+A verdict commits first and its receipt follows, built by the receipts thread right after
+the poll (watcher/receipts/component.py): a client asking in between is answered the receipt
+as soon as it is stored rather than a 404. The wait sleeps on the component's count of
+stored receipts (watcher/receipts/issued.py), so it ends when a batch is stored, not at the
+next tick of a re-read loop, and costs no store read while nothing is stored. A receipt that
+another instance stores (it holds the chain's lease) moves no count here: the caller says how
+often to re-read then (``reread_s``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from watcher.receipts.issued import Issued
+from watcher.store.receipts_store import ReceiptStore
+
+
+def wait_receipt(
+    receipts: ReceiptStore,
+    signal: Issued | None,
+    settlement_id: str,
+    wait_s: float,
+    reread_s: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> bytes | None:
+    """The settlement's current decision receipt as the bytes the API answers, waiting up to
+    ``wait_s`` seconds of ``clock`` for it; None if it is not stored by then. Without a
+    ``signal`` (no receipts component here) the store is read once."""
+    deadline = clock() + wait_s
+    while True:
+        seen = signal.count if signal is not None else 0  # before the read: no lost wake-up
+        receipt = receipts.latest_bytes(settlement_id)
+        left = deadline - clock()
+        if receipt is not None or signal is None or left <= 0:
+            return receipt
+        signal.wait_past(seen, min(reread_s, left))
