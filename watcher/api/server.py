@@ -26,22 +26,31 @@ from watcher.api.body_limit import BodyLimit
 from watcher.api.deps import ApiDeps, deps_of
 from watcher.api.errors import install
 from watcher.api.guards import Guards
+from watcher.api.hot_read import HotRead, HotReads
 from watcher.api.openapi_doc import install_openapi
 
 if TYPE_CHECKING:
     from watcher.app.daemon import App
 
 
-def build_app(deps: ApiDeps) -> FastAPI:
-    """The API over ``deps``."""
+def build_app(deps: ApiDeps, hot_read: bool = True) -> FastAPI:
+    """The API over ``deps``; ``hot_read`` False leaves every request to the framework (a
+    test compares the two; ``app.state.hot_reads`` counts what the hot layer answered)."""
     app = FastAPI(
         title="Finality Watcher",
         version="1",
         description="Says when a settlement is final, with the evidence, and never before.",
+        # FastAPI's OpenTelemetry hooks: never configured here (no providers; uvicorn runs
+        # with lifespan off, so nothing reads the OTEL environment), yet asking whether they
+        # are cost 11 us a request, every request (issue 14). Off: the one cheap check.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     install(app)
     app.add_middleware(BodyLimit)  # bodies capped before anything reads them
     install_auth(app, deps.config.api)
+    app.state.hot_reads = HotReads()
+    if hot_read:  # inside Guards: Host is checked first (watcher/api/hot_read.py)
+        app.add_middleware(HotRead, deps=deps, callers=app.state.callers, reads=app.state.hot_reads)
     app.add_middleware(Guards, api=deps.config.api)  # Host and JSON-only checks, outermost
     for topic in (
         listing,

@@ -24,20 +24,40 @@ from watcher.api.payments import payment_view
 from watcher.api.source_settlements import source_view
 from watcher.api.views import TERMINAL, chain_settlement_view, settlement_at_head
 from watcher.settlements import settlement_view
-from watcher.store import SettlementRecord
+from watcher.store import SettlementRecord, StoreError
 
 
 async def settlement_answer(deps: ApiDeps, settlement_id: str, owner: str) -> dict[str, Any]:
     """The view of ``owner``'s settlement ``settlement_id`` (a 404 ``ApiError`` if none)."""
-    if not deps.config.store.url.startswith("sqlite"):
+    if not on_loop(deps):
         return await run_in_threadpool(_answer, deps, settlement_id, owner)
     rec, head = settlement_at_head(deps, settlement_id, owner)
-    if _plain(deps, rec):
+    if plain(deps, rec):
         return settlement_view(rec, head)  # no receipt (not terminal), no binding (no state)
     return await run_in_threadpool(_view, deps, rec, head)
 
 
-def _plain(deps: ApiDeps, rec: SettlementRecord) -> bool:
+def plain_answer(deps: ApiDeps, settlement_id: str, owner: str) -> dict[str, Any] | None:
+    """The view :func:`settlement_answer` would give on the event loop, or None where it
+    would do anything else: not SQLite, no such settlement of ``owner`` (its 404), a view
+    that is more than the row and its head, or a store error. What the hot read layer
+    (:mod:`watcher.api.hot_read`) answers; None leaves the request to the route."""
+    if not on_loop(deps):
+        return None
+    try:
+        rec, head = deps.store.settlement_at_head(settlement_id, owner)
+    except StoreError:  # SettlementNotFound included: the route answers it
+        return None
+    return settlement_view(rec, head) if plain(deps, rec) else None
+
+
+def on_loop(deps: ApiDeps) -> bool:
+    """Whether a settlement is read on the event loop: only from SQLite (a local file; a
+    PostgreSQL round trip must not stall the loop)."""
+    return deps.config.store.url.startswith("sqlite")
+
+
+def plain(deps: ApiDeps, rec: SettlementRecord) -> bool:
     """Whether the view is the row and its head alone (nothing more to read or sign)."""
     source = deps.sources is not None and rec.chain in deps.sources.slots
     return not (
