@@ -138,6 +138,19 @@ def test_without_a_valid_bearer_token_every_route_is_401(
     assert tx not in {item["tx_hash"] for item in listed["items"]}
 
 
+def test_a_body_that_is_not_json_is_401_before_422_without_a_token(raw: httpx.Client) -> None:
+    # FastAPI refuses undecodable JSON before any dependency runs: a stranger must still get
+    # the 401, not the route's validation answer; a caller with a token gets the 422.
+    json_type = {"Content-Type": "application/json"}
+    for path in ("/v1/settlements", "/v1/settlements/batch", "/v1/deliveries/1/replay"):
+        refused = seen(raw.post(path, content=b'{"chain": ', headers=json_type))
+        assert_unauthenticated(refused)
+        with_token = seen(raw.post(path, content=b'{"chain": ', headers=json_type | bearer(OPS)))
+        assert with_token.status_code in (403, 404, 422), with_token.text  # as the route says
+    answered = seen(raw.post("/v1/settlements", content=b"[", headers=json_type | bearer(BACKEND)))
+    assert answered.status_code == 422, answered.text
+
+
 def test_a_register_only_token_registers_but_cannot_read(raw: httpx.Client, anvil: Anvil) -> None:
     tx = anvil.send()
     created = seen(

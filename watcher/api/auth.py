@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
 
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError, error_response
@@ -128,10 +129,37 @@ Admin = Annotated[Caller, Depends(Require("admin"))]
 def install_auth(app: FastAPI, api: ApiConfig) -> None:
     """Check callers against ``api.tokens``, and answer :class:`Unauthenticated` in the error
     shape with ``WWW-Authenticate: Bearer``."""
-    app.state.callers = Callers(api)
+    callers = app.state.callers = Callers(api)
 
     @app.exception_handler(Unauthenticated)
     async def _unauthenticated(_: Request, exc: Unauthenticated) -> JSONResponse:
         response = error_response(exc.status, exc.message, **exc.extra)
         response.headers["WWW-Authenticate"] = 'Bearer realm="finality"'
         return response
+
+    # A body that is not JSON at all is refused by FastAPI before any dependency runs, so a
+    # stranger would get the 422 (and learn about the route's input) before the 401.
+    invalid = app.exception_handlers[RequestValidationError]
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_input(request: Request, exc: RequestValidationError) -> Response:
+        if not callers.open and _needs_token(request.scope.get("route")):
+            try:
+                callers.identify(request.headers.get("authorization"))
+            except Unauthenticated as problem:
+                return await _unauthenticated(request, problem)
+        answered: Response = await invalid(request, exc)
+        return answered
+
+
+def _needs_token(route: object) -> bool:
+    """Whether a matched route declares a :class:`Require` (some scope) anywhere in its
+    dependencies; False for an open one (``/healthz`` by default, a source's webhook)."""
+    dependant = getattr(route, "dependant", None)
+    todo = [] if dependant is None else [dependant]
+    while todo:
+        current = todo.pop()
+        if isinstance(current.call, Require):
+            return True
+        todo.extend(current.dependencies)
+    return False
