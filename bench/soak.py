@@ -17,10 +17,13 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+KEPT = Path(tempfile.gettempdir()) / "fw-soak"
+"""Each segment's pytest ``--basetemp`` (emptied by pytest when the same seed runs again)."""
 LINE = re.compile(
     r"soak: (\d+) settlements, (\d+) faults, (\d+) reorgs, (\d+) receipts verified, ([\d.]+) s"
 )
@@ -35,6 +38,7 @@ def run_segment(seed: int, size: int, reorg_p: float) -> tuple[int, int, int, in
         FINALITY_SOAK_SEED=str(seed),
         FINALITY_SOAK_REORG_P=str(reorg_p),
     )
+    KEPT.mkdir(exist_ok=True)
     done = subprocess.run(
         [
             str(ROOT / ".venv/bin/pytest"),
@@ -43,6 +47,7 @@ def run_segment(seed: int, size: int, reorg_p: float) -> tuple[int, int, int, in
             "-p",
             "no:cacheprovider",
             "--timeout=1200",
+            f"--basetemp={KEPT / f'seed-{seed}'}",  # the daemon's log kept for a failed one
             "tests/e2e/test_chaos_soak.py",
         ],
         cwd=ROOT,
@@ -54,7 +59,10 @@ def run_segment(seed: int, size: int, reorg_p: float) -> tuple[int, int, int, in
     match = LINE.search(done.stdout)
     if done.returncode != 0 or match is None:
         sys.stdout.write(done.stdout[-4000:] + done.stderr[-2000:])
-        raise SystemExit(f"segment with seed {seed} failed (exit {done.returncode})")
+        logs = sorted(str(p) for p in (KEPT / f"seed-{seed}").rglob("*.log"))
+        raise SystemExit(
+            f"segment with seed {seed} failed (exit {done.returncode}); its logs: {logs}"
+        )
     n, faults, reorgs, receipts, seconds = match.groups()
     return int(n), int(faults), int(reorgs), int(receipts), float(seconds)
 
