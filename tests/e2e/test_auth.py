@@ -222,6 +222,28 @@ def test_the_cli_sends_the_token(guarded: Daemon, anvil: Anvil) -> None:
         answers.extend([run.stdout, run.stderr])
 
 
+def test_the_cli_reads_the_token_from_a_file(guarded: Daemon, tmp_path: Path) -> None:
+    # A token in a file stays out of ps and the shell's history (first line, trailing newline).
+    token_file = tmp_path / "token"
+    token_file.write_text(BACKEND + "\n")
+    by_file = run_cli("chains", "--api", guarded.url, "--token-file", str(token_file), "--json")
+    assert by_file.returncode == 0, by_file.stderr
+    by_env = cli_with_env(
+        {"FINALITY_TOKEN_FILE": str(token_file)}, "chains", "--api", guarded.url, "--json"
+    )
+    assert by_env.returncode == 0, by_env.stderr
+    missing = run_cli("chains", "--api", guarded.url, "--token-file", str(tmp_path / "none"))
+    assert missing.returncode == 64
+    assert "--token-file: cannot read" in missing.stderr and "none" in missing.stderr
+    (tmp_path / "empty").write_text("\n" + BACKEND)  # the token is not on the first line
+    empty = run_cli("chains", "--api", guarded.url, "--token-file", str(tmp_path / "empty"))
+    assert empty.returncode == 64 and "holds no token" in empty.stderr
+    both = run_cli("chains", "--api", guarded.url, "--token", BACKEND, "--token-file", "x")
+    assert both.returncode == 64 and "not both" in both.stderr
+    for run in (by_file, by_env, missing, empty, both):
+        answers.extend([run.stdout, run.stderr])
+
+
 def cli_with_env(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """``finality ARGS`` with ``env`` added to the test environment."""
     return subprocess.run(

@@ -122,10 +122,33 @@ def api_url(args: argparse.Namespace) -> str:
 
 
 def api_token(args: argparse.Namespace) -> str | None:
-    """The bearer token to send: ``--token``, else ``$FINALITY_TOKEN``, else none (a daemon
-    without ``[[api.tokens]]``). Never printed: error lines carry the daemon's message."""
-    token = getattr(args, "token", None) or os.environ.get("FINALITY_TOKEN")
+    """The bearer token to send: ``--token``, else ``--token-file``'s first line, else
+    ``$FINALITY_TOKEN``, else ``$FINALITY_TOKEN_FILE``'s, else none (a daemon without
+    ``[[api.tokens]]``). A file keeps the token out of ``ps`` and the shell's history. Never
+    printed: error lines carry the daemon's message, or the file's path."""
+    token, path = getattr(args, "token", None), getattr(args, "token_file", None)
+    if token and path:
+        raise CliError("--token, --token-file: give one of them, not both")
+    if not token and path:
+        token = _token_in(path, "--token-file")
+    token = token or os.environ.get("FINALITY_TOKEN")
+    if not token and os.environ.get("FINALITY_TOKEN_FILE"):
+        token = _token_in(os.environ["FINALITY_TOKEN_FILE"], "$FINALITY_TOKEN_FILE")
     return (token.strip() or None) if token else None
+
+
+def _token_in(path: str, source: str) -> str:
+    """The first line of the token file ``path``; :class:`CliError` naming ``source`` and
+    the path (never a line of the file) if it cannot be read or holds no token."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            line = handle.readline(4096).strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        raise CliError(f"{source}: cannot read {path!r}: {reason}") from None
+    if not line:
+        raise CliError(f"{source}: {path!r} holds no token on its first line")
+    return line
 
 
 def api_of(args: argparse.Namespace) -> Api:

@@ -54,7 +54,11 @@ def build_parser(commands: Commands) -> argparse.ArgumentParser:
         p.add_argument(
             "--token",
             help="bearer token of an [[api.tokens]] caller (default $FINALITY_TOKEN; "
-            "prefer the variable: arguments show in ps)",
+            "prefer the variable or --token-file: arguments show in ps)",
+        )
+        p.add_argument(
+            "--token-file",
+            help="read the bearer token from this file's first line (default $FINALITY_TOKEN_FILE)",
         )
         p.add_argument("--json", action="store_true", help="machine-readable output")
         return p

@@ -2,7 +2,7 @@
 
 stdio by default (an agent host starts it as a subprocess); ``--http HOST:PORT`` serves the
 streamable HTTP transport at ``http://HOST:PORT/mcp`` instead. The tools talk to the daemon
-at ``--api`` (docs/mcp.md), as the caller ``--token`` or ``$FINALITY_TOKEN`` names (the
+at ``--api`` (docs/mcp.md), as the caller its token names (``--token``, ``--token-file`` or their variables; the
 token is sent to the daemon only, never shown to the agent). Needs the ``mcp`` extra:
 ``pip install 'finality-watcher[mcp]'``.
 """
