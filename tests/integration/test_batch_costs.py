@@ -11,7 +11,9 @@ sources_app.py), its SQLite store; statements seen at the store's writer engine.
 
 from __future__ import annotations
 
+import json
 import secrets
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -115,3 +117,40 @@ def test_every_result_of_a_mixed_batch_is_what_a_read_shows(live: LiveApp) -> No
         first["settlement"]["settlement_id"],
         *(results[i]["settlement"]["settlement_id"] for i in (0, 2, 3)),
     ]
+
+
+def test_a_batch_stores_its_rows_as_a_single_registration_does(live: LiveApp) -> None:
+    shape: dict[str, Any] = {
+        "chain": CHAIN,
+        "confirmations": 2,
+        "dependent_state": {"order": 7, "ok": True, "none": None},
+        "commit_url": "http://127.0.0.1:9/commit",
+        "provisional": True,
+        "sender": "0x" + "ab" * 20,
+        "nonce": 3,
+    }
+    alone = live.http.post("/v1/settlements", json={**shape, "tx_hash": _hash()})
+    assert alone.status_code == 201, alone.text
+    [batched] = _post(live, [{**shape, "tx_hash": _hash()}])
+    sids = [alone.json()["settlement_id"], batched["settlement"]["settlement_id"]]
+
+    db = sqlite3.connect(live.service.store.writer.engine.url.database or "")
+    try:
+        query = "SELECT * FROM settlements WHERE settlement_id = ?"
+        names = [d[0] for d in db.execute(query, [sids[0]]).description]
+        rows = [dict(zip(names, db.execute(query, [sid]).fetchone(), strict=True)) for sid in sids]
+        typeof = "SELECT " + ", ".join(f"typeof({n})" for n in names) + query[8:]
+        types = [db.execute(typeof, [sid]).fetchone() for sid in sids]
+    finally:
+        db.close()
+    assert types[0] == types[1]  # the same storage class in every column
+    times = {"initiated_at", "created_at", "updated_at", "next_probe_at", "deadline"}
+    per_item = {"seq", "settlement_id", "tx_hash", "digest", "decision", *times}
+    assert {n: rows[0][n] - rows[0]["initiated_at"] for n in times} == {
+        n: rows[1][n] - rows[1]["initiated_at"] for n in times
+    }
+    same = [n for n in names if n not in per_item]
+    assert {n: rows[0][n] for n in same} == {n: rows[1][n] for n in same}
+    decisions = [json.loads(r["decision"]) for r in rows]
+    assert decisions[0].keys() == decisions[1].keys()
+    assert rows[1]["dependent_state"] == json.dumps(shape["dependent_state"])

