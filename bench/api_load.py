@@ -179,7 +179,7 @@ def profiled(pid: int, out: Path | None) -> subprocess.Popen[bytes] | None:
     if out is None:
         return None
     spy = Path(sys.executable).with_name("py-spy")
-    command = [str(spy), "record", "--pid", str(pid), "--nonblocking", "-r", "100"]
+    command = [str(spy), "record", "--pid", str(pid), "--nonblocking", "--gil", "-r", "100"]
     return subprocess.Popen([*command, "-f", "raw", "-o", str(out)], stdout=subprocess.DEVNULL)
 
 
