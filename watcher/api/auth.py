@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import inspect
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -148,8 +149,8 @@ def install_auth(app: FastAPI, api: ApiConfig) -> None:
                 callers.identify(request.headers.get("authorization"))
             except Unauthenticated as problem:
                 return await _unauthenticated(request, problem)
-        answered: Response = await invalid(request, exc)
-        return answered
+        answered = invalid(request, exc)  # errors.install's handler: a coroutine
+        return await answered if inspect.isawaitable(answered) else answered
 
 
 def _needs_token(route: object) -> bool:
