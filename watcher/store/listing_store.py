@@ -137,7 +137,7 @@ def _insert(conn: Connection, fresh: Mapping[Key, NewSettlement]) -> dict[Key, S
     seqs = {(r[0], r[1], r[2]): r[3] for r in _rows_of(conn, list(fresh), _SEQ_COLUMNS)}
     left_out: dict[str, Any] = {name: None for name in _RECORD_FIELDS if name not in values[0]}
     return {
-        key: SettlementRecord(seq=seqs[key], **row, **left_out)
+        key: from_row(SettlementRecord, {**row, **left_out, "seq": seqs[key]})
         for key, row in zip(fresh, values, strict=True)
     }
 
