@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
+from operator import itemgetter
 from typing import Any, Protocol
 
 from sqlalchemy import Connection, Dialect, select
@@ -151,11 +152,13 @@ def _insert_rows(conn: Connection, values: Sequence[dict[str, Any]]) -> None:
         conn.execute(s.settlements.insert(), list(values))
         return
     sql, names, processors = _compiled_insert(conn.dialect, tuple(values[0]))
-    rows = [
-        tuple(v[n] if p is None else p(v[n]) for n, p in zip(names, processors, strict=True))
-        for v in values
-    ]
-    conn.exec_driver_sql(sql, rows)
+    pick = itemgetter(*names)
+    rows = [list(pick(v)) for v in values]
+    for i, process in enumerate(processors):
+        if process is not None:  # a column at a time: JSON, booleans
+            for row in rows:
+                row[i] = process(row[i])
+    conn.exec_driver_sql(sql, [tuple(row) for row in rows])
 
 
 _Compiled = tuple[str, tuple[str, ...], tuple[Any, ...]]
