@@ -27,6 +27,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ import httpx
 
 from bench.common import Anvil, p95
 from bench.proxy import CountingProxy
+from bench.receipt_clients import ReceiptClients
 from guard.hashing import keccak256
 from tests.integration.receipts_helpers import TxFactory
 from tests.support.daemon import CHAIN, Daemon
@@ -45,6 +47,9 @@ SPREAD_BLOCKS = 10
 RETRY_S = 0.1
 """A client asks again for a receipt not signed yet after this long (the API itself waits
 for one being built: only a verdict not reached yet answers at once)."""
+
+REGISTRARS = 4
+"""Registrations sent at once (the callers of W txs do not queue behind one another)."""
 
 
 class BlockClock:
@@ -117,11 +122,32 @@ def _signed_txs(anvil: Anvil, count: int) -> list[tuple[str, bytes]]:
     return [("0x" + keccak256(raw).hex(), raw) for raw in raws]
 
 
-def _send_spread(anvil: Anvil, clock: BlockClock, txs: list[tuple[str, bytes]]) -> dict[str, int]:
+def _send_spread(
+    anvil: Anvil,
+    clock: BlockClock,
+    txs: list[tuple[str, bytes]],
+    on_mined: Callable[[str, int], None] = lambda _tx, _block: None,
+) -> dict[str, int]:
     """Send ``txs`` in :data:`SPREAD_BLOCKS` equal groups, one group per block; returns the
-    block number each was mined in."""
+    block number each was mined in, told to ``on_mined`` as each block is seen (its tx
+    hashes read from the node)."""
     size = -(-len(txs) // SPREAD_BLOCKS)  # contiguous slices keep each sender's nonces in order
     groups = [txs[i : i + size] for i in range(0, len(txs), size)]
+    wanted = {tx_hash for tx_hash, _ in txs}
+    mined: dict[str, int] = {}
+    checked = clock.head()
+
+    def collect() -> None:
+        nonlocal checked
+        head = clock.head()
+        for number in range(checked + 1, head + 1):
+            block = anvil.rpc("eth_getBlockByNumber", hex(number), False)
+            for tx_hash in block["transactions"]:
+                if tx_hash in wanted and tx_hash not in mined:
+                    mined[tx_hash] = number
+                    on_mined(tx_hash, number)
+        checked = head
+
     for group in groups:
         if not group:
             continue
@@ -129,9 +155,12 @@ def _send_spread(anvil: Anvil, clock: BlockClock, txs: list[tuple[str, bytes]]) 
         with ThreadPoolExecutor(4) as pool:
             list(pool.map(lambda t: anvil.rpc("eth_sendRawTransaction", "0x" + t[1].hex()), group))
         clock.wait_for(start + 1)
-    mined: dict[str, int] = {}
-    for tx_hash, _ in txs:
-        mined[tx_hash] = int(anvil.receipt(tx_hash, timeout=30)["blockNumber"], 16)
+        collect()
+    deadline = time.monotonic() + 30
+    while len(mined) < len(wanted) and time.monotonic() < deadline:
+        clock.wait_for(checked + 1)
+        collect()
+    assert len(mined) == len(wanted), f"{len(wanted) - len(mined)} txs never mined"
     return mined
 
 
@@ -147,25 +176,41 @@ def run_daemon(anvil: Anvil, w: int, n: int, block_time: float, facts: bool) -> 
         )
         try:
             http = httpx.Client(base_url=daemon.url, timeout=30.0)
+            busy: list[str] = []
 
             def register(tx: tuple[str, bytes]) -> str:
                 body: dict[str, object] = {"chain": CHAIN, "tx_hash": tx[0]}
                 if facts:
                     body["raw_tx"] = "0x" + tx[1].hex()
                 answer = http.post("/v1/settlements", json=body)
+                while answer.status_code == 503:  # the store busy: a caller tries again
+                    busy.append(answer.text)
+                    time.sleep(RETRY_S)
+                    answer = http.post("/v1/settlements", json=body)
                 assert answer.status_code in (200, 201), answer.text
                 return str(answer.json()["settlement_id"])
 
+            clients = ReceiptClients(daemon.url, clock, n, RETRY_S)
+
+            def registered(tx: tuple[str, bytes]) -> str:
+                sid = register(tx)
+                clients.registered(tx[0], sid, time.monotonic())
+                return sid
+
             before, after = txs[0::2], txs[1::2]
-            ids = {tx[0]: register(tx) for tx in before}
-            registered_at = dict.fromkeys(ids, time.monotonic())
-            mined = _send_spread(anvil, clock, txs)
-            for tx in after:
-                ids[tx[0]] = register(tx)
-                registered_at[tx[0]] = time.monotonic()
-            fetched: dict[str, float] = {}
-            latencies = _fetch_receipts(http, clock, ids, mined, registered_at, n, fetched)
-            stages = _stages(daemon, clock, ids, mined, n, fetched)
+            with ThreadPoolExecutor(REGISTRARS) as pool:  # callers register concurrently
+                ids = dict(zip([t[0] for t in before], pool.map(registered, before), strict=True))
+                mined = _send_spread(anvil, clock, txs, clients.mined)
+                ids.update(zip([t[0] for t in after], pool.map(registered, after), strict=True))
+            latencies = clients.latencies(len(txs))
+            stages = {**_stages(daemon, clock, ids, mined, n, clients.fetched), **clients.stages}
+            if clients.errors:
+                print(
+                    f"   ({len(clients.errors)} receipt requests failed, asked again: "
+                    f"{clients.errors[0]})"
+                )
+            if busy:
+                print(f"   ({len(busy)} registrations answered 503 and sent again: {busy[0]})")
             retried = [line for line in daemon.log().splitlines() if "not built yet" in line]
             if retried:
                 print(f"   ({len(retried)} receipts retried, e.g. {retried[0][-160:]})")
@@ -175,33 +220,6 @@ def run_daemon(anvil: Anvil, w: int, n: int, block_time: float, facts: bool) -> 
     proxy.close()
     clock.stop()
     return run
-
-
-def _fetch_receipts(
-    http: httpx.Client,
-    clock: BlockClock,
-    ids: dict[str, str],
-    mined: dict[str, int],
-    registered_at: dict[str, float],
-    n: int,
-    fetched: dict[str, float],
-) -> list[float]:
-    """Fetch each tx's signed receipt as soon as its depth-N block is out; seconds from that
-    block (or the registration, if later) to the receipt in hand."""
-
-    def fetch(tx_hash: str) -> float:
-        depth_n = clock.wait_for(mined[tx_hash] + n - 1)
-        since = max(depth_n, registered_at[tx_hash])
-        while True:
-            answer = http.get(f"/v1/settlements/{ids[tx_hash]}/receipt")
-            if answer.status_code == 200 and answer.json().get("signature"):
-                fetched[tx_hash] = time.time()
-                return time.monotonic() - since
-            time.sleep(RETRY_S)
-
-    order = sorted(ids, key=lambda h: mined[h])
-    with ThreadPoolExecutor(8) as pool:
-        return list(pool.map(fetch, order))
 
 
 def _stages(
@@ -331,6 +349,14 @@ def report(label: str, ours: Run, naive: Run, w: int, facts: bool) -> None:
                     ("receipt stored -> in hand", ours.stages["fetch"]),
                 )
             )
+        )
+        print(
+            "   client (median / max): depth-N block -> first ask "
+            f"{statistics.median(ours.stages['queued']):.2f} / {max(ours.stages['queued']):.2f} s, "
+            f"asks per receipt {statistics.median(ours.stages['asks']):.0f} / "
+            f"{max(ours.stages['asks']):.0f}, the answering GET "
+            f"{statistics.median(ours.stages['answer']) * 1e3:.0f} / "
+            f"{max(ours.stages['answer']) * 1e3:.0f} ms"
         )
 
 

@@ -14,6 +14,7 @@ an hour, so only the wake-up can end it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from pathlib import Path
@@ -28,7 +29,7 @@ from guard.verify import verify_receipt
 from tests.integration.helpers import Rig, make_watcher
 from tests.integration.receipts_helpers import Receipts, receipts_for
 from tests.support.anvil import Anvil
-from watcher.receipts.waiting import wait_receipt
+from watcher.receipts.waiting import wait_receipt, wait_receipt_async
 from watcher.store import SettlementNotFound
 from watcher.store import schema as s
 
@@ -138,6 +139,36 @@ def test_a_waiting_read_gets_the_receipt_when_it_is_stored(anvil: Anvil, tmp_pat
         assert not waiter.is_alive(), "the stored receipt did not wake the waiting read"
         assert got == [receipts.store.latest_bytes(sid)]
         assert got[0] is not None and json.loads(got[0])["settlement_id"] == sid
+    finally:
+        rig.store.close()
+
+
+def test_a_waiting_task_gets_the_receipt_when_it_is_stored(anvil: Anvil, tmp_path: Path) -> None:
+    """The event-loop wait (SQLite): the task sleeps holding no thread, and is woken by the
+    store of its own settlement's receipt."""
+    rig = make_watcher(anvil, f"sqlite:///{tmp_path}/wait-async.db", confirmations=2)
+    try:
+        sid = _final(rig)
+        receipts = receipts_for(rig)
+        signal = receipts.issuer.signal
+
+        def read() -> bytes | None:
+            return receipts.store.latest_bytes(sid)
+
+        got: list[bytes | None] = []
+        waiter = threading.Thread(
+            target=lambda: got.append(
+                asyncio.run(wait_receipt_async(read, signal, sid, 3600, 3600))
+            ),
+            daemon=True,
+        )
+        waiter.start()
+        assert signal.wait_for_waiters(1, timeout=30)
+        assert got == []
+        receipts.run(rig)
+        waiter.join(timeout=30)
+        assert not waiter.is_alive(), "the stored receipt did not wake the waiting task"
+        assert got == [read()] and got[0] is not None
     finally:
         rig.store.close()
 

@@ -6,8 +6,11 @@ the receipts of the next block wait for. So the answer is the stored text of the
 as bytes (watcher/store/receipt_bytes.py: no decoding, validation or encoding), and, as
 for a settlement read (watcher/api/settlement_read.py), a SQLite store is read on the event
 loop: one indexed statement (the settlement and its receipts), where the worker-thread round trip of a synchronous route
-cost more CPU than the reads. Only what may take longer goes to the threadpool: any read on
-PostgreSQL, and the wait for a receipt being built (watcher/receipts/waiting.py).
+cost more CPU than the reads; a receipt being built is waited for there too, the task asleep
+on the receipts component's count (watcher/receipts/waiting.py), holding no worker thread
+(a hundred clients waiting for one block's receipts held the threadpool's 40, and every
+synchronous route queued behind them). On PostgreSQL the read and the wait go to the
+threadpool (a network round trip must not stall the loop).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from starlette.concurrency import run_in_threadpool
 from guard.settlement import Verdict
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
-from watcher.api.views import wait_signed
+from watcher.api.views import RECEIPT_WAIT_S, reread_s, wait_signed
+from watcher.receipts.waiting import wait_receipt_async
 from watcher.store import SettlementNotFound
 from watcher.store.receipts_store import ReceiptAnswer, receipt_store
 
@@ -31,7 +35,19 @@ async def receipt_answer(deps: ApiDeps, settlement_id: str, owner: str) -> bytes
     found = _read(deps, settlement_id, owner)
     if found.receipt is not None:
         return found.receipt
-    return await run_in_threadpool(_waited, deps, settlement_id, found)
+    if deps.receipts is None:
+        raise _missing(settlement_id, found.verdict, pending=True)
+    store = receipt_store(deps.store)
+    receipt = await wait_receipt_async(  # being built: the task sleeps, no thread is held
+        lambda: store.latest_bytes(settlement_id),
+        deps.receipts.signal,
+        settlement_id,
+        RECEIPT_WAIT_S,
+        reread_s(deps, found.chain),
+    )
+    if receipt is None:
+        raise _missing(settlement_id, found.verdict, pending=True)
+    return receipt
 
 
 def _answer(deps: ApiDeps, settlement_id: str, owner: str) -> bytes:

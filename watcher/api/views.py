@@ -86,9 +86,14 @@ def wait_signed(deps: ApiDeps, settlement_id: str, chain: str) -> bytes | None:
     built right after the verdict commits, by the receipts thread, which wakes the wait when
     it stores a batch (watcher/receipts/waiting.py)."""
     signal = deps.receipts.signal if deps.receipts is not None else None
-    reread = REREAD_OWN_S if deps.handoff.owns(chain) else REREAD_OTHERS_S
     store = receipt_store(deps.store)
-    return wait_receipt(store, signal, settlement_id, RECEIPT_WAIT_S, reread)
+    return wait_receipt(store, signal, settlement_id, RECEIPT_WAIT_S, reread_s(deps, chain))
+
+
+def reread_s(deps: ApiDeps, chain: str) -> float:
+    """How often a wait for a receipt of ``chain`` re-reads the store: rarely when this
+    instance builds it (its batches wake the wait), often when another instance does."""
+    return REREAD_OWN_S if deps.handoff.owns(chain) else REREAD_OTHERS_S
 
 
 def binding_for(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any] | None:

@@ -241,7 +241,7 @@ class ReceiptIssuer:
         if sealed:
             now = self.clock()
             self.receipts.add_many([r for _, r in sealed], now, fence=self._fence(chain))
-            self.signal.count += len(sealed)  # wakes the API's waiting readers
+            self.signal.stored(sid for sid, _ in sealed)  # wakes the API's waiting readers
             for sid, _ in sealed:
                 due.pop(sid, None)
         return len(ready)
@@ -323,7 +323,7 @@ class ReceiptIssuer:
         ``fence``: (name, owner, token), refused by the store when stale)."""
         verify_receipt(receipt, trusted_signers=[self.signer.address])
         record = self.receipts.add(receipt, self.clock(), revokes=revokes, fence=fence)
-        self.signal.count += 1
+        self.signal.stored([str(receipt["settlement_id"])])
         return record
 
     # -- bindings ------------------------------------------------------------------------

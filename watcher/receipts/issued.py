@@ -2,39 +2,51 @@
 
 ``GET /v1/settlements/{id}/receipt`` for a verdict that just committed waits briefly for its
 receipt, which the receipts thread builds right after the poll. It used to re-read the
-store every 50 ms: up to 50 ms late, and at W = 1,000 eight clients' re-reads took the
-interpreter from the thread building the receipts they waited for. Now a waiter sleeps on
-this count and is woken when a batch is stored (one wake-up per store transaction).
+store every 50 ms: up to 50 ms late, and at W = 1,000 the clients' re-reads took the
+interpreter from the thread building the receipts they waited for. Now a waiter sleeps
+until a receipt is stored: a thread (:meth:`Issued.wait_past`) on any store, an event-loop
+task (:meth:`Issued.wait_stored`) only on its own settlement's (a thousand tasks woken by
+every batch, each re-reading the store on the loop, kept the loop busy for seconds).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
+from collections.abc import Callable, Iterable
 
 
 class Issued:
-    """A count of stored receipts that only grows; :meth:`wait_past` sleeps until it moves."""
+    """A count of stored receipts that only grows, and the readers waiting for one."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._count = 0
         self._waiting = 0
+        self._wakes: dict[str, list[Callable[[], None]]] = {}
+        """Per settlement id, the event-loop tasks waiting for its receipt."""
 
     @property
     def count(self) -> int:
         """Receipts stored since start."""
         return self._count
 
-    @count.setter
-    def count(self, value: int) -> None:
-        with self._changed:
-            self._count = value
-            self._changed.notify_all()
-
     @property
     def waiting(self) -> int:
-        """Readers asleep in :meth:`wait_past` now."""
+        """Readers asleep in :meth:`wait_past` or :meth:`wait_stored` now."""
         return self._waiting
+
+    def stored(self, settlement_ids: Iterable[str]) -> None:
+        """Receipts of ``settlement_ids`` were stored (one transaction): count them, wake
+        the waiting threads and the tasks waiting for these settlements."""
+        ids = list(settlement_ids)
+        with self._changed:
+            self._count += len(ids)
+            self._changed.notify_all()
+            wakes = [wake for sid in ids for wake in self._wakes.pop(sid, [])]
+        for wake in wakes:
+            wake()
 
     def wait_past(self, seen: int, timeout: float) -> int:
         """Sleep until the count is no longer ``seen`` or ``timeout`` seconds pass (a
@@ -50,8 +62,42 @@ class Issued:
                 self._waiting -= 1
             return self._count
 
+    async def wait_stored(self, settlement_id: str, seen: int, timeout: float) -> None:
+        """For a coroutine: sleep until a receipt of ``settlement_id`` is stored, or
+        ``timeout`` seconds pass; at once if the count is no longer ``seen`` (read it
+        before the store, as for :meth:`wait_past`). The task sleeps, holding no thread."""
+        loop = asyncio.get_running_loop()
+        woken = loop.create_future()
+
+        def settle() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        def wake() -> None:  # in the thread that stored the receipts
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits now
+                loop.call_soon_threadsafe(settle)
+
+        with self._changed:
+            if self._count != seen:
+                return
+            self._wakes.setdefault(settlement_id, []).append(wake)
+            self._waiting += 1
+            self._changed.notify_all()  # wait_for_waiters
+        try:
+            await asyncio.wait_for(woken, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            with self._changed:
+                self._waiting -= 1
+                waiting = self._wakes.get(settlement_id, [])
+                if wake in waiting:
+                    waiting.remove(wake)
+                    if not waiting:
+                        del self._wakes[settlement_id]
+
     def wait_for_waiters(self, count: int, timeout: float) -> bool:
-        """Whether ``count`` readers are asleep in :meth:`wait_past` within ``timeout``
-        seconds (a test's way to know a reader waits before it stores a receipt)."""
+        """Whether ``count`` readers are asleep within ``timeout`` seconds (a test's way to
+        know a reader waits before it stores a receipt)."""
         with self._changed:
             return self._changed.wait_for(lambda: self._waiting >= count, timeout)

@@ -37,3 +37,24 @@ def wait_receipt(
         if receipt is not None or signal is None or left <= 0:
             return receipt
         signal.wait_past(seen, min(reread_s, left))
+
+
+async def wait_receipt_async(
+    read: Callable[[], bytes | None],
+    signal: Issued,
+    settlement_id: str,
+    wait_s: float,
+    reread_s: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> bytes | None:
+    """:func:`wait_receipt` for a coroutine whose store reads are cheap enough for the event
+    loop (SQLite): ``read`` gives the receipt or None; between reads the task sleeps until
+    a receipt of ``settlement_id`` is stored, holding no thread."""
+    deadline = clock() + wait_s
+    while True:
+        seen = signal.count  # before the read: no lost wake-up
+        receipt = read()
+        left = deadline - clock()
+        if receipt is not None or left <= 0:
+            return receipt
+        await signal.wait_stored(settlement_id, seen, min(reread_s, left))
