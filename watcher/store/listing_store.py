@@ -100,7 +100,8 @@ class Listing:
         keys = list(dict.fromkeys((n.chain, n.tx_hash, n.owner) for n in news))
         with self._writer.begin() as conn:
             stored: dict[Key, SettlementRecord] = {}
-            for row in _rows_of(conn, keys, [s.settlements]):
+            known = list(_seqs_of(conn, keys))  # whole rows only of those already stored
+            for row in _rows_of(conn, known, [s.settlements]) if known else []:
                 rec = from_row(SettlementRecord, row._mapping)
                 stored[(rec.chain, rec.tx_hash, rec.owner)] = rec
             fresh: dict[Key, NewSettlement] = {}
@@ -135,7 +136,7 @@ def _insert(conn: Connection, fresh: Mapping[Key, NewSettlement]) -> dict[Key, S
     insert leaves out is NULL, as it is in the row."""
     values = [settlement_values(n) for n in fresh.values()]
     _insert_rows(conn, values)
-    seqs = {(r[0], r[1], r[2]): r[3] for r in _rows_of(conn, list(fresh), _SEQ_COLUMNS)}
+    seqs = _seqs_of(conn, list(fresh))
     left_out: dict[str, Any] = {name: None for name in _RECORD_FIELDS if name not in values[0]}
     return {
         key: from_row(SettlementRecord, {**row, **left_out, "seq": seqs[key]})
@@ -148,7 +149,7 @@ def _insert_rows(conn: Connection, values: Sequence[dict[str, Any]]) -> None:
     SQLite the statement is compiled once and the rows go to the driver as tuples through
     the column types' own bind processors: SQLAlchemy building every row's parameters
     was a tenth of a batch's time (issue 14). Elsewhere, the plain executemany."""
-    if conn.dialect.name != "sqlite" or not conn.dialect.positional:
+    if conn.dialect.name != "sqlite" or conn.dialect.paramstyle != "qmark":
         conn.execute(s.settlements.insert(), list(values))
         return
     sql, names, processors = _compiled_insert(conn.dialect, tuple(values[0]))
@@ -189,6 +190,32 @@ _SEQ_COLUMNS = [
     s.settlements.c.owner,
     s.settlements.c.seq,
 ]
+_SEQS_SQL = "SELECT tx_hash, seq FROM settlements WHERE chain = ? AND owner = ? AND tx_hash IN "
+
+
+def _seqs_of(conn: Connection, keys: Sequence[Key]) -> dict[Key, int]:
+    """The ``seq`` of each of ``keys`` that is stored, through the unique index as
+    :func:`_rows_of`; on SQLite as plain driver SQL (SQLAlchemy expanding 500 hashes into
+    an ``IN`` list cost more than SQLite's answer, issue 14)."""
+    if conn.dialect.name != "sqlite" or conn.dialect.paramstyle != "qmark":
+        return {(r[0], r[1], r[2]): r[3] for r in _rows_of(conn, keys, _SEQ_COLUMNS)}
+    found: dict[Key, int] = {}
+    for (chain, owner), hashes in _by_group(keys).items():
+        for start in range(0, len(hashes), _CHUNK):
+            chunk = hashes[start : start + _CHUNK]
+            sql = _SEQS_SQL + "(" + ", ".join("?" * len(chunk)) + ")"
+            for tx_hash, seq in conn.exec_driver_sql(sql, (chain, owner, *chunk)).all():
+                found[(chain, tx_hash, owner)] = seq
+    return found
+
+
+def _by_group(keys: Sequence[Key]) -> dict[tuple[str, str], list[str]]:
+    """The tx hashes of ``keys`` by (chain, owner)."""
+    by_group: dict[tuple[str, str], list[str]] = {}
+    for chain, tx_hash, owner in keys:
+        by_group.setdefault((chain, owner), []).append(tx_hash)
+    return by_group
+
 
 _CHUNK = 500
 """Tx hashes per ``IN`` list (well under SQLite's bound on parameters)."""
@@ -200,11 +227,8 @@ def _rows_of(conn: Connection, keys: Sequence[Key], columns: Sequence[Any]) -> l
     ``(chain, tx_hash, owner) IN (…)`` is a scan of the whole table on SQLite, so a batch
     cost grew with every settlement ever stored (issue 14)."""
     t = s.settlements
-    by_group: dict[tuple[str, str], list[str]] = {}
-    for chain, tx_hash, owner in keys:
-        by_group.setdefault((chain, owner), []).append(tx_hash)
     rows: list[Any] = []
-    for (chain, owner), hashes in by_group.items():
+    for (chain, owner), hashes in _by_group(keys).items():
         for start in range(0, len(hashes), _CHUNK):
             query = select(*columns).where(
                 t.c.chain == chain,
