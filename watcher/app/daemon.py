@@ -12,6 +12,7 @@ store transaction, so there is nothing half-done to undo), and log a one-line su
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import threading
@@ -209,6 +210,11 @@ class App:
         gives ``watcher.api``'s): the wiring point never imports the API, which sits above."""
         self.start_chains()
         server = _Server(self.stopping, self._server_config(create_app(self)))
+        # What start-up built (modules, config, the application, the watch index) lives as
+        # long as the process: frozen out of the collector, so its full passes under load do
+        # not walk it again and again (issue 14, bench/README.md "API under load").
+        gc.collect()
+        gc.freeze()
         self.start_polling()
         log.info(
             "finality watcher: API on http://%s:%d (docs at /docs), chains: %s, store: %s",
