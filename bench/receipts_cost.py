@@ -8,7 +8,8 @@ seconds, every call counted by a proxy in front of it (bench/proxy.py):
   the count starts before it starts (start-up calls count). W txs are signed here and sent
   over 10 blocks; half are registered (``POST /v1/settlements``) before they are sent, half
   after they are mined. The run ends when every watched tx's signed receipt has been fetched
-  from the API (``GET /v1/settlements/{id}/receipt``). ``--facts`` runs it again with each
+  from the API (``GET /v1/settlements/{id}/receipt``) by its own client, asking from the tx's
+  depth-N block on (bench/receipt_clients.py). ``--facts`` runs it again with each
   registration carrying its ``raw_tx`` (sender and nonce known: no lookup by hash).
 * **naive loop**, same anvil, same run, its own proxy and its own W txs: every poll one
   ``eth_blockNumber`` and one ``eth_getTransactionReceipt`` per tx not yet N deep (a verdict,
