@@ -41,7 +41,7 @@ if [ ! -f "$stamp" ]; then
     # Drop what no lock names any more (left over from older pins), so this venv is exactly
     # the locked set a fresh machine gets and cannot hide a missing dependency.
     .venv/bin/pip freeze --exclude-editable --exclude finality-watcher --disable-pip-version-check \
-        | { grep -vxFf <(cat requirements.lock requirements-dev.lock) || true; } | cut -d= -f1 \
+        | { grep -vxFf <(cat requirements.lock requirements-dev.lock) || true; } | cut -d= -f1 | cut -d" " -f1 \
         | xargs -r .venv/bin/pip uninstall --quiet --yes --disable-pip-version-check
     rm -f .venv/.installed-*
     touch "$stamp"

@@ -39,7 +39,7 @@ ALLOWED_STDLIB = frozenset(
 
 ALLOWED_COMPUTATION = frozenset(
     {
-        "eth_hash.auto",  # keccak256 (pycryptodome backend)
+        "sha3",  # keccak256 (safe-pysha3, C)
         "eth_keys.datatypes",  # secp256k1 public key recovery (ecrecover)
         "eth_keys.exceptions",
         "eth_utils.exceptions",  # the ValidationError eth_keys raises
