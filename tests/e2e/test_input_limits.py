@@ -247,6 +247,19 @@ def test_a_lone_surrogate_in_a_batch_item_is_that_items_422(module_daemon: Daemo
     assert results[1]["fields"] == ["commit_url"]
 
 
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+def test_a_non_finite_number_in_dependent_state_is_a_422(
+    module_daemon: Daemon, literal: str
+) -> None:
+    # Python's JSON parser takes these literals (no JSON text holds them): stored, the state
+    # could never be answered again (JSON encoders refuse them, or turn them into null).
+    tx = unknown_hash(43 + ["NaN", "Infinity", "-Infinity"].index(literal))
+    raw = f'{{"chain": "local", "tx_hash": "{tx}", "dependent_state": {{"p": [1, {literal}]}}}}'
+    _refused(_post(module_daemon, raw.encode()), "dependent_state")
+    listed = module_daemon.get("/v1/settlements", params={"limit": 500}).json()["items"]
+    assert tx not in {item["tx_hash"] for item in listed}
+
+
 def test_framework_errors_answer_the_error_shape(module_daemon: Daemon) -> None:
     missing = module_daemon.get("/v1/no-such-route")
     assert missing.status_code == 404 and missing.json()["fields"] == ["path"], missing.text
