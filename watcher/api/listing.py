@@ -19,6 +19,7 @@ from guard.payment import PAYMENT_KIND
 from watcher.api.auth import Reader, Registrar
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError, validation_body
+from watcher.api.json_answer import JsonAnswer
 from watcher.api.models.errors import ERRORS
 from watcher.api.models.settlements import (
     MAX_PAGE,
@@ -69,7 +70,7 @@ def router(deps: ApiDeps) -> APIRouter:
         last = records[-1].seq if len(records) == limit else None
         heads = HeadsOnce(deps.store)  # one head read for the page
         items = [_view(deps, rec, heads) for rec in records]  # as is: no 255-level limit
-        return JSONResponse({"items": items, "next_cursor": None if last is None else str(last)})
+        return JsonAnswer({"items": items, "next_cursor": None if last is None else str(last)})
 
     @api.post(
         "/v1/settlements/batch",
@@ -99,7 +100,7 @@ def router(deps: ApiDeps) -> APIRouter:
         for (index, _), (rec, created) in zip(valid, stored, strict=True):
             results[index] = _stored_result(deps, index, rec, created, specs.get(index), heads)
         # Plain dicts, as GET answers (the models document them): no validation round trip.
-        return JSONResponse({"results": [r for r in results if r is not None]})
+        return JsonAnswer({"results": [r for r in results if r is not None]})
 
     return api
 

@@ -39,6 +39,7 @@ from sqlalchemy.sql import Select
 
 from watcher.store.errors import StoreConflict, StoreError, StoreUnavailable
 from watcher.store.files import FileRefused, private_file
+from watcher.store.json_text import json_text
 from watcher.store.loop_reader import LoopReader
 
 log = logging.getLogger("finality.store")
@@ -241,7 +242,9 @@ def make_engine(url: str, immediate: bool) -> Engine:
     """An engine for ``url`` (already normalised): PostgreSQL ends idle transactions;
     SQLite gets WAL, a busy timeout, and ``BEGIN IMMEDIATE`` for writers."""
     if not url.startswith("sqlite"):
-        engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+        engine = create_engine(
+            url, pool_pre_ping=True, pool_size=5, max_overflow=5, json_serializer=json_text
+        )
 
         @event.listens_for(engine, "connect")
         def _on_pg_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -253,7 +256,9 @@ def make_engine(url: str, immediate: bool) -> Engine:
             dbapi_conn.commit()
 
         return engine
-    engine = create_engine(url, poolclass=NullPool if ":memory:" in url else None)
+    engine = create_engine(
+        url, poolclass=NullPool if ":memory:" in url else None, json_serializer=json_text
+    )
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
