@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
+from tests.e2e.test_verify_cli import confirmed_receipt
 from tests.support.anvil import Anvil
-from tests.support.daemon import Daemon, run_cli, wait_for
+from tests.support.daemon import Daemon, run_cli
 
 pytestmark = pytest.mark.anvil
 
@@ -37,17 +38,7 @@ def daemon(anvil: Anvil, tmp_path_factory: pytest.TempPathFactory) -> Iterator[D
 def test_the_receipt_answered_is_the_stored_bytes(
     daemon: Daemon, anvil: Anvil, tmp_path: Path
 ) -> None:
-    tx = anvil.send()
-    anvil.receipt(tx)
-    sid = daemon.register(tx)["settlement_id"]
-
-    def final() -> bool:
-        if daemon.settlement(sid)["verdict"] == "FINALITY_CONFIRMED":
-            return True
-        anvil.mine()
-        return False
-
-    wait_for(final, 15, interval=0.2, what="FINALITY_CONFIRMED")
+    sid, _ = confirmed_receipt(daemon, anvil)
     answer = daemon.get(f"/v1/settlements/{sid}/receipt")
     assert answer.status_code == 200, answer.text
     assert answer.headers["content-type"] == "application/json"

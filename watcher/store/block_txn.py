@@ -193,14 +193,9 @@ class BlockTxn:
             reorg_count=record.reorg_count + 1,
         )
 
-    def set_sender(
-        self, record: SettlementRecord, sender: str, nonce: int, raw_tx: str | None = None
-    ) -> None:
-        """Remember who sent the watched tx, its nonce and its signed bytes (seen pending)."""
-        self.set_senders([(record, sender, nonce, raw_tx)])
-
     def set_senders(self, seen: Sequence[tuple[SettlementRecord, str, int, str | None]]) -> None:
-        """:meth:`set_sender` of each (record, sender, nonce, signed bytes), in one
+        """Remember who sent each watched tx, its nonce and its signed bytes (seen pending;
+        None keeps the bytes the record had): (record, sender, nonce, signed bytes), in one
         statement executed for every row."""
         rows = [
             {"b_id": rec.settlement_id, "b_sender": sender, "b_nonce": nonce, "b_raw": raw}
@@ -209,14 +204,10 @@ class BlockTxn:
         ]
         self._update_many(rows, _SET_SENDER)
 
-    def set_probe(self, record: SettlementRecord, next_probe_at: int) -> None:
-        """When to look the tx up by hash again."""
-        self.set_probes([(record, next_probe_at)])
-
     def set_probes(self, probes: Sequence[tuple[SettlementRecord, int]]) -> None:
-        """:meth:`set_probe` of each (record, next probe time), in one statement executed
-        for every row: a poll probing 1,000 new txs made 1,000 statements, a third of the
-        poller's time under batch registration (issue 14)."""
+        """When to look each tx up by hash again: (record, next probe time), in one
+        statement executed for every row: a poll probing 1,000 new txs made 1,000
+        statements, a third of the poller's time under batch registration (issue 14)."""
         rows = [
             {"b_id": rec.settlement_id, "b_next": at, "b_count": rec.probe_count + 1}
             for rec, at in probes
