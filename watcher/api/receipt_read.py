@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from guard.settlement import Verdict
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
+from watcher.api.settlement_read import on_loop
 from watcher.api.views import RECEIPT_WAIT_S, reread_s, wait_signed
 from watcher.receipts.waiting import wait_receipt_async
 from watcher.store import SettlementNotFound
@@ -30,7 +31,7 @@ async def receipt_answer(deps: ApiDeps, settlement_id: str, owner: str) -> bytes
     """The signed receipt of ``owner``'s settlement as the bytes answered; a 404
     :class:`ApiError` for no such settlement, or while it has none (not terminal, or its
     receipt still not built after the wait)."""
-    if not deps.config.store.url.startswith("sqlite"):  # a network round trip: off the loop
+    if not on_loop(deps):  # a network round trip: off the loop
         return await run_in_threadpool(_answer, deps, settlement_id, owner)
     found = _read(deps, settlement_id, owner)
     if found.receipt is not None:
