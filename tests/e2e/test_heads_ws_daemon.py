@@ -95,7 +95,8 @@ def test_a_ws_url_as_the_only_rpc_endpoint_tracks_settlements(
     anvil: Anvil, make_daemon: Callable[..., Daemon]
 ) -> None:
     daemon = make_daemon(ws_of(anvil))  # reads over ws://; heads polled (the default)
-    assert heads(daemon) == {"mode": "poll"}
+    assert heads(daemon)["mode"] == "poll"
+    assert heads(daemon)["pacing"]["step_ms"] > 0  # polled: paced to the blocks
     sid, block = included(daemon, anvil)
     anvil.mine(2)
     view = daemon.wait_verdict(sid, "FINALITY_CONFIRMED", timeout=10)

@@ -150,5 +150,7 @@ def _chain_json(
         "rpc": endpoints(chain.rpc, pool.health_report(client)),
         "rpc_calls": dict(client.calls),
         "budget": deps.chains.budget_status(chain.name),
-        "heads": report if report is not None else {"mode": "poll"},
+        "heads": report
+        if report is not None
+        else {"mode": "poll", "pacing": deps.chains.pacing(chain.name)},
     }

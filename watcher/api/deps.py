@@ -38,6 +38,8 @@ class ChainState:
     """The chain's last poll error, None after a success."""
     budget_status: Callable[[str], dict[str, object] | None]
     """The chain's call budget and spend, None without a budget."""
+    pacing: Callable[[str], dict[str, object] | None]
+    """How the chain's polls are paced to its blocks, None when they are not."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ def deps_of(service: Service) -> ApiDeps:
             healthy=service.healthy,
             last_error=lambda name: service.health[name].last_error,
             budget_status=service.budget_status,
+            pacing=service.pacing.report,
         ),
         handoff=service.handoff,
         receipts=next((c for c in components if isinstance(c, ReceiptIssuer)), None),

@@ -28,6 +28,7 @@ from chains.budget import CallBudget
 from chains.rpc import RpcClient
 from watcher.app.chains import ChainRunner
 from watcher.app.daemon import App
+from watcher.app.pacing import PollPacing
 from watcher.clock import Clock, wall_clock_ms
 from watcher.components import Component
 from watcher.config.chains import ChainConfig
@@ -113,6 +114,7 @@ def _build(config: Config, store: Store, clock: Clock, monotonic: Callable[[], f
         budgets=chains.budgets,
         watchers=chains.watchers,
         chains=runner,
+        pacing=PollPacing(config.chains, scheduler, clock),
         handoff=handoff,
         scheduler=scheduler,
         stopping=stopping,

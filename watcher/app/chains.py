@@ -114,13 +114,14 @@ class ChainRunner:
 
     # -- the poll job --------------------------------------------------------------------
 
-    def poll(self, name: str) -> None:
-        """One scheduler run for a chain: poll, and keep catching up for a bounded time."""
+    def poll(self, name: str) -> int | None:
+        """One scheduler run for a chain: poll, and keep catching up for a bounded time;
+        returns the new blocks it found (None: not polled, or failed)."""
         if not self.owns(name):
-            return  # another instance holds the chain's lease; the lease job may take it
+            return None  # another instance holds the chain's lease; the lease job may take it
         with self.locks[name]:
             try:
-                self._poll_started(name)
+                return self._poll_started(name)
             except StaleFencingToken as exc:
                 # Another instance took the chain over while this one was paused: the store
                 # refused the write (and recorded it); stop processing the chain.
@@ -134,16 +135,19 @@ class ChainRunner:
                 errors = self.health[name].consecutive_errors
                 if errors in (1, 10) or errors % 100 == 0:
                     log.warning("chain %s: %s (error #%d)", name, exc, errors)
+        return None
 
-    def _poll_started(self, name: str) -> None:
+    def _poll_started(self, name: str) -> int | None:
         """Start the chain if needed, poll it, catch up (each round planned within the
-        budget like any poll: one that does not fit ends the catch-up), run the hooks."""
+        budget like any poll: one that does not fit ends the catch-up), run the hooks;
+        returns the new blocks (None: the budget skipped the poll)."""
         health = self.health[name]
         if not health.started:
             self.start(name)
         watcher = self.watchers[name]
         started = time.monotonic()
         stats = watcher.poll()
+        blocks = stats.blocks
         while (
             stats.behind > 0
             and stats.skipped is None
@@ -151,12 +155,14 @@ class ChainRunner:
             and not self.stopping.is_set()
         ):
             stats = watcher.poll()
+            blocks += stats.blocks
         health.last_success_ms = self.clock()
         health.last_error = None
         health.consecutive_errors = 0
         watcher.note_poll(None)  # rpc_unhealthy / rpc_recovered, once per period
         for hook in self.after_poll:
             hook(name)
+        return None if stats.skipped is not None and blocks == 0 else blocks
 
     def _failed(self, name: str, exc: Exception) -> None:
         """Record a failed poll (a node's failure also counts towards ``rpc_unhealthy``)."""

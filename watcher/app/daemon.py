@@ -28,6 +28,7 @@ from chains.budget import CallBudget
 from chains.errors import ChainError, ChainIdMismatch
 from chains.rpc import RpcClient
 from watcher.app.chains import ChainHealth, ChainRunner
+from watcher.app.pacing import PollPacing, poll_job_id
 from watcher.clock import Clock
 from watcher.components import Component
 from watcher.config.chains import ChainConfig
@@ -56,6 +57,8 @@ class App:
     """Each budgeted chain's calls-per-minute budget."""
     watchers: Mapping[str, ChainWatcher]
     chains: ChainRunner
+    pacing: PollPacing
+    """Moves each polled chain's next poll to just after its next block (watcher/app/pacing)."""
     handoff: HandoffManager
     scheduler: BackgroundScheduler
     stopping: threading.Event
@@ -92,8 +95,10 @@ class App:
         self.chains.start(name)
 
     def poll_chain(self, name: str) -> None:
-        """One scheduler run for a chain: poll, and keep catching up for a bounded time."""
-        self.chains.poll(name)
+        """One scheduler run for a chain: poll, and keep catching up for a bounded time;
+        then its next run is paced by what the poll found."""
+        at = self.clock()
+        self.pacing.after_poll(name, at, self.chains.poll(name))
 
     def healthy(self, name: str) -> bool:
         """Whether the chain polled successfully of late (a standby counts as healthy)."""
@@ -138,12 +143,12 @@ class App:
                 misfire_grace_time=None,
             )
         for chain in self.config.chains:
-            self._add_poll_job(chain)
+            self.add_poll_job(chain)
         self.scheduler.start()
         for component in self.components:
             component.start()
 
-    def _add_poll_job(self, chain: ChainConfig) -> None:
+    def add_poll_job(self, chain: ChainConfig) -> None:
         """The chain's interval job (first run now), at its budget's pace if slower."""
         interval = self.poll_interval_s(chain.name)
         if interval > chain.resolved_poll_interval_s:
@@ -159,7 +164,7 @@ class App:
             "interval",
             seconds=interval,
             args=[chain.name],
-            id=f"poll:{chain.name}",
+            id=poll_job_id(chain.name),
             max_instances=1,
             coalesce=True,
             misfire_grace_time=None,

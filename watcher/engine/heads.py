@@ -68,7 +68,7 @@ class HeadsWaker:
     def __init__(
         self,
         chains: list[ChainConfig],
-        poll: Callable[[str], None],
+        poll: Callable[[str], object],
         scheduler: BaseScheduler,
         stopping: threading.Event,
     ) -> None:

@@ -1,0 +1,157 @@
+"""Poll pacing (watcher/app/pacing.py): polls move to just after the node has the next block.
+
+What a user notices: with a block every interval and a poll every interval, the time from a
+block to the poll that sees it (and so from the depth-N block to the verdict) is whatever
+phase the daemon started with, up to a whole interval, for as long as it runs. Paced, it
+falls to at most one step (an eighth of the interval) within a few polls, for about one
+extra call in ten; a chain that is idle, irregular, or polled at another rate than its
+blocks costs no extra call and is left on its interval.
+
+The chain here is simulated (block times given, time injected); the scheduler is APScheduler
+3's interval trigger (next run = the run that fired + the interval, unless moved).
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from watcher.app.pacing import PROBE_EVERY, REGULAR, PollPacer
+
+INTERVAL = 500
+
+
+@dataclass
+class Run:
+    polls: list[tuple[int, int]]
+    """(time, new blocks found) of every poll."""
+    lags: list[int]
+    """Per block, ms from its arrival to the first poll at or after it."""
+
+    @property
+    def polls_per_block(self) -> float:
+        return len(self.polls) / max(1, len(self.lags))
+
+
+def simulate(
+    arrivals: Sequence[int], pacer: PollPacer | None, start: int = 0, until: int | None = None
+) -> Run:
+    """Polls from ``start`` on an interval trigger, moved by ``pacer`` (None: not paced)."""
+    end = until if until is not None else arrivals[-1] + 2 * INTERVAL
+    polls: list[tuple[int, int]] = []
+    seen, at = 0, start
+    while at <= end:
+        arrived = bisect.bisect_right(arrivals, at)
+        polls.append((at, arrived - seen))
+        scheduled = at + INTERVAL  # what the trigger gives the next run, at submission
+        moved = None if pacer is None else pacer.after_poll(at, arrived - seen, scheduled)
+        seen = arrived
+        at = moved if moved is not None else scheduled
+    times = [t for t, _ in polls]
+    lags = [times[bisect.bisect_left(times, a)] - a for a in arrivals if a <= times[-1]]
+    return Run(polls, lags)
+
+
+def regular(phase: int, count: int, period: int = INTERVAL) -> list[int]:
+    return [phase + k * period for k in range(1, count + 1)]
+
+
+def test_the_worst_phase_falls_within_a_step_in_a_few_polls_for_one_call_in_ten() -> None:
+    arrivals = regular(phase=1, count=400)  # every poll comes 1 ms before its block: lag ~P
+    fixed = simulate(arrivals, None)
+    paced_pacer = PollPacer(INTERVAL)
+    paced = simulate(arrivals, paced_pacer)
+    assert min(fixed.lags[10:]) == INTERVAL - 1  # unpaced: a whole interval, for good
+    step = paced_pacer.step_ms
+    assert step == INTERVAL // 8
+    converged = REGULAR + 8 + 2  # regular, then one step a poll across the interval
+    assert max(paced.lags[converged:]) < step, paced.lags[: converged + 5]
+    assert statistics.median(paced.lags) < step
+    # the price: one retry per probe that finds nothing, about one poll in PROBE_EVERY + 2
+    assert paced.polls_per_block <= 1 + 1 / PROBE_EVERY
+    assert fixed.polls_per_block <= 1.01
+
+
+def test_a_lucky_phase_stays_put_and_costs_about_a_retry_per_probe() -> None:
+    arrivals = regular(phase=-10, count=400)  # polls 10 ms after each block already
+    pacer = PollPacer(INTERVAL)
+    run = simulate(arrivals, pacer)
+    assert max(run.lags[REGULAR + 2 :]) <= 10
+    assert run.polls_per_block <= 1 + 1 / PROBE_EVERY
+
+
+def test_a_missed_slot_costs_one_extra_poll_and_keeps_the_phase() -> None:
+    arrivals = regular(phase=200, count=400)
+    missed = set(range(100, 400, 37))  # an empty slot now and then (a proposer offline)
+    with_gaps = [a for k, a in enumerate(arrivals) if k not in missed]
+    pacer = PollPacer(INTERVAL)
+    run = simulate(with_gaps, pacer)
+    whole = simulate(arrivals, PollPacer(INTERVAL))
+    assert len(run.polls) - len(whole.polls) <= 2 * len(missed)  # never a spin
+    late = sorted(run.lags[40:])
+    assert late[int(0.95 * len(late))] < pacer.step_ms  # the gaps do not undo the phase
+
+
+def test_an_idle_chain_is_polled_on_its_interval_alone() -> None:
+    pacer = PollPacer(INTERVAL)
+    run = simulate([10**9], pacer, until=200 * INTERVAL)
+    assert [t for t, _ in run.polls] == [k * INTERVAL for k in range(201)]
+    assert pacer.moves == 0
+
+
+def test_blocks_mined_on_demand_cost_almost_no_extra_poll() -> None:
+    rng = random.Random(7)
+    arrivals = sorted(rng.randrange(0, 3_000 * INTERVAL) for _ in range(1_000))
+    pacer = PollPacer(INTERVAL)
+    run = simulate(arrivals, pacer, until=3_000 * INTERVAL)
+    fixed = simulate(arrivals, None, until=3_000 * INTERVAL)
+    assert len(run.polls) - len(fixed.polls) <= 0.01 * len(fixed.polls), pacer.moves
+
+
+def test_a_poll_interval_of_half_or_twice_the_block_time_is_left_alone() -> None:
+    for period in (INTERVAL // 2, 2 * INTERVAL):
+        pacer = PollPacer(INTERVAL)
+        run = simulate(regular(phase=50, count=300, period=period), pacer)
+        assert pacer.moves == 0, period
+        assert all(t % INTERVAL == 0 for t, _ in run.polls)
+
+
+def test_jittered_blocks_are_followed_at_a_bounded_cost() -> None:
+    rng = random.Random(11)
+    arrivals = [a + rng.randrange(0, 60) for a in regular(phase=300, count=600)]
+    pacer = PollPacer(INTERVAL)
+    run = simulate(arrivals, pacer)
+    fixed = simulate(arrivals, None)
+    assert statistics.median(run.lags[40:]) < pacer.step_ms + 60
+    assert statistics.median(run.lags[40:]) < statistics.median(fixed.lags[40:]) / 2
+    assert run.polls_per_block <= 1.35
+
+
+def test_a_block_time_a_little_off_the_interval_is_followed() -> None:
+    for period in (INTERVAL - 4, INTERVAL + 4):  # 0.8 % faster or slower than the polls
+        pacer = PollPacer(INTERVAL)
+        run = simulate(regular(phase=250, count=800, period=period), pacer)
+        late = sorted(run.lags[60:])
+        assert late[int(0.9 * len(late))] < 2 * pacer.step_ms, period
+        assert run.polls_per_block <= 1.3, period
+
+
+def test_a_poll_that_did_not_run_starts_the_search_over() -> None:
+    pacer = PollPacer(INTERVAL)
+    for k in range(REGULAR):
+        pacer.after_poll(k * INTERVAL, 1, (k + 1) * INTERVAL)
+    assert pacer.streak == REGULAR
+    assert pacer.after_poll(REGULAR * INTERVAL, None, (REGULAR + 1) * INTERVAL) is None
+    assert pacer.streak == 0
+    # not regular any more: an empty poll is not retried
+    assert pacer.after_poll((REGULAR + 1) * INTERVAL, 0, (REGULAR + 2) * INTERVAL) is None
+
+
+def test_the_step_is_an_eighth_of_the_interval_within_bounds() -> None:
+    assert PollPacer(250).step_ms == 31  # Arbitrum's 0.25 s
+    assert PollPacer(2_000).step_ms == 250  # OP Stack's 2 s
+    assert PollPacer(12_000).step_ms == 1_000  # Ethereum's 12 s: capped
+    assert PollPacer(100).step_ms == 20  # floored
