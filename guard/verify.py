@@ -85,12 +85,22 @@ class VerifiedReceipt:
 
 
 def verify_receipt(
-    receipt: Mapping[str, Any], trusted_signers: Collection[str] | None = None
+    receipt: Mapping[str, Any],
+    trusted_signers: Collection[str] | None = None,
+    *,
+    signed_hashes: tuple[str, bytes] | None = None,
 ) -> VerifiedReceipt:
     """Check a receipt completely, offline; :class:`ReceiptInvalid` on the first failure.
 
     ``trusted_signers``: addresses (any case) whose signatures are accepted; ``None`` accepts
     any signer that the signature recovers (the caller then judges :attr:`signer`).
+
+    ``signed_hashes``: only for a signer checking what it has just sealed: the body's
+    (digest, EIP-712 message) exactly as :func:`guard.receipt_format.body_hashes` gave them
+    for the body it signed, so the body is not encoded and hashed a second time (at N = 64
+    that is ~100 KB of canonical JSON through keccak and SHA-256 per receipt). Everything
+    else is checked as for anyone: the digest field, the signature recovering the signer,
+    the headers, proofs and terms. A verifier of a receipt it was *given* never passes it.
     """
     receipt = obj(receipt, "receipt")
     version = receipt.get("version")
@@ -120,7 +130,7 @@ def verify_receipt(
     else:
         facts, claims = verify_revocation(body)
 
-    actual = _check_seal(body, claimed_digest, signature, signer, trusted_signers)
+    actual = _check_seal(body, claimed_digest, signature, signer, trusted_signers, signed_hashes)
     verdict = body.get("verdict") if kind in fmt.DECISION_KINDS else None
     handoff = body.get("handoff") if kind in HANDOFF_KINDS else None
     if handoff is not None:
@@ -148,12 +158,13 @@ def _check_seal(
     signature: str,
     signer: str,
     trusted_signers: Collection[str] | None,
+    signed_hashes: tuple[str, bytes] | None = None,
 ) -> str:
     """The body's digest, once the trailer is shown to seal it: the digest matches the body,
     the signature over it recovers ``signer``, and ``signer`` is trusted (when a set is
     given); else :class:`ReceiptInvalid` naming the trailer field."""
     try:
-        actual, message = fmt.body_hashes(body)
+        actual, message = fmt.body_hashes(body) if signed_hashes is None else signed_hashes
     except CanonicalError as exc:
         raise ReceiptInvalid(f"body: has no canonical JSON form: {exc}") from exc
     if claimed_digest != actual:

