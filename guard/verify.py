@@ -95,12 +95,9 @@ def verify_receipt(
     ``trusted_signers``: addresses (any case) whose signatures are accepted; ``None`` accepts
     any signer that the signature recovers (the caller then judges :attr:`signer`).
 
-    ``signed_hashes``: only for a signer checking what it has just sealed: the body's
-    (digest, EIP-712 message) exactly as :func:`guard.receipt_format.body_hashes` gave them
-    for the body it signed, so the body is not encoded and hashed a second time (at N = 64
-    that is ~100 KB of canonical JSON through keccak and SHA-256 per receipt). Everything
-    else is checked as for anyone: the digest field, the signature recovering the signer,
-    the headers, proofs and terms. A verifier of a receipt it was *given* never passes it.
+    ``signed_hashes``: only for a signer checking what it has just sealed, the body's
+    :func:`~guard.receipt_format.body_hashes` it signed (not computed again: ~100 KB of
+    canonical JSON at N = 64); all else is checked as for anyone. Never for a given receipt.
     """
     receipt = obj(receipt, "receipt")
     version = receipt.get("version")
@@ -131,10 +128,7 @@ def verify_receipt(
         facts, claims = verify_revocation(body)
 
     actual = _check_seal(body, claimed_digest, signature, signer, trusted_signers, signed_hashes)
-    verdict = body.get("verdict") if kind in fmt.DECISION_KINDS else None
-    handoff = body.get("handoff") if kind in HANDOFF_KINDS else None
-    if handoff is not None:
-        verdict = handoff.get("verdict")
+    verdict, handoff = _verdict_of(kind, body)
     return VerifiedReceipt(
         kind=kind,
         settlement_id=settlement_id,
@@ -150,6 +144,15 @@ def verify_receipt(
         handoff=handoff,
         element=body.get("element") if handoff is not None else None,
     )
+
+
+def _verdict_of(kind: str, body: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(the verdict a receipt states, its handoff section): a decision's own verdict, a
+    handoff receipt's the handoff's; neither for a binding or a revocation."""
+    handoff = body.get("handoff") if kind in HANDOFF_KINDS else None
+    if handoff is not None:
+        return handoff.get("verdict"), handoff
+    return (body.get("verdict") if kind in fmt.DECISION_KINDS else None), None
 
 
 def _check_seal(

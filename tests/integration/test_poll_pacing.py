@@ -10,15 +10,19 @@ daemon's poll job and reads where the job's next run went.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from apscheduler.events import EVENT_JOB_SUBMITTED
+from apscheduler.schedulers.base import STATE_STOPPED
 
 from tests.integration.helpers import FakeClock
+from tests.integration.quorum_helpers import service_over
 from tests.support.anvil import Anvil
-from tests.support.daemon import config_text, toml_value
+from tests.support.daemon import config_text, toml_value, wait_for
 from tests.support.ports import free_port
 from tests.support.sources_app import LiveApp
 from watcher.app.pacing import PROBE_EVERY, REGULAR, poll_job_id
@@ -109,3 +113,27 @@ def test_the_poll_job_moves_to_just_after_the_next_block(
         "moves": 7,
         "extra_polls": 2,
     }
+
+
+def test_a_poll_ending_during_the_shutdown_does_not_hold_it_up(
+    start_anvil: Callable[..., Anvil], tmp_path: Path
+) -> None:
+    """APScheduler's shutdown holds its job-store lock while it waits for the running poll;
+    a poll that asked for that lock to move its next run would wait for ever, and the daemon
+    with it (SIGTERM never finishing). The running poll is held on the chain's lock until
+    the shutdown has begun, then let go: stop must return."""
+    anvil = start_anvil()
+    service = service_over(tmp_path, [anvil.url], poll_interval_s=0.5)
+    chain_lock = service.chains.locks["local"]
+    submitted = threading.Event()
+    service.scheduler.add_listener(lambda _event: submitted.set(), EVENT_JOB_SUBMITTED)
+    with chain_lock:
+        service.scheduler.start()
+        service.add_poll_job(service.chain_config("local"))
+        assert submitted.wait(10), "the poll job never started"
+        stopper = threading.Thread(target=service.stop, daemon=True)
+        stopper.start()
+        wait_for(lambda: service.scheduler.state == STATE_STOPPED, 10, what="shutdown begun")
+    stopper.join(timeout=30)
+    assert not stopper.is_alive(), "the shutdown waits for a poll that waits for it"
+    assert service.pacing.pacers["local"].streak == 0  # the ending poll moved nothing

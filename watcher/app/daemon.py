@@ -176,6 +176,7 @@ class App:
         the leases meanwhile), stop the keeper and release the leases so a standby takes
         over at once, stop the components and close the store."""
         self.stopping.set()
+        self.pacing.close()  # before the shutdown: a poll ending now must not wait on it
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
         self.handoff.release_all()

@@ -31,6 +31,7 @@ Times are milliseconds of the daemon's injected clock (the ``Clock`` of ``watche
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Protocol
@@ -141,18 +142,33 @@ class PollPacing:
         }
         self.jobs = jobs
         self.clock = clock
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def close(self) -> None:
+        """No job is moved from now on; call before the scheduler shuts down. APScheduler's
+        ``shutdown(wait=True)`` holds its job-store lock while it waits for running jobs, so
+        a poll job asking for that lock at its end would wait for ever (and the shutdown with
+        it): a poll moves its job only under this lock, and after ``close`` not at all."""
+        with self._lock:
+            self._closed = True
 
     def after_poll(self, name: str, at_ms: int, blocks: int | None) -> None:
         """Move ``name``'s next poll if its pacer says so (never into the past)."""
         pacer = self.pacers.get(name)
-        job = None if pacer is None else self.jobs.get_job(poll_job_id(name))
-        if pacer is None or job is None or job.next_run_time is None:
+        if pacer is None:
             return
-        scheduled = round(job.next_run_time.timestamp() * 1000)
-        moved = pacer.after_poll(at_ms, blocks, scheduled)
-        if moved is not None:
-            when = max(moved, self.clock() + 1)
-            job.modify(next_run_time=datetime.fromtimestamp(when / 1000, UTC))
+        with self._lock:
+            if self._closed:
+                return
+            job = self.jobs.get_job(poll_job_id(name))
+            if job is None or job.next_run_time is None:
+                return
+            scheduled = round(job.next_run_time.timestamp() * 1000)
+            moved = pacer.after_poll(at_ms, blocks, scheduled)
+            if moved is not None:
+                when = max(moved, self.clock() + 1)
+                job.modify(next_run_time=datetime.fromtimestamp(when / 1000, UTC))
 
     def report(self, name: str) -> dict[str, object] | None:
         """What ``GET /v1/chains`` says of the chain's pacing (None: not paced)."""
