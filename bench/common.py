@@ -23,7 +23,10 @@ if TYPE_CHECKING:
 
 def chain_config(rpc: str, **overrides: object) -> ChainConfig:
     """The local chain's config pointed at ``rpc``."""
-    lines = [f"{k} = {v!r}".replace("'", '"') for k, v in overrides.items()]
+    lines = [
+        f"{k} = {str(v).lower() if isinstance(v, bool) else repr(v)}".replace("'", '"')
+        for k, v in overrides.items()
+    ]
     text = "\n".join(
         [
             "[[chains]]",

@@ -19,7 +19,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from watcher.app.pacing import PROBE_EVERY, REGULAR, PollPacer
+from watcher.app.pacing import PROBE_EVERY, REGULAR, PollPacer, PollPacing
+from watcher.config.loading import parse_config
 
 INTERVAL = 500
 
@@ -155,3 +156,36 @@ def test_the_step_is_an_eighth_of_the_interval_within_bounds() -> None:
     assert PollPacer(2_000).step_ms == 250  # OP Stack's 2 s
     assert PollPacer(12_000).step_ms == 1_000  # Ethereum's 12 s: capped
     assert PollPacer(100).step_ms == 20  # floored
+
+
+def test_only_chains_polled_on_their_own_interval_are_paced() -> None:
+    def chain(name: str, chain_id: int, extra: str) -> str:
+        return (
+            f'[[chains]]\nname = "{name}"\nchain_id = {chain_id}\nconfirmations = 2\n'
+            f'rpc = ["http://127.0.0.1:9", "ws://127.0.0.1:9"]\n{extra}\n'
+        )
+
+    text = "".join(
+        [
+            '[store]\nurl = "sqlite:///:memory:"\n',
+            chain("plain", 900_001, ""),
+            chain("strict", 900_002, "poll_pacing = false"),
+            chain("pushed", 900_003, 'heads = "ws"'),
+            chain("budgeted", 900_004, "calls_per_minute = 100"),
+        ]
+    )
+    pacing = PollPacing(parse_config(text, "<test>").chains, jobs=NoJobs(), clock=lambda: 0)
+    assert set(pacing.pacers) == {"plain"}
+    assert pacing.report("strict") is None
+    assert pacing.report("plain") == {
+        "step_ms": 125,  # a chain the registry does not know: the 1 s default interval
+        "regular": False,
+        "settled": False,
+        "moves": 0,
+        "extra_polls": 0,
+    }
+
+
+class NoJobs:
+    def get_job(self, job_id: str) -> None:
+        return None

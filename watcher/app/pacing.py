@@ -23,8 +23,8 @@ its interval and never costs an extra call.
 
 Only the interval job's next run is moved: a poll reads the chain over JSON-RPC as always,
 so a poll at the wrong moment costs latency, never correctness. Chains with a
-``calls_per_minute`` budget (their interval is the budget's) and chains woken by WebSocket
-heads are not paced.
+``calls_per_minute`` budget (their interval is the budget's), chains woken by WebSocket
+heads and chains with ``poll_pacing = false`` are not paced.
 
 Times are milliseconds of the daemon's injected clock (the ``Clock`` of ``watcher.clock``).
 """
@@ -138,7 +138,7 @@ class PollPacing:
         self.pacers: Mapping[str, PollPacer] = {
             c.name: PollPacer(round(c.resolved_poll_interval_s * 1000))
             for c in chains
-            if c.heads == "poll" and c.calls_per_minute is None
+            if c.poll_pacing and c.heads == "poll" and c.calls_per_minute is None
         }
         self.jobs = jobs
         self.clock = clock
