@@ -25,7 +25,7 @@ from tests.support.anvil import Anvil
 from tests.support.daemon import config_text, toml_value, wait_for
 from tests.support.ports import free_port
 from tests.support.sources_app import LiveApp
-from watcher.app.pacing import PROBE_EVERY, REGULAR, poll_job_id
+from watcher.app.pacing import PROBE_EVERY, REGULAR, SEARCH_STEPS, poll_job_id
 
 INTERVAL_MS = 500
 
@@ -82,8 +82,9 @@ def test_the_poll_job_moves_to_just_after_the_next_block(
     assert _run(app, anvil, clock, 0) == INTERVAL_MS  # nothing new: not regular, no retry
     # Not regular yet: the interval.
     assert [_run(app, anvil, clock, 1) for _ in range(REGULAR - 1)] == [INTERVAL_MS] * (REGULAR - 1)
-    # Regular: each poll that still found its block moves the next one a step earlier.
-    assert [_run(app, anvil, clock, 1) for _ in range(3)] == [INTERVAL_MS - step] * 3
+    # Regular: each poll that still found its block moves the next one two steps earlier.
+    search = INTERVAL_MS - SEARCH_STEPS * step
+    assert [_run(app, anvil, clock, 1) for _ in range(3)] == [search] * 3
     # Early (nothing yet): tried again a step later, and settled there.
     assert _run(app, anvil, clock, 0) == step
     assert _run(app, anvil, clock, 1) == INTERVAL_MS
@@ -96,11 +97,13 @@ def test_the_poll_job_moves_to_just_after_the_next_block(
         "moves": 4,
         "extra_polls": 1,
     }
-    # Settled: a probe a step earlier every PROBE_EVERY polls, else the interval.
+    # Settled: a probe half a step earlier every PROBE_EVERY polls, else the interval.
     probes = [_run(app, anvil, clock, 1) for _ in range(PROBE_EVERY)]
-    assert probes == [INTERVAL_MS] * (PROBE_EVERY - 1) + [INTERVAL_MS - step]
-    # A missed slot: the retry finds nothing either, and the schedule the interval had
-    # before the retry comes back; the chain must be regular again before anything moves.
+    assert probes == [INTERVAL_MS] * (PROBE_EVERY - 1) + [INTERVAL_MS - step // 2]
+    # A missed slot: the probe finds nothing, nor its retries at the phase that found the
+    # last block and a step past it: that phase again an interval on, and regular again
+    # before anything moves.
+    assert _run(app, anvil, clock, 0) == step // 2
     assert _run(app, anvil, clock, 0) == step
     assert _run(app, anvil, clock, 0) == INTERVAL_MS - step
     assert [_run(app, anvil, clock, 1) for _ in range(REGULAR - 1)] == [INTERVAL_MS] * (REGULAR - 1)
@@ -110,8 +113,8 @@ def test_the_poll_job_moves_to_just_after_the_next_block(
         "step_ms": step,
         "regular": False,
         "settled": False,
-        "moves": 7,
-        "extra_polls": 2,
+        "moves": 8,
+        "extra_polls": 3,
     }
 
 

@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from watcher.app.pacing import PROBE_EVERY, REGULAR, PollPacer, PollPacing
+from watcher.app.pacing import PROBE_EVERY, REGULAR, SEARCH_STEPS, PollPacer, PollPacing
 from watcher.config.loading import parse_config
 
 INTERVAL = 500
@@ -68,7 +68,7 @@ def test_the_worst_phase_falls_within_a_step_in_a_few_polls_for_one_call_in_ten(
     assert min(fixed.lags[10:]) == INTERVAL - 1  # unpaced: a whole interval, for good
     step = paced_pacer.step_ms
     assert step == INTERVAL // 8
-    converged = REGULAR + 8 + 2  # regular, then one step a poll across the interval
+    converged = REGULAR + 8 // SEARCH_STEPS + 2  # regular, then across the interval
     assert max(paced.lags[converged:]) < step, paced.lags[: converged + 5]
     assert statistics.median(paced.lags) < step
     # the price: one retry per probe that finds nothing, about one poll in PROBE_EVERY + 2
@@ -84,7 +84,7 @@ def test_a_lucky_phase_stays_put_and_costs_about_a_retry_per_probe() -> None:
     assert run.polls_per_block <= 1 + 1 / PROBE_EVERY
 
 
-def test_a_missed_slot_costs_one_extra_poll_and_keeps_the_phase() -> None:
+def test_a_missed_slot_costs_at_most_two_extra_polls_and_keeps_the_phase() -> None:
     arrivals = regular(phase=200, count=400)
     missed = set(range(100, 400, 37))  # an empty slot now and then (a proposer offline)
     with_gaps = [a for k, a in enumerate(arrivals) if k not in missed]
@@ -138,6 +138,22 @@ def test_a_block_time_a_little_off_the_interval_is_followed() -> None:
         late = sorted(run.lags[60:])
         assert late[int(0.9 * len(late))] < 2 * pacer.step_ms, period
         assert run.polls_per_block <= 1.3, period
+
+
+def test_a_search_that_went_past_the_block_comes_back_to_the_phase_that_found_it() -> None:
+    pacer = PollPacer(INTERVAL)
+    step = pacer.step_ms
+    at = 0
+    for _ in range(REGULAR):  # each poll finds its block 10 ms after it came
+        moved = pacer.after_poll(at, 1, at + INTERVAL)
+        at = moved if moved is not None else at + INTERVAL
+    assert at == REGULAR * INTERVAL - SEARCH_STEPS * step  # searching: two steps earlier
+    # The block comes 10 ms before the phase that found the last one: this poll is early,
+    # and so is the retry a step later; the next retry is at that phase, and finds it.
+    assert pacer.after_poll(at, 0, at + INTERVAL) == at + step
+    assert pacer.after_poll(at + step, 0, at + step + INTERVAL) == REGULAR * INTERVAL
+    assert pacer.after_poll(REGULAR * INTERVAL, 1, (REGULAR + 1) * INTERVAL) is None
+    assert pacer.settled and pacer.retries == 2
 
 
 def test_a_poll_that_did_not_run_starts_the_search_over() -> None:

@@ -8,18 +8,20 @@ one run, 0.45 s in the next, at a block every 0.5 s). Polling more often pays a 
 extra poll on every block; a WebSocket (``heads = "ws"``) needs an endpoint that has one.
 
 The pacer moves the phase instead, from what each poll found, at about the cost of the
-interval: once the chain is *regular* (:data:`REGULAR` scheduled polls in a row each found
-exactly one new block, so the blocks come at the poll interval), it moves the next poll one
-:attr:`PollPacer.step_ms` earlier after every poll that still found its block (*searching*:
-the block was there already, so it came earlier still). A poll that finds nothing once the
-chain is regular was early: it is tried again one step later (one extra call), and the
-phase stays there (*settled*, at most a step after the block comes). Settled, it probes one
-step earlier again every :data:`PROBE_EVERY` polls, so a drifting block time is followed;
-each probe that finds nothing costs one extra call, about one call in ten. A second empty
-poll in a row (a missed slot, a stalled chain) goes back to the schedule the interval had,
-and the chain must be regular again before anything moves: an idle or irregular chain (a
-development node mining on demand, a poll interval far below the block time) is polled on
-its interval and never costs an extra call.
+interval. Once the chain is *regular* (:data:`REGULAR` scheduled polls in a row each found
+exactly one new block, so the blocks come at the poll interval) it *searches*: after every
+poll that still found its block the next one moves :data:`SEARCH_STEPS` steps earlier (the
+block was there already, so it came earlier still). A poll that then finds nothing was
+early: it is retried a step later but not past the phase that found the last block, then
+once a step past that phase (a block a little late); found, the phase stays there
+(*settled*, at most a step after the block comes). Settled, it probes half a step earlier
+every :data:`PROBE_EVERY` polls (at the next poll again while a probe still finds its
+block), so the phase closes in to within half a step and a drifting block time is
+followed; a probe that finds nothing costs a retry, about one call in ten in all. Nothing
+a step past the phase that found the last block means a missed slot or a stalled chain:
+that phase goes on an interval later, and the chain must be regular again before anything
+moves. An idle or irregular chain (a development node mining on demand, a poll interval
+far from the block time) is polled on its interval and costs almost no extra call.
 
 Only the interval job's next run is moved: a poll reads the chain over JSON-RPC as always,
 so a poll at the wrong moment costs latency, never correctness. Chains with a
@@ -41,6 +43,11 @@ from watcher.config.chains import ChainConfig
 
 REGULAR = 4
 """Scheduled polls in a row that each found exactly one new block before the phase moves."""
+
+SEARCH_STEPS = 2
+"""Searching, a poll that still found its block moves the next this many steps earlier (the
+interval is crossed in at most :data:`STEP_FRACTION` / this many polls); an empty one is then
+retried a step later, and once more at the phase that last found a block."""
 
 PROBE_EVERY = 8
 """Settled, polls between two probes one step earlier."""
@@ -69,15 +76,17 @@ class PollPacer:
     def __init__(self, interval_ms: int) -> None:
         self.interval_ms = interval_ms
         self.step_ms = min(max(interval_ms // STEP_FRACTION, STEP_MIN_MS), STEP_MAX_MS)
-        """How far one move shifts the phase."""
+        """The unit of a move: a search moves :data:`SEARCH_STEPS` of them, a settled probe
+        half of one, a retry at most one."""
         self.streak = 0
         """Scheduled polls in a row that found exactly one new block."""
         self.settled = False
         """Whether an empty poll found the block's edge since the chain became regular."""
         self._since_probe = 0
-        self._resume_ms: int | None = None
-        """While a retry is pending: the run the interval had scheduled, resumed if the
-        retry finds nothing either."""
+        self._found_ms: int | None = None
+        """When the last poll that found its block ran: the phase known to be late enough."""
+        self._due_ms: int | None = None
+        """While retrying an empty poll: that phase in the retry's interval."""
         self.moves = 0
         """Polls moved (searches, probes and retries): for ``GET /v1/chains``."""
         self.retries = 0
@@ -90,33 +99,59 @@ class PollPacer:
         if blocks is None:
             self._reset()
             return None
-        if self._resume_ms is not None:  # this poll was the retry of an empty one
-            resume, self._resume_ms = self._resume_ms, None
-            if blocks == 1:  # the block came within the step: the phase stays here
-                self.settled, self._since_probe = True, 0
-                return None
-            self._reset()  # a missed slot or a stall: back to the interval's schedule
-            return self._moved(resume) if blocks == 0 else None
+        if self._due_ms is not None:
+            return self._after_retry(at_ms, blocks, self._due_ms)
         if blocks == 1:
+            self._found_ms = at_ms
             self.streak += 1
             self._since_probe += 1
             if self.streak < REGULAR or (self.settled and self._since_probe < PROBE_EVERY):
                 return None
-            self._since_probe = 0
-            return self._moved(next_ms - self.step_ms)
-        if blocks == 0 and self.streak >= REGULAR:  # early: try again one step later
-            self._resume_ms = next_ms
-            self.retries += 1
-            return self._moved(at_ms + self.step_ms)
+            # A probe that found its block was late by half a step or more: probe again
+            # at once (a block time a little shorter than the interval is followed).
+            self._since_probe = PROBE_EVERY - 1 if self.settled else 0
+            move = self.step_ms // 2 if self.settled else SEARCH_STEPS * self.step_ms
+            return self._moved(next_ms - move)
+        if blocks == 0 and self.streak >= REGULAR and self._found_ms is not None:
+            # Early (the phase was moved before the block), or the block is late: retried
+            # (see _retry_at), in this interval of the phase that found the last one.
+            behind = max(1, -(-(at_ms - self._found_ms) // self.interval_ms))
+            self._due_ms = self._found_ms + behind * self.interval_ms
+            return self._retry_at(at_ms, self._due_ms)
         self._reset()  # two blocks or more (late, or faster blocks), or an irregular chain
         return None
+
+    def _after_retry(self, at_ms: int, blocks: int, due_ms: int) -> int | None:
+        """The retry of an empty poll found ``blocks``: settled here if it found its block;
+        else retried again, or, a step past the phase that found the last one, a missed slot
+        (or a stall): that phase again an interval on, the chain regular again first."""
+        if blocks == 1:
+            self._due_ms, self._found_ms = None, at_ms
+            self.settled, self._since_probe = True, 0
+            return None
+        if blocks == 0 and at_ms < due_ms + self.step_ms:
+            return self._retry_at(at_ms, due_ms)
+        self._due_ms, self.streak = None, 0
+        if blocks != 0:
+            self._reset()
+            return None
+        return self._moved(due_ms + self.interval_ms)
+
+    def _retry_at(self, at_ms: int, due_ms: int) -> int:
+        """The next retry after an empty poll at ``at_ms``: a step later, but first at
+        ``due_ms``, the phase that found the last block; past it, a step later (a block a
+        little late), and then no more."""
+        self.retries += 1
+        if at_ms < due_ms:
+            return self._moved(min(at_ms + self.step_ms, due_ms))
+        return self._moved(due_ms + self.step_ms)
 
     def _moved(self, at_ms: int) -> int:
         self.moves += 1
         return at_ms
 
     def _reset(self) -> None:
-        self.streak, self.settled, self._since_probe, self._resume_ms = 0, False, 0, None
+        self.streak, self.settled, self._since_probe, self._due_ms = 0, False, 0, None
 
 
 class PollJobs(Protocol):
