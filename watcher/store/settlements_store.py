@@ -33,6 +33,10 @@ _RECORDED_HEAD = (
 _OWNED_AT_HEAD = _OWNED.add_columns(_RECORDED_HEAD)
 
 
+_INSERT = insert(s.settlements)
+"""A registration's insert (its values as parameters: the statement is built once)."""
+
+
 class SettlementQueries:
     """Registration and reads of settlements; part of :class:`~watcher.store.store.Store`."""
 
@@ -46,7 +50,7 @@ class SettlementQueries:
         the stored one and False (another owner's settlement of the tx is not touched)."""
         try:
             with self._writer.begin() as conn:
-                conn.execute(insert(s.settlements).values(**_settlement_values(new)))
+                conn.execute(_INSERT, _settlement_values(new))
         except StoreConflict:
             return self.settlement_by_tx(new.chain, new.tx_hash, owner=new.owner), False
         return self.settlement(new.settlement_id), True
