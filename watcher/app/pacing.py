@@ -45,17 +45,16 @@ REGULAR = 4
 """Scheduled polls in a row that each found exactly one new block before the phase moves."""
 
 SEARCH_STEPS = 2
-"""Searching, a poll that still found its block moves the next this many steps earlier (the
-interval is crossed in at most :data:`STEP_FRACTION` / this many polls); an empty one is then
-retried a step later, and once more at the phase that last found a block."""
+"""Searching, a poll that still found its block moves the next this many steps earlier: the
+interval is crossed in at most :data:`STEP_FRACTION` / this many polls."""
 
 PROBE_EVERY = 8
-"""Settled, polls between two probes one step earlier."""
+"""Settled, polls between two probes half a step earlier (the next poll probes again while
+a probe still finds its block)."""
 
 STEP_FRACTION = 8
 """The step is the interval over this (clamped to :data:`STEP_MIN_MS`..:data:`STEP_MAX_MS`):
-a settled poll comes at most a step after its block; a search crosses the interval in
-at most this many polls."""
+a settled poll comes at most a step after its block (half a step once probed)."""
 
 STEP_MIN_MS = 20
 """Below this, the scheduler's own wake-up jitter is the step."""

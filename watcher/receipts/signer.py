@@ -76,11 +76,7 @@ class Signer:
         body_digest, message = body_hashes(body)  # one canonical encoding for both
         signature = self._private.sign_recoverable(message, hasher=None)  # r || s || recid
         sealed = "0x" + signature[:64].hex() + f"{signature[64] + 27:02x}"
-        receipt = {
-            **body,
-            "digest": body_digest,
-            "signature": sealed,
-        }  # guard's seal, digest reused
+        receipt = {**body, "digest": body_digest, "signature": sealed}  # guard's seal
         return receipt, (body_digest, message)
 
 
