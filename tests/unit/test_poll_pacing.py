@@ -4,8 +4,8 @@ What a user notices: with a block every interval and a poll every interval, the 
 block to the poll that sees it (and so from the depth-N block to the verdict) is whatever
 phase the daemon started with, up to a whole interval, for as long as it runs. Paced, it
 falls to at most one step (an eighth of the interval) within a few polls, for about one
-extra call in ten; a chain that is idle, irregular, or polled at another rate than its
-blocks costs no extra call and is left on its interval.
+extra call in ten; a chain that is idle or polled at another rate than its blocks costs no
+extra call, one mining on demand about one poll in a hundred, and is left on its interval.
 
 The chain here is simulated (block times given, time injected); the scheduler is APScheduler
 3's interval trigger (next run = the run that fired + the interval, unless moved).
