@@ -8,7 +8,7 @@ instant leaves either all of a block's effects or none of them.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import bindparam, delete, func, insert, or_, select, update
@@ -158,9 +158,7 @@ class BlockTxn:
         return self._settlements(t.c.watching.is_(True), t.c.kind != PAYMENT_KIND, or_(*reasons))
 
     def _update(self, settlement_id: str, **values: Any) -> None:
-        params = {"b_" + name: value for name, value in values.items()}
-        params.update(b_id=settlement_id, b_now=self.now)
-        self.conn.execute(_update_of(tuple(sorted(values))), params)
+        self._update_many(tuple(sorted(values)), {settlement_id: values})
 
     def set_inclusion(
         self,
@@ -215,30 +213,32 @@ class BlockTxn:
         """Remember who sent each watched tx, its nonce and its signed bytes (seen pending;
         None keeps the bytes the record had): (record, sender, nonce, signed bytes), in one
         statement executed for every row."""
-        rows = [
-            {"b_id": rec.settlement_id, "b_sender": sender, "b_nonce": nonce, "b_raw": raw}
+        rows = {
+            rec.settlement_id: {"sender": sender, "nonce": nonce, "raw_tx": raw_tx or rec.raw_tx}
             for rec, sender, nonce, raw_tx in seen
-            for raw in [raw_tx or rec.raw_tx]
-        ]
-        self._update_many(rows, _SET_SENDER)
+        }
+        self._update_many(("nonce", "raw_tx", "sender"), rows)
 
     def set_probes(self, probes: Sequence[tuple[SettlementRecord, int]]) -> None:
         """When to look each tx up by hash again: (record, next probe time), in one
         statement executed for every row: a poll probing 1,000 new txs made 1,000
         statements, a third of the poller's time under batch registration (issue 14)."""
-        rows = [
-            {"b_id": rec.settlement_id, "b_next": at, "b_count": rec.probe_count + 1}
+        rows = {
+            rec.settlement_id: {"next_probe_at": at, "probe_count": rec.probe_count + 1}
             for rec, at in probes
-        ]
-        self._update_many(rows, _SET_PROBE)
+        }
+        self._update_many(("next_probe_at", "probe_count"), rows)
 
-    def _update_many(self, rows: list[dict[str, Any]], values: dict[str, Any]) -> None:
-        """One UPDATE by settlement id (``b_id``), run for each of ``rows`` (executemany)."""
+    def _update_many(self, columns: tuple[str, ...], rows: Mapping[str, Mapping[str, Any]]) -> None:
+        """The update of ``columns`` (:func:`_update_of`), run for each settlement id of
+        ``rows`` with its values (one executemany)."""
         if not rows:
             return
-        t = s.settlements
-        statement = update(t).where(t.c.settlement_id == bindparam("b_id")).values(**values)
-        self.conn.execute(statement, [{**row, "b_now": self.now} for row in rows])
+        params = [
+            {"b_id": sid, "b_now": self.now, **{"b_" + c: values[c] for c in columns}}
+            for sid, values in rows.items()
+        ]
+        self.conn.execute(_update_of(columns), params)
 
     def save_decision(
         self,
@@ -294,19 +294,3 @@ class BlockTxn:
             t.c.verdict == "AWAITING_FINALITY",
             t.c.commit_url.is_not(None),
         )
-
-
-_SET_SENDER: dict[str, Any] = {
-    "sender": bindparam("b_sender"),
-    "nonce": bindparam("b_nonce"),
-    "raw_tx": bindparam("b_raw"),
-    "updated_at": bindparam("b_now"),
-}
-"""The columns :meth:`BlockTxn.set_senders` sets (bound per row)."""
-
-_SET_PROBE: dict[str, Any] = {
-    "next_probe_at": bindparam("b_next"),
-    "probe_count": bindparam("b_count"),
-    "updated_at": bindparam("b_now"),
-}
-"""The columns :meth:`BlockTxn.set_probes` sets (bound per row)."""
