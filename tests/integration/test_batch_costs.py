@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from tests.support.sources_app import LiveApp, source_config_file
+from tests.support.sources_app import LiveApp, chain_app
 from watcher.store.json_text import json_text
 
 CHAIN = "local"
@@ -29,8 +29,7 @@ CHAIN = "local"
 
 @pytest.fixture
 def live(tmp_path: Path) -> Iterator[LiveApp]:
-    with LiveApp(source_config_file(tmp_path, [])) as app:
-        app.service.store.ensure_chain(CHAIN, 31337, app.service.clock())
+    with chain_app(tmp_path) as app:
         yield app
 
 

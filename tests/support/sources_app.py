@@ -9,9 +9,10 @@ components on the service's own scheduler. Requests go over real HTTP; only the 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +146,13 @@ class LiveApp:
                     f"{view['evidence']}"
                 )
             time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def chain_app(tmp: Path) -> Iterator[LiveApp]:
+    """A :class:`LiveApp` over :func:`source_config_file` (no sources) whose chain ``local``
+    is recorded in the store, as after its first poll: the API's reads and registrations
+    then work as on a daemon that follows its chain, with no node behind it."""
+    with LiveApp(source_config_file(tmp, [])) as app:
+        app.service.store.ensure_chain("local", 31337, app.service.clock())
+        yield app
