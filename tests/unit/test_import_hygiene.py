@@ -43,6 +43,7 @@ ALLOWED_COMPUTATION = frozenset(
         "eth_keys.datatypes",  # secp256k1 public key recovery (ecrecover)
         "eth_keys.exceptions",
         "eth_utils.exceptions",  # the ValidationError eth_keys raises
+        "py_arkworks_bls12381",  # BLS12-381 of sync-committee signatures (guard/consensus/bls.py)
     }
 )
 """Pure computation libraries guard/ may use for receipt verification: no I/O, no clock."""
