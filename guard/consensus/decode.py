@@ -9,7 +9,8 @@ The layout of a container differs between forks (Deneb added two blob fields to 
 execution header, Electra lengthened two branches); the bytes say which by themselves (a
 container's first offset is the size of its fixed part, an execution header's ``extra_data``
 offset the size of its own), so a bare answer needs no version header. A digest or version
-that names no fork of the network is refused as an unknown fork.
+that names no fork of the network is refused as an unknown fork. Containers decoded before
+(a committee chain kept in a store) pass through as they are.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def bootstrap_of(answer: object, network: Network) -> LightClientBootstrap:
     items = list(_answers(answer, network))
     if len(items) != 1:
         raise malformed(f"bootstrap: expected one container, got {len(items)}")
-    return _one(items[0], _bootstrap_json, _bootstrap_ssz, "bootstrap")
+    return _one(items[0], LightClientBootstrap, _bootstrap_json, _bootstrap_ssz, "bootstrap")
 
 
 def updates_of(answers: Sequence[object], network: Network) -> list[LightClientUpdate]:
@@ -62,7 +63,7 @@ def updates_of(answers: Sequence[object], network: Network) -> list[LightClientU
     out: list[LightClientUpdate] = []
     for answer in answers:
         for item in _answers(answer, network):
-            out.append(_one(item, _update_json, _update_ssz, "update"))
+            out.append(_one(item, LightClientUpdate, _update_json, _update_ssz, "update"))
     return out
 
 
@@ -71,15 +72,18 @@ def finality_update_of(answer: object, network: Network) -> LightClientUpdate:
     items = list(_answers(answer, network))
     if len(items) != 1:
         raise malformed(f"finality update: expected one container, got {len(items)}")
-    return _one(items[0], _update_json, _update_ssz, "finality update")
+    return _one(items[0], LightClientUpdate, _update_json, _update_ssz, "finality update")
 
 
 def _one(
     item: object,
+    kind: type[T],
     from_json: Callable[[Mapping[str, Any]], T],
     from_ssz: Callable[[bytes], T],
     what: str,
 ) -> T:
+    if isinstance(item, kind):
+        return item  # decoded before; verified all the same
     try:
         if isinstance(item, bytes):
             return from_ssz(item)
@@ -94,7 +98,9 @@ def _one(
 
 def _answers(answer: object, network: Network) -> Iterator[object]:
     """The containers of one answer: JSON objects (envelopes opened) or SSZ byte strings."""
-    if isinstance(answer, bytes | bytearray | memoryview):
+    if isinstance(answer, LightClientBootstrap | LightClientUpdate):
+        yield answer
+    elif isinstance(answer, bytes | bytearray | memoryview):
         yield from _ssz_answers(bytes(answer), network)
     elif isinstance(answer, list | tuple):
         for item in answer:
@@ -232,6 +238,8 @@ def _bootstrap_json(obj: Mapping[str, Any]) -> LightClientBootstrap:
 
 
 def _update_json(obj: Mapping[str, Any]) -> LightClientUpdate:
+    if "finalized_header" not in obj:
+        raise ConsensusProofError("no finality", "an optimistic update proves no finality")
     aggregate = obj["sync_aggregate"]
     has_next = "next_sync_committee" in obj
     return LightClientUpdate(

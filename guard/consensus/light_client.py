@@ -97,7 +97,7 @@ def verify_finality(
     committees = _start(net, trusted, boot)
     handovers = updates_of(list(updates), net)
     for index, update in enumerate(handovers):
-        _apply(net, committees, update, f"update {index}")
+        apply_update(net, committees, update, f"update {index}")
     if finality_update is not None:
         final = finality_update_of(finality_update, net)
         what = "finality update"
@@ -158,10 +158,11 @@ def _start(net: Network, trusted: bytes, boot: LightClientBootstrap) -> dict[int
     return {net.period_at_slot(beacon.slot): boot.current_sync_committee}
 
 
-def _apply(
+def apply_update(
     net: Network, committees: dict[int, SyncCommittee], update: LightClientUpdate, what: str
 ) -> None:
-    """Check one update and learn the committee it hands over."""
+    """Check one update against the ``committees`` known by period, and add the committee it
+    hands over (a committee chain can so be kept and grown one update at a time)."""
     _check_signed(net, committees, update, what)
     if update.proves_finality:
         _check_finality(net, update, what)
