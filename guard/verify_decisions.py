@@ -32,6 +32,7 @@ from guard.finality_rule import TAG_OF_BASIS
 from guard.payment_proof import verify_payment
 from guard.txs import SignedTx, TransactionError, decode_signed
 from guard.verify_chain import ChainFacts, Inclusion, verify_inclusion
+from guard.verify_consensus import SECTION, UNCHECKED_CLAIM, check_section_shape
 from guard.verify_offchain import verify_offchain
 from guard.verify_terms import COMMON, DECIDED, finality_terms, verify_timeout
 
@@ -66,8 +67,12 @@ def verify_decision(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, lis
     attested = "attestation_only" in body
     if attested:  # a chain whose headers do not re-hash (guard.attestation)
         extra = (*extra, "attestation_only", "attestation")
+    if kind == fmt.FINALITY and SECTION in body:
+        extra = (*extra, SECTION)
     keys(body, (*COMMON, *DECIDED, "finality", "proof", *extra), "")
     claims: list[str] = []
+    if SECTION in body:
+        claims.append(UNCHECKED_CLAIM.format(checkpoint=check_section_shape(body)))
     if attested:
         inclusion, why = attested_inclusion(body)
         claims.append(attestation_claim(why))

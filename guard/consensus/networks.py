@@ -58,6 +58,8 @@ class Network:
     """Members of a sync committee."""
     blob_schedule: tuple[tuple[int, int], ...] = ()
     """(epoch, max blobs) changes from Fulu on: they enter Fulu's fork digests."""
+    execution_chain_id: int | None = None
+    """The EIP-155 chain id of the execution chain it finalizes (None: a test network, any)."""
 
     def fork_at_slot(self, slot: int) -> Fork:
         """The fork in force at ``slot``."""
@@ -116,6 +118,7 @@ MAINNET = Network(
     ),
     # Electra's limit until the first blob-parameter-only fork, then the two BPO forks.
     blob_schedule=((364032, 9), (412672, 15), (419072, 21)),
+    execution_chain_id=1,
 )
 
 MINIMAL = Network(

@@ -6,7 +6,9 @@ header 812: parentHash does not match block 811``); 64 an unreadable file or bad
 
 Options: ``--signer 0x…`` (repeatable) accepts only those signers; ``--rpc URL`` also asks a
 node whether the receipt's highest block (the confirming head, or the head at the deadline)
-is still canonical there, and whether it serves the receipt's chain; ``--dependent-state
+is still canonical there, and whether it serves the receipt's chain; ``--checkpoint 0x…`` (a
+beacon block root the reader trusts) checks the receipt's ``consensus`` section, its
+finality proven by Ethereum's sync committees with no trust in the signer's key; ``--dependent-state
 FILE`` checks that the receipt binds exactly that state (its canonical JSON digest).
 
 Everything but ``--rpc`` is :func:`guard.verify.verify_receipt`: no network, no daemon.
@@ -45,6 +47,11 @@ def add_commands(
     verify.add_argument("--rpc", metavar="URL", help="also check the head is canonical there")
     verify.add_argument(
         "--dependent-state", metavar="FILE", help="check the receipt binds this JSON state"
+    )
+    verify.add_argument(
+        "--checkpoint",
+        metavar="0xROOT",
+        help="a beacon block root you trust: check the receipt's finality by Ethereum consensus",
     )
     verify.add_argument("--json", action="store_true", help="machine-readable output")
     commands["verify"] = cmd_verify
@@ -108,9 +115,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 EX_FAILED,
             )
         lines.append(f"dependent state: matches {bound}")
+    claims = list(verified.claims)
+    if args.checkpoint is not None:
+        lines.append(_check_consensus(receipt, args.checkpoint))
+        claims = [claim for claim in claims if not claim.startswith("consensus:")]
     if args.rpc:
         lines.append(_check_canonical(args.rpc, verified.chain_id, verified.anchor))
-    lines += [f"claim: {claim}" for claim in verified.claims]
+    lines += [f"claim: {claim}" for claim in claims]
     if args.json:
         print(json.dumps(_verified_json(verified, lines[1:], receipt), indent=2, sort_keys=True))
     else:
@@ -160,6 +171,24 @@ def _payment_lines(receipt: dict[str, Any]) -> list[str]:
             f"(block {t['block_number']}{log})"
         )
     return lines
+
+
+def _check_consensus(receipt: dict[str, Any], checkpoint: str) -> str:
+    """The receipt's finality checked by Ethereum consensus from ``checkpoint``; one line,
+    or CliError (64 for a checkpoint that is not a root, 1 for a receipt it does not prove)."""
+    from guard.errors import InvalidHash, ReceiptInvalid
+    from guard.hexes import parse_block_hash
+    from guard.receipts import body_of
+    from guard.verify_consensus import verify_consensus
+
+    try:
+        root = str(parse_block_hash(checkpoint, "--checkpoint"))
+    except InvalidHash as exc:
+        raise CliError(str(exc), EX_USAGE) from None
+    try:
+        return verify_consensus(body_of(receipt), root).summary()
+    except ReceiptInvalid as exc:
+        raise CliError(f"invalid: {exc.reason}", EX_FAILED) from None
 
 
 def _check_canonical(url: str, chain_id: int, anchor: tuple[int, str] | None) -> str:
