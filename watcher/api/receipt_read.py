@@ -22,6 +22,7 @@ from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.settlement_read import on_loop
 from watcher.api.views import RECEIPT_WAIT_S, reread_s, wait_signed
+from watcher.receipts.builder import ReceiptBuilder
 from watcher.receipts.waiting import wait_receipt_async
 from watcher.store import SettlementNotFound
 from watcher.store.receipts_store import ReceiptAnswer, receipt_store
@@ -47,8 +48,18 @@ async def receipt_answer(deps: ApiDeps, settlement_id: str, owner: str) -> bytes
         reread_s(deps, found.chain),
     )
     if receipt is None:
-        raise _missing(settlement_id, found.verdict, pending=True)
+        raise _missing(
+            settlement_id, found.verdict, pending=True, why=_why(deps, settlement_id, found.chain)
+        )
     return receipt
+
+
+def _why(deps: ApiDeps, settlement_id: str, chain: str) -> str | None:
+    """What the settlement's receipt waits for (Ethereum consensus), when its builder knows."""
+    builder = None if deps.receipts is None else deps.receipts.builders.get(chain)
+    if not isinstance(builder, ReceiptBuilder) or builder.consensus is None:
+        return None
+    return builder.consensus.waiting_for(settlement_id)
 
 
 def _answer(deps: ApiDeps, settlement_id: str, owner: str) -> bytes:
@@ -72,16 +83,20 @@ def _waited(deps: ApiDeps, settlement_id: str, found: ReceiptAnswer) -> bytes:
     """The receipt of a terminal verdict, waited for (it is being built); else its 404."""
     receipt = wait_signed(deps, settlement_id, found.chain)
     if receipt is None:
-        raise _missing(settlement_id, found.verdict, pending=True)
+        raise _missing(
+            settlement_id, found.verdict, pending=True, why=_why(deps, settlement_id, found.chain)
+        )
     return receipt
 
 
-def _missing(settlement_id: str, verdict: str, pending: bool) -> ApiError:
-    """The 404 of a settlement without a receipt (``pending``: terminal, being built)."""
+def _missing(settlement_id: str, verdict: str, pending: bool, why: str | None = None) -> ApiError:
+    """The 404 of a settlement without a receipt (``pending``: terminal, being built;
+    ``why``: what it waits for, e.g. Ethereum consensus to finalize its block)."""
+    waits = f" ({why})" if why else ""
     return ApiError(
         404,
         f"settlement {settlement_id} has no receipt yet: verdict {verdict}"
-        + ("; its signed receipt is not built yet, retry shortly" if pending else ""),
+        + (f"; its signed receipt is not built yet{waits}, retry shortly" if pending else ""),
         verdict=verdict,
         pending=pending,
     )

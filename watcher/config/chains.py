@@ -273,6 +273,54 @@ class ChainConfig(Strict):
             raise KeyedErrors(problems)
         return self
 
+    # -- Ethereum consensus finality in the receipt ------------------------------------------
+
+    beacon_api: list[Annotated[str, AfterValidator(check_beacon_url)]] = Field(default_factory=list)
+    """Beacon API endpoints (http, https), in order of preference: finality receipts then
+    carry a ``consensus`` section (docs/receipts.md) proving the block final by Ethereum's
+    sync committees. Empty: receipts are signed-only."""
+    consensus_checkpoint: str | None = Field(default=None, pattern=r"^0x[0-9a-fA-F]{64}$")
+    """A beacon block root the operator trusts (a recent finalized checkpoint, from a
+    source of their own; at most a few weeks old): the light client starts there."""
+    consensus_network: str = "mainnet"
+    """The beacon network of ``beacon_api`` (guard.consensus.NETWORKS: mainnet; minimal for
+    tests)."""
+
+    @model_validator(mode="after")
+    def _check_consensus(self) -> ChainConfig:
+        if not self.beacon_api:
+            return self
+        from guard.consensus import NETWORKS  # the pure core's list of networks
+
+        problems: list[tuple[Loc, str]] = []
+        if self.consensus_checkpoint is None:
+            problems.append(
+                (
+                    ("consensus_checkpoint",),
+                    "is required with beacon_api: the beacon block root the light client trusts",
+                )
+            )
+        if self.consensus_network not in NETWORKS:
+            problems.append((("consensus_network",), f"must be one of {sorted(NETWORKS)}"))
+        if self.resolved_finality not in NEEDS_FINALIZED:
+            problems.append(
+                (
+                    ("beacon_api",),
+                    f"needs a finality rule that waits for the 'finalized' block "
+                    f"(got {self.resolved_finality!r}): consensus proves finalized blocks",
+                )
+            )
+        if problems:
+            raise KeyedErrors(problems)
+        return self
+
+
+def check_beacon_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError("must be a URL starting with http:// or https://")
+    return value.rstrip("/")
+
 
 def _as_finality(value: str) -> FinalityMode:
     for mode in _FINALITY_MODES:  # the registry validates its entries; belt and braces

@@ -54,6 +54,7 @@ from guard.receipts import (
 )
 from watcher.config.chains import ChainConfig
 from watcher.receipts.attestation import attestation_receipt, attests_only
+from watcher.receipts.consensus import ConsensusSection
 from watcher.receipts.headers import HeaderRows, stored_chain
 from watcher.store import SettlementRecord
 from watcher.store.leaves_store import BlockLeaves, LeavesStore
@@ -89,8 +90,11 @@ class ReceiptBuilder:
         signer: str,
         header_rows: HeaderRows | None = None,
         leaves: LeavesStore | None = None,
+        consensus: ConsensusSection | None = None,
     ) -> None:
         self.chain = chain
+        self.consensus = consensus
+        """The chain's light client (``beacon_api``): finality receipts carry its section."""
         self.client = client
         self.signer = signer
         self.leaves = leaves
@@ -153,7 +157,10 @@ class ReceiptBuilder:
         tx_hash = str(facts["replaced_by"]) if kind == "replaced" else rec.tx_hash
         proof = self._inclusion(facts, tx_hash, rec.required_confirmations)
         if rec.verdict == "FINALITY_CONFIRMED":
-            return finality_body(subject, now, decision, proof, basis, state)
+            body = finality_body(subject, now, decision, proof, basis, state)
+            if self.consensus is not None:  # waits (ConsensusPending) until consensus covers it
+                body["consensus"] = self.consensus.section(body)
+            return body
         if kind == "reverted":
             return reverted_body(subject, now, decision, proof, basis, state)
         if kind == "replaced":

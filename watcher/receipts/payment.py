@@ -38,6 +38,7 @@ from guard.receipt_payment import (
 from watcher.config.chains import ChainConfig
 from watcher.receipts.attestation import attests_only
 from watcher.receipts.builder import ReceiptBuilder
+from watcher.receipts.consensus import consensus_section
 from watcher.receipts.headers import stored_chain
 from watcher.store import SettlementRecord
 from watcher.store.leaves_store import leaves_store
@@ -229,4 +230,5 @@ def chain_builder(
         store.compact_headers,
         leaves_store(store),
         payment_spec=store.payment_spec,
+        consensus=consensus_section(chain, client),
     )

@@ -1,0 +1,145 @@
+"""The daemon proves its finality receipts by Ethereum consensus: anvil + a Beacon API.
+
+A real anvil (``finalized`` = latest - 2) and the loopback Beacon API of the test beacon
+chain (tests/support/beacon_server.py: known BLS keys, minimal preset, finality updates over
+anvil's finalized block) feed a real daemon configured with ``beacon_api`` and
+``consensus_checkpoint``. Its finality receipts carry a ``consensus`` section that
+``finality verify --checkpoint`` (a process) accepts with no trust in the daemon's key; the
+Beacon API is asked once for the bootstrap, once per period and not per receipt; a finality
+update signed by a wrong committee or a beacon node that is down makes the receipt wait
+(and its 404 says why), never the chain's verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.anvil import Anvil
+from tests.support.beacon_server import BeaconServer
+from tests.support.daemon import Daemon, run_cli, wait_for
+
+pytestmark = pytest.mark.anvil
+
+
+@pytest.fixture(scope="module")
+def anvil() -> Iterator[Anvil]:
+    node = Anvil("--slots-in-an-epoch", "1")
+    yield node
+    node.stop()
+
+
+@pytest.fixture(scope="module")
+def beacon(anvil: Anvil) -> Iterator[BeaconServer]:
+    server = BeaconServer(anvil)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def daemon(
+    anvil: Anvil, beacon: BeaconServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Daemon]:
+    daemon = Daemon(
+        tmp_path_factory.mktemp("consensus"),
+        anvil.url,
+        finality="finalized",
+        confirmations=2,
+        beacon_api=[beacon.url],
+        consensus_checkpoint=beacon.checkpoint,
+        consensus_network="minimal",
+    )
+    yield daemon
+    daemon.close()
+
+
+def in_one_block(anvil: Anvil, count: int) -> list[str]:
+    """``count`` txs mined together in one block."""
+    anvil.rpc("evm_setAutomine", False)
+    try:
+        txs = [anvil.send(value=i + 1) for i in range(count)]
+        anvil.mine()
+    finally:
+        anvil.rpc("evm_setAutomine", True)
+    for tx in txs:
+        anvil.receipt(tx)
+    return txs
+
+
+def receipts_of(daemon: Daemon, anvil: Anvil, sids: list[str], timeout: float = 30) -> list[Any]:
+    """Mine until every settlement has its receipt; the receipts."""
+    got: dict[str, Any] = {}
+
+    def done() -> bool:
+        for sid in sids:
+            if sid not in got:
+                answer = daemon.get(f"/v1/settlements/{sid}/receipt")
+                if answer.status_code == 200:
+                    got[sid] = answer.json()
+        if len(got) == len(sids):
+            return True
+        anvil.mine()
+        return False
+
+    wait_for(done, timeout, interval=0.2, what="consensus-proven receipts")
+    return [got[sid] for sid in sids]
+
+
+def test_receipts_are_proven_by_consensus_and_verified_as_a_process(
+    daemon: Daemon, anvil: Anvil, beacon: BeaconServer, tmp_path: Path
+) -> None:
+    sids = [daemon.register(tx)["settlement_id"] for tx in in_one_block(anvil, 4)]
+    receipts = receipts_of(daemon, anvil, sids)
+    for receipt in receipts:
+        assert receipt["kind"] == "settlement_finality_receipt"
+        assert receipt["consensus"]["checkpoint"] == beacon.checkpoint
+    path = tmp_path / "receipt.json"
+    path.write_text(json.dumps(receipts[0]))
+    done = run_cli("verify", str(path), "--checkpoint", beacon.checkpoint)
+    assert done.returncode == 0, done.stderr
+    line = next(t for t in done.stdout.splitlines() if t.startswith("finalized by Ethereum"))
+    assert line.startswith("finalized by Ethereum consensus: 32/32 sync committee signatures")
+    block = int(receipts[0]["proof"]["headers"][0]["number"], 16)
+    assert int(line.split("execution block ")[1].split()[0]) >= block
+
+    # Light-client data is fetched per period and per finality update, not per receipt.
+    assert beacon.calls["bootstrap"] == 1
+    assert beacon.calls["updates"] == 1  # periods 3 and 4 in one call
+    first = beacon.calls["finality_update"]
+    more = [daemon.register(tx)["settlement_id"] for tx in in_one_block(anvil, 4)]
+    receipts_of(daemon, anvil, more)
+    assert beacon.calls["bootstrap"] == 1 and beacon.calls["updates"] == 1
+    assert beacon.calls["finality_update"] - first < 4  # four receipts, fewer calls
+
+
+def test_a_new_period_is_handed_over_once(
+    daemon: Daemon, anvil: Anvil, beacon: BeaconServer
+) -> None:
+    beacon.period = 6  # the chain moves into the next sync-committee period
+    sids = [daemon.register(tx)["settlement_id"] for tx in in_one_block(anvil, 2)]
+    receipts = receipts_of(daemon, anvil, sids)
+    assert [len(r["consensus"]["updates"]) for r in receipts] == [3, 3]  # periods 3, 4, 5
+    assert beacon.calls["updates"] == 2  # period 5's hand-over, once
+
+
+def test_wrong_committee_or_beacon_down_makes_the_receipt_wait(
+    daemon: Daemon, anvil: Anvil, beacon: BeaconServer
+) -> None:
+    for fault in ("signing_period", "fail"):
+        setattr(beacon, fault, 4 if fault == "signing_period" else True)
+        try:
+            (tx,) = in_one_block(anvil, 1)
+            sid = daemon.register(tx)["settlement_id"]
+            anvil.mine(4)  # beyond anvil's finalized: the verdict does not wait
+            daemon.wait_verdict(sid, "FINALITY_CONFIRMED")
+            answer = daemon.get(f"/v1/settlements/{sid}/receipt")
+            assert answer.status_code == 404, answer.text
+            assert "waiting for Ethereum consensus" in answer.json()["error"], answer.text
+        finally:
+            beacon.signing_period, beacon.fail = None, False
+        (receipt,) = receipts_of(daemon, anvil, [sid])  # the node recovered: it is proven
+        assert "consensus" in receipt
