@@ -473,3 +473,61 @@ def test_handoff_renewal_too_rare_names_the_key_and_the_limit(tmp_path: Path) ->
     name, error = load_error(tmp_path, CHAIN + "[handoff]\nlease_s = 2.0\nrenew_s = 1.0\n")
     text = str(error)
     assert name in text and "handoff.renew_s" in text and "lease_s / 3" in text, text
+
+
+# --- Ethereum consensus finality in the receipt ----------------------------------------------
+
+ETH = '[[chains]]\nname = "eth"\nchain_id = 1\nrpc = ["https://a.example"]\n'
+ROOT = "0x" + "ab" * 32
+
+
+def test_beacon_api_with_a_checkpoint_is_read() -> None:
+    config = parse_config(
+        ETH + f'beacon_api = ["https://beacon.example/"]\nconsensus_checkpoint = "{ROOT}"\n'
+    )
+    eth = config.chains[0]
+    assert eth.beacon_api == ["https://beacon.example"]
+    assert (eth.consensus_checkpoint, eth.consensus_network) == (ROOT, "mainnet")
+
+
+@pytest.mark.parametrize(
+    ("extra", "key", "says"),
+    [
+        (
+            'beacon_api = ["https://b.example"]\n',
+            "consensus_checkpoint",
+            "is required with beacon_api",
+        ),
+        (
+            f'beacon_api = ["ftp://b.example"]\nconsensus_checkpoint = "{ROOT}"\n',
+            "beacon_api",
+            "http://",
+        ),
+        (
+            'beacon_api = ["https://b.example"]\nconsensus_checkpoint = "0x12"\n',
+            "consensus_checkpoint",
+            "pattern",
+        ),
+        (
+            f'beacon_api = ["https://b.example"]\nconsensus_checkpoint = "{ROOT}"\nconsensus_network = "kiln"\n',
+            "consensus_network",
+            "must be one of",
+        ),
+        (
+            f'beacon_api = ["https://b.example"]\nconsensus_checkpoint = "{ROOT}"\nfinality = "depth"\n',
+            "beacon_api",
+            "'finalized' block",
+        ),
+    ],
+)
+def test_consensus_keys_are_checked(tmp_path: Path, extra: str, key: str, says: str) -> None:
+    _, error = load_error(tmp_path, ETH + extra)
+    assert key in str(error) and says in str(error), str(error)
+
+
+def test_mainnet_consensus_proves_only_chain_id_1(tmp_path: Path) -> None:
+    text = ETH.replace("chain_id = 1", "chain_id = 10") + (
+        f'beacon_api = ["https://b.example"]\nconsensus_checkpoint = "{ROOT}"\nfinality = "finalized"\n'
+    )
+    _, error = load_error(tmp_path, text)
+    assert "consensus_network" in str(error) and "finalizes chain id 1, not 10" in str(error)

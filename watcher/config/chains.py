@@ -300,8 +300,17 @@ class ChainConfig(Strict):
                     "is required with beacon_api: the beacon block root the light client trusts",
                 )
             )
-        if self.consensus_network not in NETWORKS:
+        network = NETWORKS.get(self.consensus_network)
+        if network is None:
             problems.append((("consensus_network",), f"must be one of {sorted(NETWORKS)}"))
+        elif network.execution_chain_id not in (None, self.chain_id):
+            problems.append(
+                (
+                    ("consensus_network",),
+                    f"{network.name} finalizes chain id {network.execution_chain_id}, "
+                    f"not {self.chain_id}",
+                )
+            )
         if self.resolved_finality not in NEEDS_FINALIZED:
             problems.append(
                 (
