@@ -143,3 +143,16 @@ def test_wrong_committee_or_beacon_down_makes_the_receipt_wait(
             beacon.signing_period, beacon.fail = None, False
         (receipt,) = receipts_of(daemon, anvil, [sid])  # the node recovered: it is proven
         assert "consensus" in receipt
+
+
+def test_after_kill_9_the_committee_chain_comes_from_the_store(
+    daemon: Daemon, anvil: Anvil, beacon: BeaconServer
+) -> None:
+    receipts_of(daemon, anvil, [daemon.register(in_one_block(anvil, 1)[0])["settlement_id"]])
+    asked = (beacon.calls["bootstrap"], beacon.calls["updates"])
+    daemon.kill9()
+    daemon.start()
+    sids = [daemon.register(tx)["settlement_id"] for tx in in_one_block(anvil, 2)]
+    for receipt in receipts_of(daemon, anvil, sids):
+        assert receipt["consensus"]["bootstrap"] == beacon.bootstrap
+    assert (beacon.calls["bootstrap"], beacon.calls["updates"]) == asked  # none asked again

@@ -30,6 +30,7 @@ from chains.rpc import RpcClient
 from guard.consensus import NETWORKS, ConsensusProofError, ProvenFinality, verify_finality
 from guard.verify_chain import proof_headers
 from watcher.config.chains import ChainConfig
+from watcher.store.consensus_store import ConsensusStore
 
 log = logging.getLogger("finality.consensus")
 
@@ -42,6 +43,8 @@ class ConsensusPending(ValueError):
 class Finality:
     """A verified finality update and the data that proves it from the checkpoint."""
 
+    bootstrap: Any
+    """The bootstrap at the checkpoint, as served."""
     updates: tuple[Any, ...]
     """The hand-overs from the checkpoint's period to the update's signing period."""
     answer: Any
@@ -60,6 +63,7 @@ class ConsensusSection:
         beacon: BeaconClient,
         client: RpcClient,
         *,
+        store: tuple[ConsensusStore, str] | None = None,
         refresh_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -67,6 +71,10 @@ class ConsensusSection:
         self.checkpoint = checkpoint.lower()
         self.beacon = beacon
         self.client = client
+        self.store = store
+        """Where the verified committee chain is kept, and the chain's name there."""
+        self._saved: int | None = None
+        """Hand-overs known to be stored (None: the store not read yet)."""
         self._bootstrap: Any = None
         self._updates: list[Any] = []
         """Hand-overs fetched so far, by period from the checkpoint's."""
@@ -112,7 +120,7 @@ class ConsensusSection:
         return {
             "network": self.network.name,
             "checkpoint": self.checkpoint,
-            "bootstrap": self._bootstrap,
+            "bootstrap": final.bootstrap,
             "updates": list(final.updates),
             "finality_update": final.answer,
             "link": {"kind": "headers", "headers": link},
@@ -125,6 +133,7 @@ class ConsensusSection:
         if self._asked_at is not None and now - self._asked_at < self.refresh_s:
             return self._final
         self._asked_at = now
+        self._load()
         try:
             if self._bootstrap is None:
                 self._bootstrap = self.beacon.bootstrap(self.checkpoint)
@@ -149,18 +158,38 @@ class ConsensusSection:
         except (ChainError, KeyError, TypeError, ValueError) as exc:
             log.warning("consensus: no finality update: %s", exc)
             return self._final
+        self._save(updates)
         if self._final is None or _height(proven) > _height(self._final.proven):
-            self._final = Finality(updates, answer, proven)
+            self._final = Finality(self._bootstrap, updates, answer, proven)
         return self._final
+
+    def _load(self) -> None:
+        """The committee chain a previous run verified and stored (read once)."""
+        if self.store is None or self._saved is not None:
+            return
+        store, chain = self.store
+        self._bootstrap, self._updates = store.load(chain, self.checkpoint)
+        self._saved = len(self._updates) if self._bootstrap is not None else -1
+
+    def _save(self, updates: tuple[Any, ...]) -> None:
+        """Keep the verified bootstrap and hand-overs, when they grew."""
+        if self.store is None or (self._saved is not None and len(updates) <= self._saved):
+            return
+        store, chain = self.store
+        store.save(chain, self.checkpoint, self._start_period(), self._bootstrap, updates)
+        self._saved = len(updates)
 
     def _start_period(self) -> int:
         data = self._bootstrap.get("data", self._bootstrap)
         return self.network.period_at_slot(int(data["header"]["beacon"]["slot"]))
 
 
-def consensus_section(chain: ChainConfig, client: RpcClient) -> ConsensusSection | None:
+def consensus_section(
+    chain: ChainConfig, client: RpcClient, store: ConsensusStore | None = None
+) -> ConsensusSection | None:
     """The light client of a chain with ``beacon_api`` (None without), asking for a finality
-    update at most once per poll interval, and ``client`` for the link headers."""
+    update at most once per poll interval, ``client`` for the link headers, keeping its
+    committee chain in ``store``."""
     if not chain.beacon_api:
         return None
     return ConsensusSection(
@@ -168,6 +197,7 @@ def consensus_section(chain: ChainConfig, client: RpcClient) -> ConsensusSection
         str(chain.consensus_checkpoint),
         BeaconClient(chain.beacon_api),
         client,
+        store=None if store is None else (store, chain.name),
         refresh_s=chain.resolved_poll_interval_s,
     )
 

@@ -41,6 +41,7 @@ from watcher.receipts.builder import ReceiptBuilder
 from watcher.receipts.consensus import consensus_section
 from watcher.receipts.headers import stored_chain
 from watcher.store import SettlementRecord
+from watcher.store.consensus_store import consensus_store
 from watcher.store.leaves_store import leaves_store
 from watcher.store.payment_records import PaymentSpecRecord
 from watcher.store.store import Store
@@ -230,5 +231,5 @@ def chain_builder(
         store.compact_headers,
         leaves_store(store),
         payment_spec=store.payment_spec,
-        consensus=consensus_section(chain, client),
+        consensus=consensus_section(chain, client, consensus_store(store)),
     )

@@ -20,7 +20,7 @@ from sqlalchemy import (
     false,
 )
 
-SCHEMA_REVISION = "0009"
+SCHEMA_REVISION = "0011_consensus"
 """Alembic revision this code writes and reads."""
 
 metadata = MetaData()
@@ -308,3 +308,19 @@ payment_transfers = Table(
 )
 """The transfers counted for a payment, while their block is canonical: a reorg deletes the
 ones above its common ancestor (``log_index`` NULL: a native transfer, the tx itself)."""
+
+# -- 0011: Ethereum consensus: the light client's verified committee chain ---------------------
+
+consensus_data = Table(
+    "consensus_data",
+    metadata,
+    Column("chain", String(64), primary_key=True),
+    Column("checkpoint", Hash, primary_key=True),
+    Column("period", BigInteger, primary_key=True),
+    Column("bootstrap", Text),
+    Column("update_answer", Text),
+)
+"""Per chain and checkpoint, the Beacon API answers a verified committee chain was built
+from (watcher/store/consensus_store.py), so a restarted daemon asks for none again: at the
+checkpoint's period its ``bootstrap``, at each later period the ``update_answer`` that
+handed its committee over (JSON text, as served)."""
