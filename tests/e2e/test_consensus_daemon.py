@@ -139,10 +139,23 @@ def test_wrong_committee_or_beacon_down_makes_the_receipt_wait(
             answer = daemon.get(f"/v1/settlements/{sid}/receipt")
             assert answer.status_code == 404, answer.text
             assert "waiting for Ethereum consensus" in answer.json()["error"], answer.text
+            if fault == "fail":  # alerted as an RPC endpoint is
+                wait_for(lambda: beacon_event(daemon, beacon, "rpc_unhealthy"), 30, what="alert")
         finally:
             beacon.signing_period, beacon.fail = None, False
         (receipt,) = receipts_of(daemon, anvil, [sid])  # the node recovered: it is proven
         assert "consensus" in receipt
+    wait_for(lambda: beacon_event(daemon, beacon, "rpc_recovered"), 30, what="recovered")
+
+
+def beacon_event(daemon: Daemon, beacon: BeaconServer, kind: str) -> bool:
+    """Whether an event of ``kind`` names the Beacon API endpoint."""
+    events = daemon.get("/v1/events?limit=1000").json()
+    items = events if isinstance(events, list) else events.get("items", [])
+    return any(
+        e.get("kind") == kind and (e.get("payload") or {}).get("endpoint") == beacon.url
+        for e in items
+    )
 
 
 def test_after_kill_9_the_committee_chain_comes_from_the_store(

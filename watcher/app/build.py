@@ -41,6 +41,7 @@ from watcher.engine.endpoint_alerts import EndpointAlerts
 from watcher.engine.heads import HeadsWaker
 from watcher.handoff.manager import HandoffManager, default_instance_id
 from watcher.receipts.component import ReceiptIssuer, build_issuer
+from watcher.receipts.consensus import beacon_clients
 from watcher.receipts.signer import Signer, load_signer
 from watcher.sources.inbox import WebhookInbox
 from watcher.sources.poller import SourcePoller
@@ -190,8 +191,9 @@ def _build_parts(
             fence_of=handoff.fence,
         )
         inbox = WebhookInbox(store, sources, handoff, clock)
-    several = any(len(c.rpc) > 1 for c in config.chains)
-    endpoints = EndpointAlerts(chains.clients, chains.watchers) if several else None
+    several = any(len(c.rpc) > 1 or c.beacon_api for c in config.chains)
+    beacons = beacon_clients(issuer.builders)
+    endpoints = EndpointAlerts(chains.clients, chains.watchers, beacons) if several else None
     return _Parts(issuer, sender, sources, inbox, endpoints)
 
 

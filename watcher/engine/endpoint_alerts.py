@@ -29,6 +29,7 @@ from chains.health import redact
 from chains.redact import redact_text
 
 if TYPE_CHECKING:
+    from chains.beacon import BeaconClient
     from chains.rpc import RpcClient
     from watcher.engine.chain_watcher import ChainWatcher
 
@@ -40,12 +41,17 @@ class EndpointAlerts:
     """The daemon component (see the module doc)."""
 
     def __init__(
-        self, clients: Mapping[str, RpcClient], watchers: Mapping[str, ChainWatcher]
+        self,
+        clients: Mapping[str, RpcClient],
+        watchers: Mapping[str, ChainWatcher],
+        beacons: Mapping[str, BeaconClient] | None = None,
     ) -> None:
-        """Reads each chain's endpoint health from ``clients`` and stores the alerts through
-        the chain's engine in ``watchers`` (its fence and plan)."""
+        """Reads each chain's endpoint health from ``clients`` (and its Beacon API's from
+        ``beacons``) and stores the alerts through the chain's engine in ``watchers`` (its
+        fence and plan)."""
         self.clients = clients
         self.watchers = watchers
+        self.beacons = dict(beacons or {})
         self._reported: dict[tuple[str, int], str] = {}
         """Per (chain, endpoint index): the state last reported, ``closed`` or a bad one."""
         self._seen: set[str] = set()
@@ -58,8 +64,11 @@ class EndpointAlerts:
 
     def after_poll(self, chain: str) -> None:
         """In the chain's poll thread: report the endpoints whose state changed."""
-        report = pool.health_report(self.clients[chain])
-        if report is None:
+        report = pool.health_report(self.clients[chain]) or []
+        beacon = self.beacons.get(chain)
+        if beacon is not None:  # a Beacon API endpoint fails and recovers as an RPC one
+            report = [*report, *beacon.health_report()]
+        if not report:
             return
         first = chain not in self._seen
         self._seen.add(chain)

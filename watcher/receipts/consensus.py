@@ -202,6 +202,15 @@ def consensus_section(
     )
 
 
+def beacon_clients(builders: Mapping[str, object]) -> dict[str, BeaconClient]:
+    """The Beacon API client of each chain whose receipts carry a consensus section."""
+    return {
+        name: section.beacon
+        for name, builder in builders.items()
+        if isinstance(section := getattr(builder, "consensus", None), ConsensusSection)
+    }
+
+
 def _height(proven: ProvenFinality) -> tuple[int, int]:
     """How far a finality reaches: a later one replaces the kept one, never an older one."""
     return proven.finalized_slot, proven.execution_block_number
