@@ -38,6 +38,8 @@ def fast_aggregate_verify(
         point = G2Point.from_compressed_bytes(signature)
     except (ValueError, TypeError, OverflowError):
         return False
+    if point.to_compressed_bytes() != signature:  # a non-canonical encoding (arkworks reads
+        return False  # 0xff… as the point at infinity): the spec's decoders refuse it
     if key == G1Point.identity() or not any(signed):
         return False
     hashed = G2Point.hash_to_curve(message, POP_DST)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from guard.errors import GuardError
 
 CHECKS = (
+    "unknown network",
     "malformed",
     "unknown fork",
     "checkpoint mismatch",

@@ -74,7 +74,7 @@ def resolve_network(network: str | Network) -> Network:
     known = NETWORKS.get(network)
     if known is None:
         raise ConsensusProofError(
-            "unknown fork", f"network {network!r} is not one of {sorted(NETWORKS)}"
+            "unknown network", f"{network!r} is not one of {sorted(NETWORKS)}"
         )
     return known
 

@@ -161,6 +161,14 @@ ELECTRA_CASES: dict[str, tuple[str, Callable[[], None]]] = {
             )
         ),
     ),
+    "signature 0xff..., read by arkworks as infinity": (
+        "signature",
+        lambda: verify_electra(
+            update=replace(
+                UPDATE, sync_aggregate=replace(UPDATE.sync_aggregate, signature=b"\xff" * 96)
+            )
+        ),
+    ),
     "attested header state root changed": (
         "signature",
         lambda: verify_electra(
@@ -294,6 +302,12 @@ def test_unknown_fork_digest_of_an_ssz_chunk() -> None:
         )
     assert error.value.check == "unknown fork"
     assert "0xdeadbeef" in str(error.value)
+
+
+def test_an_unknown_network_is_named() -> None:
+    with pytest.raises(ConsensusProofError) as error:
+        verify_finality(network="kiln", checkpoint=COLIBRI_1422_CHECKPOINT, bootstrap=BOOTSTRAP)
+    assert error.value.check == "unknown network"
 
 
 def test_truncated_ssz_is_malformed() -> None:
