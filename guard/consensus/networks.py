@@ -7,8 +7,8 @@ the signature's block, which is how the spec places a signature made at a fork's
 Where in the beacon state finality and committees sit (their generalized indices) changed with
 Electra, chosen by the fork of the attested header's slot.
 
-Constants are the published network configurations (consensus-specs ``configs/mainnet.yaml``
-and ``presets/{mainnet,minimal}``); "minimal" is the spec's test preset (committees of 32,
+Constants are the published network configurations (consensus-specs ``configs/mainnet.yaml``,
+eth-clients' ``sepolia/config.yaml``, ``presets/{mainnet,minimal}``); "minimal" is the spec's test preset (committees of 32,
 8-slot epochs) with every fork from genesis, as the spec's light-client vectors use it.
 """
 
@@ -121,6 +121,26 @@ MAINNET = Network(
     execution_chain_id=1,
 )
 
+SEPOLIA = Network(
+    name="sepolia",
+    genesis_validators_root=bytes.fromhex(
+        "d8ea171f3c94aea21ebc42a1ed61052acf3f9209c00e4efbaaddac09ed9b8078"
+    ),
+    forks=_forks(
+        {
+            "phase0": (0, "90000069"),
+            "altair": (50, "90000070"),
+            "bellatrix": (100, "90000071"),
+            "capella": (56832, "90000072"),
+            "deneb": (132608, "90000073"),
+            "electra": (222464, "90000074"),
+            "fulu": (272640, "90000075"),
+        }
+    ),
+    blob_schedule=((222464, 9), (274176, 15), (275712, 21)),
+    execution_chain_id=11155111,
+)
+
 MINIMAL = Network(
     name="minimal",
     # The genesis of the spec's Electra light-client vectors (minimal preset).
@@ -142,7 +162,7 @@ MINIMAL = Network(
     committee_size=32,
 )
 
-NETWORKS = {network.name: network for network in (MAINNET, MINIMAL)}
+NETWORKS = {network.name: network for network in (MAINNET, SEPOLIA, MINIMAL)}
 """The networks known by name."""
 
 

@@ -283,8 +283,8 @@ class ChainConfig(Strict):
     """A beacon block root the operator trusts (a recent finalized checkpoint, from a
     source of their own; at most a few weeks old): the light client starts there."""
     consensus_network: str = "mainnet"
-    """The beacon network of ``beacon_api`` (guard.consensus.NETWORKS: mainnet; minimal for
-    tests)."""
+    """The beacon network of ``beacon_api`` (guard.consensus.NETWORKS: mainnet, sepolia;
+    minimal for tests)."""
 
     @model_validator(mode="after")
     def _check_consensus(self) -> ChainConfig:
