@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.support.anvil import Anvil
+from tests.support.beacon import execution_of
 from tests.support.beacon_server import BeaconServer
 from tests.support.daemon import Daemon, run_cli, wait_for
 
@@ -105,6 +106,10 @@ def test_receipts_are_proven_by_consensus_and_verified_as_a_process(
     assert line.startswith("finalized by Ethereum consensus: 32/32 sync committee signatures")
     block = int(receipts[0]["proof"]["headers"][0]["number"], 16)
     assert int(line.split("execution block ")[1].split()[0]) >= block
+    elsewhere = beacon.signer.bootstrap(3 * 64 + 9, execution_of(anvil.block(0)))[1]
+    refused = run_cli("verify", str(path), "--checkpoint", elsewhere)  # not on this chain
+    assert refused.returncode == 1
+    assert "invalid: consensus: checkpoint mismatch" in refused.stderr
 
     # Light-client data is fetched per period and per finality update, not per receipt.
     assert beacon.calls["bootstrap"] == 1
