@@ -144,8 +144,12 @@ def test_wrong_committee_or_beacon_down_makes_the_receipt_wait(
             answer = daemon.get(f"/v1/settlements/{sid}/receipt")
             assert answer.status_code == 404, answer.text
             assert "waiting for Ethereum consensus" in answer.json()["error"], answer.text
-            if fault == "fail":  # alerted as an RPC endpoint is
+            if fault == "fail":  # alerted and shown as an RPC endpoint is
                 wait_for(lambda: beacon_event(daemon, beacon, "rpc_unhealthy"), 30, what="alert")
+                (chain,) = daemon.get("/v1/chains").json()
+                assert [e["endpoint"] for e in chain["beacon_api"]] == [beacon.url]
+                assert chain["beacon_api"][0]["state"] in ("open", "half_open")
+                assert chain["healthy"]  # the chain's own verdicts go on
         finally:
             beacon.signing_period, beacon.fail = None, False
         (receipt,) = receipts_of(daemon, anvil, [sid])  # the node recovered: it is proven

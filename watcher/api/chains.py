@@ -21,6 +21,7 @@ from watcher.api.models.views import ChainView, ReorgView, TxView
 from watcher.api.views import chain_or_error, chain_settlement_view, endpoints, shown_error
 from watcher.config.chains import ChainConfig
 from watcher.config.secrets import configured_secrets
+from watcher.receipts.consensus import beacon_clients
 from watcher.store import ChainRecord, SettlementNotFound
 
 MAX_LIVE_CONFIRMATIONS = 2**31 - 1
@@ -127,6 +128,14 @@ def _live(deps: ApiDeps, config: ChainConfig, tx: str, confirmations: int | None
         return timed_out_view(config, tx, confirmations, number, str(exc))
 
 
+def _beacon_endpoints(deps: ApiDeps, chain: ChainConfig) -> list[dict[str, object]]:
+    """The chain's Beacon API endpoints (redacted) with their health, as its RPC ones."""
+    beacon = (
+        None if deps.receipts is None else beacon_clients(deps.receipts.builders).get(chain.name)
+    )
+    return endpoints(chain.beacon_api, None if beacon is None else beacon.health_report())
+
+
 def _chain_json(
     deps: ApiDeps, chain: ChainConfig, head: ChainRecord | None, secrets: Sequence[str]
 ) -> dict[str, Any]:
@@ -148,6 +157,7 @@ def _chain_json(
         "last_error": shown_error(deps.chains.last_error(chain.name), secrets),
         "watched": len(watcher.index.by_id),
         "rpc": endpoints(chain.rpc, pool.health_report(client)),
+        "beacon_api": _beacon_endpoints(deps, chain),
         "rpc_calls": dict(client.calls),
         "budget": deps.chains.budget_status(chain.name),
         "heads": report

@@ -62,6 +62,11 @@ class ChainView(BaseModel):
     watched: int
     rpc: list[dict[str, Any]] = Field(description="Endpoints (credentials redacted).")
     rpc_calls: dict[str, int]
+    beacon_api: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Beacon API endpoints (credentials redacted) with their health: finality "
+        "receipts carry the consensus section they serve (docs/receipts.md).",
+    )
     budget: dict[str, Any] | None = None
     heads: dict[str, Any]
 
