@@ -164,3 +164,15 @@ def test_spec_vectors_every_finality_step(vector: SpecVector) -> None:
             handovers.append(step.update)
     if not vector.name.endswith("from_past_update"):
         assert matched >= 2
+
+
+def test_one_updates_answer_of_two_chunks_is_read_as_two_updates() -> None:
+    """``/updates?start_period=1421&count=2`` answers both response chunks in one body."""
+    answer = colibri("period_1421") + colibri("period_1422")
+    proven = verify_finality(
+        checkpoint=COLIBRI_1421_CHECKPOINT,
+        bootstrap=colibri("bootstrap_0xd9717e"),
+        updates=[answer],
+    )
+    assert (proven.execution_block_number, proven.execution_block_hash) == COLIBRI_BLOCK
+    assert len(updates_of([answer], MAINNET)) == 2
