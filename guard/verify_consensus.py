@@ -54,6 +54,8 @@ class ConsensusFinality:
     """What the light-client data proved (finalized slot and execution block, signatures)."""
     block_number: int
     """The receipt's block (the tx's), an ancestor of the finalized execution block."""
+    network: str
+    """The beacon network whose committees signed (``mainnet``, ``sepolia``, ``minimal``)."""
 
     def summary(self) -> str:
         """The one line ``finality verify --checkpoint`` prints."""
@@ -130,4 +132,4 @@ def verify_consensus(body: Mapping[str, Any], checkpoint: str) -> ConsensusFinal
             f"consensus: block {number} is {block_hash} by consensus, {found} in the receipt's "
             "headers: the receipt's chain is not the finalized one"
         )
-    return ConsensusFinality(proven=proven, block_number=block)
+    return ConsensusFinality(proven=proven, block_number=block, network=section["network"])

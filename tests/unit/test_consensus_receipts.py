@@ -80,6 +80,7 @@ def test_verify_with_checkpoint_says_finalized_by_consensus(receipt_file: Path) 
         f"execution block {number} ({TOP['hash']})"
     )
     assert expected in done.stdout.splitlines()
+    assert "consensus network: minimal (not Ethereum mainnet)" in done.stdout.splitlines()
     assert "the section is not checked" not in done.stdout
 
 

@@ -117,7 +117,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         lines.append(f"dependent state: matches {bound}")
     claims = list(verified.claims)
     if args.checkpoint is not None:
-        lines.append(_check_consensus(receipt, args.checkpoint))
+        lines += _check_consensus(receipt, args.checkpoint)
         claims = [claim for claim in claims if not claim.startswith("consensus:")]
     if args.rpc:
         lines.append(_check_canonical(args.rpc, verified.chain_id, verified.anchor))
@@ -173,9 +173,10 @@ def _payment_lines(receipt: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _check_consensus(receipt: dict[str, Any], checkpoint: str) -> str:
-    """The receipt's finality checked by Ethereum consensus from ``checkpoint``; one line,
-    or CliError (64 for a checkpoint that is not a root, 1 for a receipt it does not prove)."""
+def _check_consensus(receipt: dict[str, Any], checkpoint: str) -> list[str]:
+    """The receipt's finality checked by Ethereum consensus from ``checkpoint``: one line (and
+    one naming the network when it is not mainnet), or CliError (64 for a checkpoint that is
+    not a root, 1 for a receipt it does not prove)."""
     from guard.errors import InvalidHash, ReceiptInvalid
     from guard.hexes import parse_block_hash
     from guard.receipts import body_of
@@ -186,9 +187,12 @@ def _check_consensus(receipt: dict[str, Any], checkpoint: str) -> str:
     except InvalidHash as exc:
         raise CliError(str(exc), EX_USAGE) from None
     try:
-        return verify_consensus(body_of(receipt), root).summary()
+        proven = verify_consensus(body_of(receipt), root)
     except ReceiptInvalid as exc:
         raise CliError(f"invalid: {exc.reason}", EX_FAILED) from None
+    if proven.network == "mainnet":
+        return [proven.summary()]
+    return [proven.summary(), f"consensus network: {proven.network} (not Ethereum mainnet)"]
 
 
 def _check_canonical(url: str, chain_id: int, anchor: tuple[int, str] | None) -> str:
