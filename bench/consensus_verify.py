@@ -12,7 +12,9 @@ pays. Cases:
   signing period;
 - **six hand-overs**: helios' Capella chain, bootstrap at period 862, six updates and the
   finality update (seven signatures): a checkpoint ~6 periods (~6.5 days) old;
-- the JSON size a receipt's ``consensus`` section has for each.
+- **46 hand-overs**: colibri's Deneb bootstrap at period 1347 and one ``/updates`` answer of
+  46 SSZ chunks (47 signatures): a checkpoint ~7 weeks old;
+- the JSON size a receipt's ``consensus`` section has for the first two.
 
 ``--baseline`` also times py_ecc (the consensus specs' BLS) on the one-period signature.
 """
@@ -29,6 +31,8 @@ from guard.consensus import MAINNET, verify_finality
 from guard.consensus.containers import signing_root
 from guard.consensus.decode import bootstrap_of, updates_of
 from tests.support.consensus_data import (
+    COLIBRI_46,
+    COLIBRI_46_CHECKPOINT,
     COLIBRI_1422_CHECKPOINT,
     HELIOS_CHECKPOINT,
     colibri,
@@ -59,6 +63,14 @@ def six_handovers() -> object:
         bootstrap=helios("bootstrap"),
         updates=helios("updates"),
         finality_update=helios("finality"),
+    )
+
+
+def forty_six_handovers() -> object:
+    return verify_finality(
+        checkpoint=COLIBRI_46_CHECKPOINT,
+        bootstrap=colibri("bootstrap_0x2e5220", COLIBRI_46),
+        updates=[colibri("period_1347_count_46", COLIBRI_46)],
     )
 
 
@@ -102,6 +114,9 @@ def main() -> None:
     print(
         f"six hand-overs (Capella, 7 signatures): {median_ms(six_handovers, args.runs):7.1f} ms"
         f"  (section ~{six_kb:.0f} KB of JSON)"
+    )
+    print(
+        f"46 hand-overs (Deneb, 47 signatures):    {median_ms(forty_six_handovers, max(3, args.runs // 4)):7.1f} ms"
     )
     if args.baseline:
         print(f"baseline, py_ecc, the one-period signature alone: {py_ecc_ms():9.1f} ms")

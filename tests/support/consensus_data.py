@@ -19,6 +19,7 @@ from guard.consensus import MINIMAL, Network
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "consensus"
 HELIOS = VECTORS / "helios-mainnet-capella"
 COLIBRI = VECTORS / "colibri-mainnet-deneb-electra"
+COLIBRI_46 = VECTORS / "colibri-mainnet-deneb-46-periods"
 SPEC = VECTORS / "spec-tests-minimal"
 
 HELIOS_CHECKPOINT = "0x5afc212a7924789b2bc86acad3ab3a6ffb1f6e97253ea50bee7f4f51422c9275"
@@ -29,6 +30,8 @@ COLIBRI_1421_CHECKPOINT = "0xd9717ecc253684291f828688f311ba74d05af74c31654f6e140
 """The root of colibri's Deneb bootstrap (slot 11640864), as its file name and request say."""
 COLIBRI_1422_CHECKPOINT = "0xb8758d4bd976e1b33e62937ed31a709dba0a855869641581bef3d2a48b527690"
 """The root of colibri's Electra bootstrap (slot 11649056)."""
+COLIBRI_46_CHECKPOINT = "0x2e522016a5ac7d8d57d758b633a25491a43d12750db8f417fd6cf264b7ec5650"
+"""The root of colibri's period-1347 bootstrap (its file name, the request, starts with it)."""
 COLIBRI_BLOCK = (22_432_991, "0xd4c1a04e15667a6a012075daee220cf04a052a3491632572bfb0e5d90736b4cb")
 """The execution block colibri's period-1422 update finalizes (mainnet)."""
 
@@ -41,9 +44,9 @@ def helios(name: str) -> Any:
     return json.loads((HELIOS / f"{name}.json").read_text())
 
 
-def colibri(part: str) -> bytes:
+def colibri(part: str, folder: Path = COLIBRI) -> bytes:
     """The one colibri file whose name holds ``part`` (``bootstrap_0xd9717e``, ``period_1422``)."""
-    (path,) = COLIBRI.glob(f"*{part}*")
+    (path,) = folder.glob(f"*{part}*")
     return path.read_bytes()
 
 

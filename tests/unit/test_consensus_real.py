@@ -15,6 +15,8 @@ from guard.consensus import MAINNET, ConsensusProofError, verify_finality
 from guard.consensus.decode import bootstrap_of, updates_of
 from guard.consensus.light_client import apply_update
 from tests.support.consensus_data import (
+    COLIBRI_46,
+    COLIBRI_46_CHECKPOINT,
     COLIBRI_1421_CHECKPOINT,
     COLIBRI_1422_CHECKPOINT,
     COLIBRI_BLOCK,
@@ -176,3 +178,31 @@ def test_one_updates_answer_of_two_chunks_is_read_as_two_updates() -> None:
     )
     assert (proven.execution_block_number, proven.execution_block_hash) == COLIBRI_BLOCK
     assert len(updates_of([answer], MAINNET)) == 2
+
+
+def test_colibri_46_hand_overs_in_one_updates_answer() -> None:
+    """Mainnet, Deneb: a checkpoint of period 1347 and one ``/updates`` answer of 46 response
+    chunks, each committee handing over the next, up to period 1393's."""
+    answer = colibri("period_1347_count_46", COLIBRI_46)
+    proven = verify_finality(
+        checkpoint=COLIBRI_46_CHECKPOINT,
+        bootstrap=colibri("bootstrap_0x2e5220", COLIBRI_46),
+        updates=[answer],
+    )
+    assert proven.periods == tuple(range(1347, 1394))
+    assert proven.execution_block_number == 22_186_786
+    assert proven.execution_block_hash == (
+        "0xdcc536449ee23f57f5a69b92b8f3504f9d5ff39a8384c70b2dc893d73672b266"
+    )
+    # One chunk left out of the middle: the chain of committees breaks there.
+    at = 0
+    for _ in range(20):
+        at += 8 + int.from_bytes(answer[at : at + 8], "little")
+    end = at + 8 + int.from_bytes(answer[at : at + 8], "little")
+    with pytest.raises(ConsensusProofError) as error:
+        verify_finality(
+            checkpoint=COLIBRI_46_CHECKPOINT,
+            bootstrap=colibri("bootstrap_0x2e5220", COLIBRI_46),
+            updates=[answer[:at] + answer[end:]],
+        )
+    assert error.value.check == "missing committee"
