@@ -40,6 +40,13 @@ from guard.types import UnixMillis
 PAYMENT_KIND = "evm_payment"
 """The settlement kind of a payment to an address."""
 
+DEPOSIT_KIND = "evm_deposit"
+"""The settlement kind of one transfer seen to a subscription's watched address: a payment
+of exactly what arrived, from whom it came, counted from its one transfer."""
+
+ADDRESS_KINDS = frozenset({PAYMENT_KIND, DEPOSIT_KIND})
+"""Settlement kinds decided from counted transfers to an address (no tx hash of their own)."""
+
 NATIVE = "native"
 """The ``asset`` of the chain's own coin (top-level value transfers)."""
 

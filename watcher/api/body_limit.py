@@ -44,11 +44,16 @@ DEFAULT_BYTES = 64 * 1024
 ROUTE_BYTES: Mapping[str, int] = {
     "/v1/settlements": REGISTRATION_BYTES,
     "/v1/settlements/batch": BATCH_BYTES,
+    "/v1/subscriptions": REGISTRATION_BYTES,
 }
 """Limits by exact path."""
 
-PREFIX_BYTES: Mapping[str, int] = {"/v1/webhooks/": REGISTRATION_BYTES}
-"""Limits by path prefix (a payment processor's event can carry a whole object)."""
+PREFIX_BYTES: Mapping[str, int] = {
+    "/v1/webhooks/": REGISTRATION_BYTES,
+    "/v1/subscriptions/": REGISTRATION_BYTES,
+}
+"""Limits by path prefix (a payment processor's event can carry a whole object; a
+subscription's addresses come 10,000 a request)."""
 
 
 MAX_NESTING = 128

@@ -66,7 +66,7 @@ def router(deps: ApiDeps) -> APIRouter:
     ) -> JSONResponse:
         """The caller's registered settlements, oldest first, a page at a time."""
         filters = {"chain": chain, "verdict": verdict, "kind": kind, "owner": caller.name}
-        records = listing(deps.store).page(after_seq=_cursor(cursor), limit=limit, **filters)
+        records = listing(deps.store).page(after_seq=cursor_seq(cursor), limit=limit, **filters)
         last = records[-1].seq if len(records) == limit else None
         heads = HeadsOnce(deps.store)  # one head read for the page
         items = [_view(deps, rec, heads) for rec in records]  # as is: no 255-level limit
@@ -105,7 +105,7 @@ def router(deps: ApiDeps) -> APIRouter:
     return api
 
 
-def _cursor(cursor: str | None) -> int:
+def cursor_seq(cursor: str | None) -> int:
     """The seq a cursor stands for; 422 naming ``cursor`` if it is not one we gave out."""
     if cursor is None:
         return 0

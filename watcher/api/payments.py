@@ -20,13 +20,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from guard.payment import PAYMENT_KIND, PaymentSpec
+from guard.payment import ADDRESS_KINDS, DEPOSIT_KIND, PaymentSpec
 from watcher.api.commit_url import check_commit_url
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError, validation_body
 from watcher.api.models.payments import PaymentRequest
 from watcher.api.registration import check_dependent_state
 from watcher.api.views import chain_or_error, head_of, view_parts
+from watcher.config.chains import ChainConfig
 from watcher.engine.payment_registration import PaymentRegistration, new_payment
 from watcher.settlements import depth_of, settlement_view
 from watcher.store import NewSettlement, SettlementRecord
@@ -50,14 +51,7 @@ def checked_payment(
 ) -> tuple[NewSettlement, NewPaymentSpec]:
     """The rows a valid payment registration stores (``owner``'s); :class:`ApiError`."""
     chain = chain_or_error(deps, body.chain, 422)
-    window = chain.resolved_header_window
-    if body.confirmations is not None and body.confirmations >= window:
-        raise ApiError(
-            422,
-            f"confirmations: must be below the header window of chain {chain.name!r} "
-            f"({window}), got {body.confirmations}",
-            fields=["confirmations"],
-        )
+    check_confirmations(chain, body.confirmations)
     timeout_s = body.timeout_s
     if timeout_s is not None and timeout_s > chain.max_wait_s:
         timeout_s = chain.max_wait_s
@@ -77,6 +71,19 @@ def checked_payment(
     return new_payment(reg, deps.clock(), head_of(deps, chain.name))
 
 
+def check_confirmations(chain: ChainConfig, confirmations: int | None) -> None:
+    """A 422 naming ``confirmations`` when it is not below the chain's header window (the
+    headers a receipt is built from are kept that deep)."""
+    window = chain.resolved_header_window
+    if confirmations is not None and confirmations >= window:
+        raise ApiError(
+            422,
+            f"confirmations: must be below the header window of chain {chain.name!r} "
+            f"({window}), got {confirmations}",
+            fields=["confirmations"],
+        )
+
+
 def register_payment_settlement(
     deps: ApiDeps, payload: dict[str, Any], owner: str
 ) -> tuple[dict[str, Any], int]:
@@ -92,8 +99,8 @@ def register_payment_settlement(
 
 
 def payment_view(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any] | None:
-    """The view of a payment (None for any other settlement)."""
-    if rec.kind != PAYMENT_KIND:
+    """The view of a payment or a deposit (None for any other settlement)."""
+    if rec.kind not in ADDRESS_KINDS:
         return None
     head = head_of(deps, rec.chain)
     spec = deps.store.payment_spec(rec.settlement_id)
@@ -105,7 +112,7 @@ def payment_view(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any] | None:
         tx_hash=None,
         status=None,
         replaced_by=None,
-        kind=PAYMENT_KIND,
+        kind=rec.kind,
         to=spec.to_address,
         asset=spec.asset,
         amount=spec.amount,
@@ -128,4 +135,14 @@ def payment_view(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any] | None:
         counted_after_block=spec.after_block,
     )
     view["from"] = spec.sender
+    if rec.kind == DEPOSIT_KIND:
+        deposit = deps.store.deposit(rec.settlement_id)
+        counted = transfers[0] if transfers else None
+        view.update(
+            subscription_id=deposit.subscription_id,
+            address=deposit.address,
+            tx_hash=deposit.tx_hash,
+            log_index=None if counted is None else counted.log_index,
+            reorged_out=counted is None,
+        )
     return view

@@ -16,10 +16,12 @@ from watcher.api import (
     events,
     handoff,
     health,
+    invoices,
     listing,
     receipts,
     settlements,
     sources,
+    subscriptions,
 )
 from watcher.api.auth import install_auth
 from watcher.api.body_limit import BodyLimit
@@ -62,6 +64,8 @@ def build_app(deps: ApiDeps, hot_read: bool = True) -> FastAPI:
         deliveries,
         sources,
         handoff,
+        subscriptions,
+        invoices,
     ):
         app.include_router(topic.router(deps))
     install_openapi(app)

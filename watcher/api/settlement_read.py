@@ -18,7 +18,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from guard.payment import PAYMENT_KIND
+from guard.payment import ADDRESS_KINDS
 from watcher.api.deps import ApiDeps
 from watcher.api.payments import payment_view
 from watcher.api.source_settlements import source_view
@@ -62,7 +62,7 @@ def plain(deps: ApiDeps, rec: SettlementRecord) -> bool:
     source = deps.sources is not None and rec.chain in deps.sources.slots
     return not (
         source
-        or rec.kind == PAYMENT_KIND
+        or rec.kind in ADDRESS_KINDS
         or rec.verdict in TERMINAL
         or rec.dependent_state is not None
     )

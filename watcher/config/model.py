@@ -13,6 +13,7 @@ from watcher.config.sections import (
     ApiConfig,
     DeliveryConfig,
     HandoffConfig,
+    PaymentsConfig,
     SigningConfig,
     StoreConfig,
 )
@@ -37,6 +38,8 @@ class Config(Strict):
     """The ``[[alerts]]`` tables."""
     handoff: HandoffConfig = Field(default_factory=HandoffConfig)
     """The ``[handoff]`` table."""
+    payments: PaymentsConfig = Field(default_factory=PaymentsConfig)
+    """The ``[payments]`` table (invoices' extended public key)."""
     sources: list[SourceConfig] = Field(default_factory=list)
     """The ``[[sources]]`` tables (payment processors, job queues); names unique and distinct
     from chain names (a source's name is stored where a chain's name goes)."""

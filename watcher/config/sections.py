@@ -13,6 +13,7 @@ from watcher.config.api import ApiConfig as ApiConfig
 from watcher.config.api import split_listen as split_listen
 from watcher.config.base import KeyedErrors, Strict
 from watcher.destinations import check_entries
+from watcher.invoices.xpub import parse_extended_public_key, parse_template
 
 _STORE_SCHEMES = ("sqlite://", "postgresql://", "postgresql+psycopg://")
 
@@ -139,3 +140,29 @@ class HandoffConfig(Strict):
                 ]
             )
         return self
+
+
+class PaymentsConfig(Strict):
+    """Invoices at fresh addresses (``[payments]``; docs/invoices.md).
+
+    ``xpub`` is an account-level BIP-32 extended *public* key (``xpub…``, ``tpub…``): each
+    invoice's address is derived from it by ``derivation`` at the next unused index. An
+    extended private key is refused: the watcher never holds a key that can spend."""
+
+    xpub: str | None = None
+    """The extended public key; None: invoices are off (``POST /v1/invoices`` answers 409)."""
+    derivation: str = "m/0/{index}"
+    """The path below ``xpub``, with one ``{index}`` step (no hardened step)."""
+
+    @field_validator("xpub")
+    @classmethod
+    def _public_only(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_extended_public_key(value)  # ExtendedKeyError is a ValueError: named
+        return value
+
+    @field_validator("derivation")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        parse_template(value)
+        return value

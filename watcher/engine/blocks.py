@@ -172,6 +172,6 @@ class BlockCommits(PaymentCommits):
         if self.gate.trivial:
             return None
         anchors = self.store.finality_anchors(self.name, head.number, finalized)
-        if self.payments.by_id:  # the blocks of payments' transfers (engine/payments.py)
+        if self.watching_transfers:  # the blocks of counted transfers (engine/payments.py)
             anchors += self.store.payment_anchors(self.name)
         return self.gate.approve(anchors, head) if anchors else GateResult(frozenset())

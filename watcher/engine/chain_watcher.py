@@ -49,6 +49,7 @@ from watcher.delivery.plan import OutboxPlan
 from watcher.engine.blocks import BlockCommits, ChainInconsistentReceipts
 from watcher.engine.deadlines import Deadlines
 from watcher.engine.decisions import record_event
+from watcher.engine.deposits_index import SubscriptionIndex
 from watcher.engine.health import UNHEALTHY_AFTER_POLLS, ChainHealth
 from watcher.engine.index import WatchIndex
 from watcher.engine.lookups import TxLookups
@@ -127,7 +128,7 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
         self.facts = facts_of(client)
         """What the tracker fetched (compact headers, block receipts, tx locations): each
         block's header fields are stored with it, so receipts never fetch them again."""
-        self.index, self.payments = WatchIndex(), PaymentIndex()  # txs; payments to addresses
+        self._fresh_indexes()
         self.probe_batch = probe_batch
         self.reprobe_per_minute = reprobe_per_minute
         self._reprobe_tokens = 0.0
@@ -167,13 +168,19 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
         self._started_once = True
         self._started = True
 
+    def _fresh_indexes(self) -> None:
+        """Empty lookups (the store is the truth): watched txs, payments to addresses, and
+        the standing address watches of deposits."""
+        self.index = WatchIndex()
+        self.payments = PaymentIndex()
+        self.subscriptions = SubscriptionIndex()
+
     def reset(self) -> None:
         """Forget everything held in memory, so the next poll reloads it from the store.
 
         Called when this instance (re)gains the lease: another instance may have moved the
         chain on meanwhile, and only the store's committed state is the checkpoint."""
-        self.index = WatchIndex()
-        self.payments = PaymentIndex()
+        self._fresh_indexes()
         self.window.reset(())
         self._started = False
 
@@ -297,7 +304,7 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
         something is watched; otherwise the last known value. Under the ``safe`` rule the
         ``safe`` tag is fetched instead, into :attr:`safe_number` (chains.finality_modes)."""
         mode = self.config.resolved_finality
-        watched = bool(self.index.by_id or self.payments.by_id)
+        watched = bool(self.index.by_id) or self.watching_transfers
         if mode in NEEDS_SAFE and watched:
             tagged = self.client.header("safe")
             if tagged is not None:

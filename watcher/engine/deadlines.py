@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from chains.errors import ChainError
-from watcher.engine.payments import PaymentCommits
+from watcher.engine.payments import NO_TRANSFERS, PaymentCommits
 from watcher.engine.settle import decide_settlement
 from watcher.store.errors import StoreError
 
@@ -50,7 +50,7 @@ class Deadlines(PaymentCommits):
             for rec in due:
                 decisions += self._count(decide_settlement(txn, rec, pos, now, rules))
             changed = txn.by_ids([r.settlement_id for r in due])
-            paid, paid_decisions = self._payment_writes(txn, None, None, [], pos, now)
+            paid, paid_decisions = self._payment_writes(txn, None, None, NO_TRANSFERS, pos, now)
             decisions += paid_decisions
         for rec in changed:
             self.index.update(rec)

@@ -22,20 +22,26 @@ so far, or to the oldest of all when every one is.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from chains.errors import ChainInconsistent, RpcErrorResponse
 from chains.logs import TransferLog, transfer_logs
 from chains.models import Block
 from chains.tracker import Reorg
+from guard.payment import PAYMENT_KIND
 from guard.settlement import Evidence, Reversal, Verdict
 from guard.types import UnixMillis
 from watcher.engine.decisions import record_event
+from watcher.engine.deposits_apply import deposit_payload, deposit_writes
+from watcher.engine.deposits_index import SubscriptionIndex
+from watcher.engine.deposits_scan import DepositCandidate, deposit_candidates, native_deposit_txs
 from watcher.engine.observe import ChainPosition
 from watcher.engine.payments_index import PaymentIndex
 from watcher.engine.payments_scan import Candidate, Lookup, candidates, native_txs
 from watcher.engine.payments_settle import decide_payment_settlement
 from watcher.engine.state import ChainState
 from watcher.store.block_txn import BlockTxn
+from watcher.store.deposits_store import deposits_in
 from watcher.store.payment_records import NewTransfer, PaymentWatch, TransferRecord
 from watcher.store.payments_store import (
     add_transfers,
@@ -48,10 +54,25 @@ from watcher.store.payments_store import (
 from watcher.store.records import SettlementRecord
 
 
+@dataclass(frozen=True)
+class BlockTransfers:
+    """The transfers of one block the engine counts: for payments, and as deposits."""
+
+    payments: list[Candidate]
+    """Transfers that may pay a watched payment."""
+    deposits: list[DepositCandidate]
+    """Transfers to a subscription's watched address (one per subscription)."""
+
+
+NO_TRANSFERS = BlockTransfers([], [])
+
+
 class PaymentCommits(ChainState):
     """The payment part of a chain's engine (see the module doc)."""
 
     payments: PaymentIndex
+    subscriptions: SubscriptionIndex
+    """The standing address watches (deposits: watcher/engine/deposits_*.py)."""
     _payment_logs: dict[str, list[TransferLog]]
     """This poll's ``Transfer`` logs by block hash (set by :meth:`_prefetch_logs`)."""
     _reorged: PaymentIndex
@@ -63,6 +84,14 @@ class PaymentCommits(ChainState):
         """Index the payments registered since the last look (one indexed query)."""
         for watch in self.store.payment_watches(self.name, self.payments.max_seq):
             self.payments.add(watch)
+        for address in self.store.address_watches(self.name, self.subscriptions.max_seq):
+            self.subscriptions.add(address)
+        self.subscriptions.set_active(self.store.active_subscriptions(self.name))
+
+    @property
+    def watching_transfers(self) -> bool:
+        """Whether a payment or a subscription is watched (transfers matter)."""
+        return bool(self.payments.by_id) or self.subscriptions.active
 
     def _follow_payments(self, changed: Sequence[SettlementRecord]) -> None:
         """After a commit: forget payments no longer watched, re-index reversed ones."""
@@ -70,7 +99,7 @@ class PaymentCommits(ChainState):
         for rec in changed:
             if not rec.watching:
                 self.payments.remove(rec.settlement_id)
-            elif rec.settlement_id not in self.payments.by_id:
+            elif rec.kind == PAYMENT_KIND and rec.settlement_id not in self.payments.by_id:
                 back.append(rec.settlement_id)
         if back:
             for watch in self.store.payment_watches(self.name, 0, ids=back):
@@ -96,9 +125,13 @@ class PaymentCommits(ChainState):
             for watch in self.store.payments_paid_above(self.name, reorg.common_ancestor.number):
                 self._reorged.add(watch)
         tokens = set(self.payments.tokens) | set(self._reorged.tokens)
-        if not blocks or not tokens:
+        deposit_tokens = self.subscriptions.tokens() if self.subscriptions.active else set()
+        if not blocks or not (tokens or deposit_tokens):
             return blocks
         recipients = self.payments.token_recipients() | self._reorged.token_recipients()
+        if deposit_tokens:
+            tokens |= deposit_tokens
+            recipients |= self.subscriptions.addresses()
         while True:
             first, last = blocks[0].header.number, blocks[-1].header.number
             try:
@@ -122,17 +155,19 @@ class PaymentCommits(ChainState):
             self._payment_logs.setdefault(want, []).append(log)
         return blocks
 
-    def _payment_candidates(self, block: Block | None, reorg: Reorg | None) -> list[Candidate]:
-        """The block's transfers that may pay a watched payment (receipts fetched only for
-        a block with a native value transfer to a watched recipient)."""
+    def _payment_candidates(self, block: Block | None, reorg: Reorg | None) -> BlockTransfers:
+        """The block's transfers that may pay a watched payment, and its deposits (receipts
+        fetched only for a block with a native value transfer to a watched address)."""
         extra = getattr(self, "_reorged", None)
-        if block is None or (not self.payments.by_id and not (extra and extra.by_id)):
-            return []
+        paying = bool(self.payments.by_id or (extra and extra.by_id))
+        if block is None or not (paying or self.subscriptions.active):
+            return NO_TRANSFERS
         lookup = self._lookup(extra)
-        native = native_txs(block, lookup)
+        native = native_txs(block, lookup) if paying else []
+        native += native_deposit_txs(block, self.subscriptions)
         statuses: dict[str, int] = {}
         if native:
-            wanted = [tx.hash for _, tx in native]
+            wanted = list(dict.fromkeys(tx.hash for _, tx in native))
             receipts = self.client.block_receipts(block.header.hash, wanted)
             statuses = {r.tx_hash: r.status for r in receipts}
             missing = [h for h in wanted if h not in statuses]
@@ -142,7 +177,8 @@ class PaymentCommits(ChainState):
                     f"tx(s) without receipts (first {missing[0]}): retrying"
                 )
         logs = getattr(self, "_payment_logs", {}).get(block.header.hash, [])
-        return candidates(block, lookup, statuses, logs)
+        paid = candidates(block, lookup, statuses, logs) if paying else []
+        return BlockTransfers(paid, deposit_candidates(block, self.subscriptions, statuses, logs))
 
     def _lookup(self, extra: PaymentIndex | None) -> Lookup:
         """Who a transfer may pay: the watched payments and, in this poll's blocks after a
@@ -165,7 +201,7 @@ class PaymentCommits(ChainState):
         txn: BlockTxn,
         block: Block | None,
         reorg: Reorg | None,
-        found: list[Candidate],
+        found: BlockTransfers,
         pos: ChainPosition,
         now: int,
     ) -> tuple[list[SettlementRecord], int]:
@@ -184,8 +220,11 @@ class PaymentCommits(ChainState):
             }
             reversal = _reversal(reorg, dropped, txn.now)
             self._report_reorged(txn, reorg, dropped)
-        if block is not None and found:
-            add_transfers(txn, block.header.number, self._allocate(txn, found))
+        if block is not None and (found.payments or found.deposits):
+            counted = self._allocate(txn, found.payments)
+            subs = self.subscriptions.records
+            counted += deposit_writes(txn, self.config, self.plan, subs, found.deposits)
+            add_transfers(txn, block.header.number, counted)
         late_ms = int(self.config.late_watch_s * 1000)
         due = {r.settlement_id: r for r in payments_due(txn, late_ms)}
         for r in txn.by_ids(sorted(touched - set(due))):
@@ -207,7 +246,19 @@ class PaymentCommits(ChainState):
         """One ``payment_transfer_reorged`` event (and its alerts) per payment that lost a
         counted transfer: the ``reorg`` event's ``touched`` lists txs only."""
         anc = reorg.common_ancestor
-        for sid in sorted({t.settlement_id for t in dropped}):
+        ids = sorted({t.settlement_id for t in dropped})
+        deposits = deposits_in(txn, ids)
+        for t in dropped:
+            dep = deposits.get(t.settlement_id)
+            if dep is not None:
+                payload = deposit_payload(dep.subscription_id, dep.address, dep.asset, t)
+                payload.update(depth=reorg.depth)
+                record_event(
+                    txn, self.plan, "deposit_reorged", "warning", payload, dep.settlement_id
+                )
+        for sid in ids:
+            if sid in deposits:
+                continue
             removed = [_transfer_json(t) for t in dropped if t.settlement_id == sid]
             payload = {
                 "settlement_id": sid,
@@ -239,21 +290,8 @@ class PaymentCommits(ChainState):
             chosen = owed[0] if owed else live[0]
             value = int(cand.transfer.value)
             paid[chosen] = paid.get(chosen, 0) + value
-            out.append(_given(cand.transfer, chosen))
+            out.append(replace(cand.transfer, settlement_id=chosen))
         return out
-
-
-def _given(transfer: NewTransfer, settlement_id: str) -> NewTransfer:
-    return NewTransfer(
-        settlement_id=settlement_id,
-        tx_hash=transfer.tx_hash,
-        block_number=transfer.block_number,
-        block_hash=transfer.block_hash,
-        tx_index=transfer.tx_index,
-        log_index=transfer.log_index,
-        sender=transfer.sender,
-        value=transfer.value,
-    )
 
 
 def _transfer_json(t: TransferRecord) -> dict[str, object]:

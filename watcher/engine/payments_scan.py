@@ -69,20 +69,23 @@ def candidates(
             continue
         ids = _eligible(lookup(NATIVE, tx.to), head.number, tx.sender)
         if ids:
-            out.append(Candidate(_transfer(block, tx.hash, index, None, tx.sender, tx.value), ids))
+            out.append(
+                Candidate(block_transfer(block, tx.hash, index, None, tx.sender, tx.value), ids)
+            )
     for log in sorted(logs, key=lambda entry: entry.log_index):
         ids = _eligible(lookup(log.token, log.to), head.number, log.sender)
         if ids and log.value > 0:
-            transfer = _transfer(
+            transfer = block_transfer(
                 block, log.tx_hash, log.tx_index, log.log_index, log.sender, log.value
             )
             out.append(Candidate(transfer, ids))
     return out
 
 
-def _transfer(
+def block_transfer(
     block: Block, tx_hash: str, tx_index: int, log_index: int | None, sender: str, value: int
 ) -> NewTransfer:
+    """A transfer of ``block``, given to no settlement yet (``settlement_id`` empty)."""
     return NewTransfer(
         settlement_id="",
         tx_hash=tx_hash,

@@ -12,7 +12,8 @@ block.
 
 from __future__ import annotations
 
-from guard.payment import PaymentSpec, RulePosition, Transfer, decide_payment
+from guard.deposit import decide_deposit
+from guard.payment import DEPOSIT_KIND, PaymentSpec, RulePosition, Transfer, decide_payment
 from guard.settlement import (
     Decision,
     Settlement,
@@ -22,7 +23,8 @@ from guard.settlement import (
     settle_transition,
 )
 from guard.types import SettlementId, UnixMillis
-from watcher.engine.decisions import store_decision
+from watcher.engine.decisions import record_event, store_decision
+from watcher.engine.invoice_states import follow_invoice
 from watcher.engine.observe import ChainPosition
 from watcher.engine.settle import UNCHANGED, Decided, Rules
 from watcher.store.block_txn import BlockTxn
@@ -75,7 +77,8 @@ def decide_payment_settlement(
     settlement = Settlement(
         SettlementId(rec.settlement_id), True, UnixMillis(rec.initiated_at), rec.timeout_ms
     )
-    fresh = decide_payment(
+    decide = decide_deposit if rec.kind == DEPOSIT_KIND else decide_payment
+    fresh = decide(
         settlement,
         rec.chain,
         spec_of(spec),
@@ -105,9 +108,16 @@ def decide_payment_settlement(
         "asset": spec.asset,
         "amount": spec.amount,
     }
-    store_decision(
+    became_terminal = store_decision(
         txn, rec, previous, fresh, transition, watching, rules.plan, subject, f"chain {rules.chain}"
     )
+    if rec.kind == DEPOSIT_KIND and became_terminal and kept.verdict is Verdict.FINALITY_CONFIRMED:
+        confirmed = {**subject, "tx_hash": transfers[-1].tx_hash if transfers else None}
+        record_event(txn, rules.plan, "deposit_confirmed", "info", confirmed, rec.settlement_id)
+    if rec.kind != DEPOSIT_KIND:
+        follow_invoice(
+            txn, rules.plan, rec.settlement_id, kept.verdict, int(spec.amount), transfers
+        )
     return Decided(True)
 
 

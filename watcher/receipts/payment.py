@@ -24,7 +24,7 @@ from chains.proofs import BranchMoved, ProofUnavailable, fetch_headers
 from chains.rpc import RpcClient
 from guard.canonical import digest
 from guard.finality_rule import BASES, TAG_OF_BASIS
-from guard.payment import PAYMENT_KIND, PaymentSpec, Transfer
+from guard.payment import ADDRESS_KINDS, PaymentSpec, Transfer
 from guard.payment_decode import receipt_logs
 from guard.receipt_bodies import FinalityBasis
 from guard.receipt_format import Subject
@@ -88,7 +88,7 @@ class PaymentReceiptBuilder(ReceiptBuilder):
 
     def subject(self, rec: SettlementRecord) -> Subject:
         """The common fields; a payment's ``tx_hash`` is derived from its settlement id."""
-        if rec.kind != PAYMENT_KIND:
+        if rec.kind not in ADDRESS_KINDS:
             return super().subject(rec)
         return Subject(
             rec.settlement_id,
@@ -100,7 +100,7 @@ class PaymentReceiptBuilder(ReceiptBuilder):
 
     def decision_body(self, rec: SettlementRecord, now: int) -> dict[str, Any]:
         """A payment's finality or timeout body (any other settlement: the base builder's)."""
-        if rec.kind != PAYMENT_KIND:
+        if rec.kind not in ADDRESS_KINDS:
             return super().decision_body(rec, now)
         evidence = rec.decision.get("evidence") or {}
         facts: dict[str, Any] = evidence.get("facts") or {}

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
-from guard.payment import PAYMENT_KIND
+from guard.payment import ADDRESS_KINDS
 from watcher.store import schema as s
 from watcher.store.conditions import deadline_reasons, finality_reasons
 from watcher.store.events_store import insert_event
@@ -135,7 +135,7 @@ class BlockTxn:
         anchor = func.coalesce(t.c.block_number, t.c.replaced_block_number)
         return self._settlements(
             t.c.verdict.in_(["FINALITY_CONFIRMED", "SETTLEMENT_FAILED"]),
-            t.c.kind != PAYMENT_KIND,
+            t.c.kind.not_in(ADDRESS_KINDS),
             anchor > low,
             anchor <= high,
         )
@@ -155,7 +155,9 @@ class BlockTxn:
         passed while awaiting, or the late-finality watch of a timed-out one ended."""
         t = s.settlements
         reasons = [*finality_reasons(head, finalized), *deadline_reasons(self.now, late_watch_ms)]
-        return self._settlements(t.c.watching.is_(True), t.c.kind != PAYMENT_KIND, or_(*reasons))
+        return self._settlements(
+            t.c.watching.is_(True), t.c.kind.not_in(ADDRESS_KINDS), or_(*reasons)
+        )
 
     def _update(self, settlement_id: str, **values: Any) -> None:
         self._update_many(tuple(sorted(values)), {settlement_id: values})

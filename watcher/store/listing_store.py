@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from sqlalchemy import Connection, Dialect, select
 
 from chains.finality_modes import FINALITY_MODES
-from guard.payment import PAYMENT_KIND
+from guard.payment import ADDRESS_KINDS
 from watcher.store import schema as s
 from watcher.store.db import Db
 from watcher.store.errors import StoreConflict
@@ -71,8 +71,8 @@ class Listing:
             query = query.where(t.c.verdict == verdict)
         if kind == EVM_KIND:
             query = query.where(t.c.finality_mode.in_(FINALITY_MODES), t.c.kind == EVM_KIND)
-        elif kind == PAYMENT_KIND:
-            query = query.where(t.c.kind == PAYMENT_KIND)
+        elif kind in ADDRESS_KINDS:
+            query = query.where(t.c.kind == kind)
         elif kind is not None:
             query = query.where(t.c.finality_mode == kind)
         with self._reader.connect() as conn:

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
 from chains.quorum import Anchor
-from guard.payment import PAYMENT_KIND
+from guard.payment import ADDRESS_KINDS, PAYMENT_KIND
 from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
 from watcher.store.conditions import deadline_reasons
@@ -260,7 +260,7 @@ def payments_due(txn: BlockTxn, late_watch_ms: int) -> list[SettlementRecord]:
             select(t)
             .where(
                 t.c.chain == txn.chain,
-                t.c.kind == PAYMENT_KIND,
+                t.c.kind.in_(ADDRESS_KINDS),
                 t.c.watching.is_(True),
                 or_(
                     t.c.settlement_id.in_(with_transfers),

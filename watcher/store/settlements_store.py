@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import bindparam, func, insert, or_, select
 
 from chains.quorum import Anchor
-from guard.payment import PAYMENT_KIND
+from guard.payment import ADDRESS_KINDS
 from watcher.store import schema as s
 from watcher.store.conditions import deadline_reasons, finality_reasons
 from watcher.store.db import Db
@@ -169,7 +169,7 @@ class SettlementQueries:
                         t.c.chain == chain,
                         t.c.watching.is_(True),
                         t.c.seq > after_seq,
-                        t.c.kind != PAYMENT_KIND,  # payments: watcher/engine/payments.py
+                        t.c.kind.not_in(ADDRESS_KINDS),  # payments: watcher/engine/payments.py
                     )
                     .order_by(t.c.seq)
                 )
@@ -266,7 +266,7 @@ class SettlementQueries:
                         t.c.watching.is_(True),
                         t.c.block_number.is_(None),
                         t.c.replaced_block_number.is_(None),
-                        t.c.kind != PAYMENT_KIND,
+                        t.c.kind.not_in(ADDRESS_KINDS),
                     )
                 )
                 .mappings()
@@ -309,7 +309,7 @@ def _settlement_values(new: NewSettlement) -> dict[str, Any]:
         "dependent_state": new.dependent_state,
         "commit_url": new.commit_url,
         # A payment has no tx to look up by hash: never due for a probe.
-        "next_probe_at": None if new.kind == PAYMENT_KIND else new.initiated_at,
+        "next_probe_at": None if new.kind in ADDRESS_KINDS else new.initiated_at,
         "probe_count": 0,
         "created_at": new.initiated_at,
         "updated_at": new.initiated_at,

@@ -16,9 +16,11 @@ from watcher.store import lease_store, migrate
 from watcher.store.block_txn import BlockTxn
 from watcher.store.chains_store import ChainQueries
 from watcher.store.db import Db, open_dbs
+from watcher.store.deposits_store import DepositQueries
 from watcher.store.errors import StaleFencingToken
 from watcher.store.events_store import EventQueries
 from watcher.store.inbox_store import Inbox
+from watcher.store.invoices_store import InvoiceQueries
 from watcher.store.outbox_store import Outbox
 from watcher.store.payments_store import PaymentQueries
 from watcher.store.settlements_store import SettlementQueries
@@ -26,7 +28,9 @@ from watcher.store.settlements_store import SettlementQueries
 __all__ = ["BlockTxn", "Store"]
 
 
-class Store(ChainQueries, SettlementQueries, EventQueries, PaymentQueries):
+class Store(
+    ChainQueries, SettlementQueries, EventQueries, PaymentQueries, DepositQueries, InvoiceQueries
+):
     """Durable state of the watcher. Thread-safe: each call uses its own connection."""
 
     def __init__(self, url: str) -> None:

@@ -1,0 +1,75 @@
+"""Storing a block's deposits, inside its transaction.
+
+Each candidate (:mod:`watcher.engine.deposits_scan`) whose deposit is not stored yet
+becomes an ``evm_deposit`` settlement (owned by its subscription's caller, with its
+subscription's confirmations and ``commit_url``; its deadline from the chain's timeout) and
+records ``deposit_seen``; a deposit already stored (its tx seen before: a block processed
+again, a re-inclusion after a reorg) only gets its transfer counted again. Every
+candidate's transfer is returned, to be counted with the block's payments (the payment
+decision then decides the deposit: seen, final, reorged out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from guard.payment import DEPOSIT_KIND
+from guard.types import SettlementId
+from watcher.config.chains import ChainConfig
+from watcher.delivery.plan import OutboxPlan
+from watcher.engine.decisions import record_event
+from watcher.engine.deposits_scan import DepositCandidate
+from watcher.settlements import Awaiting, awaiting_row
+from watcher.store.block_txn import BlockTxn
+from watcher.store.deposit_records import SubscriptionRecord
+from watcher.store.deposits_store import insert_new_deposits, known_deposits
+from watcher.store.payment_records import NewPaymentSpec, NewTransfer, TransferRecord
+
+
+def deposit_writes(
+    txn: BlockTxn,
+    chain: ChainConfig,
+    plan: OutboxPlan,
+    subscriptions: dict[str, SubscriptionRecord],
+    found: Sequence[DepositCandidate],
+) -> list[NewTransfer]:
+    """Store the new deposits of ``found`` (and their ``deposit_seen`` events); return the
+    transfers to count for all of them."""
+    if not found:
+        return []
+    known = known_deposits(txn, [c.deposit.settlement_id for c in found])
+    rows = []
+    for cand in found:
+        dep, sub = cand.deposit, subscriptions.get(cand.deposit.subscription_id)
+        if dep.settlement_id in known or sub is None:
+            continue
+        known.add(dep.settlement_id)
+        awaiting = Awaiting(chain, sub.confirmations, None, None, sub.commit_url)
+        sid = SettlementId(dep.settlement_id)
+        new = awaiting_row(awaiting, sid, sid, sub.owner, txn.now, kind=DEPOSIT_KIND)
+        t = cand.transfer
+        spec = NewPaymentSpec(dep.address, dep.asset, t.value, t.sender, t.block_number - 1)
+        rows.append((new, spec, dep, t))
+    insert_new_deposits(txn, [(new, spec, dep) for new, spec, dep, _ in rows])
+    for _new, _spec, dep, t in rows:
+        payload = deposit_payload(dep.subscription_id, dep.address, dep.asset, t)
+        record_event(txn, plan, "deposit_seen", "info", payload, dep.settlement_id)
+    return [c.transfer for c in found if c.deposit.settlement_id in known]
+
+
+def deposit_payload(
+    subscription_id: str, address: str, asset: str, t: NewTransfer | TransferRecord
+) -> dict[str, object]:
+    """What a deposit event says: the subscription, the transfer and where it is."""
+    return {
+        "settlement_id": t.settlement_id,
+        "subscription_id": subscription_id,
+        "address": address,
+        "asset": asset,
+        "amount": t.value,
+        "from": t.sender,
+        "tx_hash": t.tx_hash,
+        "log_index": t.log_index,
+        "block_number": t.block_number,
+        "block_hash": t.block_hash,
+    }

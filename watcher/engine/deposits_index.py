@@ -1,0 +1,73 @@
+"""The in-memory index of one chain's standing address watches: address → subscriptions.
+
+Like the payment index it holds lookups only; the store is the truth. New addresses are
+read by insertion order (one indexed query a poll); the active subscriptions (a small
+table) are read again each poll, so a deleted subscription stops matching at once while its
+addresses stay indexed (they are skipped, not removed: cheaper than a rebuild).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from guard.payment import NATIVE
+from watcher.store.deposit_records import AddressWatch, SubscriptionRecord
+
+
+@dataclass(frozen=True)
+class WatchedBy:
+    """One active subscription watching an address, as a match needs it."""
+
+    subscription_id: str
+    """The subscription."""
+    assets: frozenset[str]
+    """What it watches: ``native`` and/or token contracts."""
+    after_block: int | None
+    """Transfers count in blocks above this one."""
+
+
+@dataclass
+class SubscriptionIndex:
+    """Lookups over the watched addresses of one chain."""
+
+    by_address: dict[str, list[AddressWatch]] = field(default_factory=dict)
+    """Address → its watches (one per subscription), oldest first."""
+    subscriptions: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Active subscription id → its assets."""
+    records: dict[str, SubscriptionRecord] = field(default_factory=dict)
+    """Active subscription id → its row (owner, confirmations, commit_url of its deposits)."""
+    max_seq: int = 0
+
+    def add(self, watch: AddressWatch) -> None:
+        """Index one watched address."""
+        self.by_address.setdefault(watch.address, []).append(watch)
+        self.max_seq = max(self.max_seq, watch.seq)
+
+    def set_active(self, active: dict[str, SubscriptionRecord]) -> None:
+        """The subscriptions active now (read each poll)."""
+        self.records = dict(active)
+        self.subscriptions = {sid: frozenset(json.loads(sub.assets)) for sid, sub in active.items()}
+
+    def watching(self, address: str, asset: str) -> list[WatchedBy]:
+        """The active subscriptions watching ``asset`` to ``address``."""
+        out: list[WatchedBy] = []
+        for w in self.by_address.get(address, ()):
+            assets = self.subscriptions.get(w.subscription_id)
+            if assets is not None and asset in assets:
+                out.append(WatchedBy(w.subscription_id, assets, w.after_block))
+        return out
+
+    @property
+    def active(self) -> bool:
+        """Whether anything is watched."""
+        return bool(self.subscriptions) and bool(self.by_address)
+
+    def tokens(self) -> set[str]:
+        """Every token contract an active subscription watches (the logs query's list)."""
+        return {a for assets in self.subscriptions.values() for a in assets if a != NATIVE}
+
+    def addresses(self) -> set[str]:
+        """Every indexed address (topic2 of the logs query; above the node's filter size
+        the logs are filtered locally: still one call)."""
+        return set(self.by_address)

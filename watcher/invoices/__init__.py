@@ -1,0 +1,1 @@
+"""Invoices: fresh addresses derived from an extended public key, and their states."""

@@ -1,0 +1,235 @@
+"""Subscriptions (standing address watches) and their deposits as stored.
+
+A subscription row and its addresses are written by the API (:class:`DepositQueries`, part
+of :class:`~watcher.store.store.Store`); the engine reads the addresses of active
+subscriptions by insertion order (its index grows with new rows, one indexed query a poll)
+and writes deposits inside a block's transaction (:func:`insert_new_deposits`): an
+``evm_deposit`` settlement row, its ``payment_specs`` row (the exact amount, asset, address
+and sender that arrived) and its ``deposits`` row, only for ids not stored yet, so a
+transfer seen again (a re-processed block, another instance, a re-inclusion after a reorg)
+adds no deposit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from sqlalchemy import insert, select, update
+
+from guard.payment import DEPOSIT_KIND
+from watcher.store import schema as s
+from watcher.store.block_txn import BlockTxn
+from watcher.store.db import Db
+from watcher.store.deposit_records import (
+    AddressWatch,
+    DepositRecord,
+    NewDeposit,
+    NewSubscription,
+    SubscriptionRecord,
+)
+from watcher.store.errors import SettlementNotFound
+from watcher.store.payment_records import NewPaymentSpec, payment_spec_values
+from watcher.store.records import NewSettlement, SettlementRecord, from_row
+from watcher.store.settlements_store import settlement_values
+
+
+class SubscriptionNotFound(SettlementNotFound):
+    """No subscription with this id (of this owner)."""
+
+
+class DepositQueries:
+    """Subscriptions and deposits; part of :class:`~watcher.store.store.Store`."""
+
+    _writer: Db
+    _reader: Db
+
+    def create_subscription(self, new: NewSubscription, addresses: Sequence[str]) -> None:
+        """Store a subscription and its addresses in one transaction."""
+        row = {
+            "subscription_id": new.subscription_id,
+            "chain": new.chain,
+            "owner": new.owner,
+            "assets": json.dumps(list(new.assets)),
+            "confirmations": new.confirmations,
+            "commit_url": new.commit_url,
+            "reference": new.reference,
+            "after_block": new.after_block,
+            "active": True,
+            "created_at": new.created_at,
+        }
+        with self._writer.begin() as conn:
+            conn.execute(insert(s.subscriptions).values(**row))
+            _insert_addresses(conn, new.subscription_id, new.chain, addresses, new.after_block)
+
+    def add_subscription_addresses(
+        self, subscription_id: str, owner: str, addresses: Sequence[str], after_block: int | None
+    ) -> int:
+        """Watch more addresses (those already watched are skipped); returns how many were
+        added. Raises :class:`SubscriptionNotFound`."""
+        sub = self.subscription(subscription_id, owner)
+        t = s.subscription_addresses
+        with self._writer.begin() as conn:
+            have = {
+                r[0]
+                for r in conn.execute(
+                    select(t.c.address).where(t.c.subscription_id == subscription_id)
+                ).all()
+            }
+            fresh = [a for a in dict.fromkeys(addresses) if a not in have]
+            _insert_addresses(conn, subscription_id, sub.chain, fresh, after_block)
+        return len(fresh)
+
+    def subscription(self, subscription_id: str, owner: str | None = None) -> SubscriptionRecord:
+        """One subscription (``owner``'s when given); raises :class:`SubscriptionNotFound`."""
+        t = s.subscriptions
+        query = select(t).where(t.c.subscription_id == subscription_id)
+        if owner is not None:
+            query = query.where(t.c.owner == owner)
+        with self._reader.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        if row is None:
+            raise SubscriptionNotFound(subscription_id)
+        return from_row(SubscriptionRecord, row)
+
+    def subscriptions(self, owner: str) -> list[SubscriptionRecord]:
+        """``owner``'s subscriptions, oldest first."""
+        t = s.subscriptions
+        with self._reader.connect() as conn:
+            rows = (
+                conn.execute(select(t).where(t.c.owner == owner).order_by(t.c.created_at))
+                .mappings()
+                .all()
+            )
+        return [from_row(SubscriptionRecord, r) for r in rows]
+
+    def address_count(self, subscription_id: str) -> int:
+        """How many addresses the subscription watches."""
+        t = s.subscription_addresses
+        with self._reader.connect() as conn:
+            rows = conn.execute(select(t.c.seq).where(t.c.subscription_id == subscription_id)).all()
+        return len(rows)
+
+    def stop_subscription(self, subscription_id: str, owner: str) -> SubscriptionRecord:
+        """Stop watching (deposits already seen still go to final); raises
+        :class:`SubscriptionNotFound`."""
+        self.subscription(subscription_id, owner)
+        t = s.subscriptions
+        with self._writer.begin() as conn:
+            conn.execute(
+                update(t).where(t.c.subscription_id == subscription_id).values(active=False)
+            )
+        return self.subscription(subscription_id, owner)
+
+    def active_subscriptions(self, chain: str) -> dict[str, SubscriptionRecord]:
+        """The active subscriptions of ``chain`` by id (what the engine's index keeps)."""
+        t = s.subscriptions
+        with self._reader.connect() as conn:
+            rows = (
+                conn.execute(select(t).where(t.c.chain == chain, t.c.active.is_(True)))
+                .mappings()
+                .all()
+            )
+        return {r["subscription_id"]: from_row(SubscriptionRecord, r) for r in rows}
+
+    def address_watches(self, chain: str, after_seq: int) -> list[AddressWatch]:
+        """Watched addresses of ``chain`` inserted after ``after_seq``, in order."""
+        t = s.subscription_addresses
+        query = (
+            select(t.c.seq, t.c.subscription_id, t.c.address, t.c.after_block)
+            .where(t.c.chain == chain, t.c.seq > after_seq)
+            .order_by(t.c.seq)
+        )
+        with self._reader.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [from_row(AddressWatch, r) for r in rows]
+
+    def deposit(self, settlement_id: str) -> DepositRecord:
+        """A deposit's own row; raises :class:`SettlementNotFound`."""
+        t = s.deposits
+        with self._reader.connect() as conn:
+            row = conn.execute(select(t).where(t.c.settlement_id == settlement_id)).mappings()
+            found = row.first()
+        if found is None:
+            raise SettlementNotFound(settlement_id)
+        return from_row(DepositRecord, found)
+
+    def deposits_of(
+        self, subscription_id: str, verdict: str | None, after_seq: int, limit: int
+    ) -> list[SettlementRecord]:
+        """Up to ``limit`` deposit settlements of a subscription with ``seq > after_seq``, in
+        order, of ``verdict`` when given."""
+        t, d = s.settlements, s.deposits
+        query = (
+            select(t)
+            .join(d, d.c.settlement_id == t.c.settlement_id)
+            .where(d.c.subscription_id == subscription_id, t.c.seq > after_seq)
+        )
+        if verdict is not None:
+            query = query.where(t.c.verdict == verdict)
+        with self._reader.connect() as conn:
+            rows = conn.execute(query.order_by(t.c.seq).limit(limit)).mappings().all()
+        return [from_row(SettlementRecord, r) for r in rows]
+
+
+def _insert_addresses(
+    conn: object, subscription_id: str, chain: str, addresses: Sequence[str], after: int | None
+) -> None:
+    if not addresses:
+        return
+    rows = [
+        {"subscription_id": subscription_id, "chain": chain, "address": a, "after_block": after}
+        for a in addresses
+    ]
+    conn.execute(insert(s.subscription_addresses), rows)  # type: ignore[attr-defined]
+
+
+# -- inside a block's transaction ---------------------------------------------------------
+
+
+def known_deposits(txn: BlockTxn, ids: Sequence[str]) -> set[str]:
+    """Those of ``ids`` already stored as deposits."""
+    if not ids:
+        return set()
+    t = s.deposits
+    rows = txn.conn.execute(select(t.c.settlement_id).where(t.c.settlement_id.in_(list(ids))))
+    return {r[0] for r in rows.all()}
+
+
+def insert_new_deposits(
+    txn: BlockTxn, rows: Sequence[tuple[NewSettlement, NewPaymentSpec, NewDeposit]]
+) -> None:
+    """Store deposits (their ids must be new: see :func:`known_deposits`)."""
+    if not rows:
+        return
+    txn.conn.execute(
+        insert(s.settlements), [{**settlement_values(n), "kind": DEPOSIT_KIND} for n, _, _ in rows]
+    )
+    txn.conn.execute(
+        insert(s.payment_specs),
+        [payment_spec_values(n.settlement_id, n.chain, spec) for n, spec, _ in rows],
+    )
+    txn.conn.execute(
+        insert(s.deposits),
+        [
+            {
+                "settlement_id": d.settlement_id,
+                "subscription_id": d.subscription_id,
+                "chain": txn.chain,
+                "tx_hash": d.tx_hash,
+                "ordinal": d.ordinal,
+                "address": d.address,
+                "asset": d.asset,
+            }
+            for _, _, d in rows
+        ],
+    )
+
+
+def deposits_in(txn: BlockTxn, ids: Sequence[str]) -> dict[str, DepositRecord]:
+    """The deposit rows of ``ids`` (those that are deposits)."""
+    if not ids:
+        return {}
+    t = s.deposits
+    rows = txn.conn.execute(select(t).where(t.c.settlement_id.in_(list(ids)))).mappings().all()
+    return {r["settlement_id"]: from_row(DepositRecord, r) for r in rows}
