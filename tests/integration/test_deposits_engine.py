@@ -1,0 +1,158 @@
+"""Deposits (standing address watches) counted by the real engine on a real anvil: native
+transfers and a real ERC-20 (tests/support/contracts/Token.sol, compiled by solc), seen then
+final with receipts that verify offline; reorgs before and after final; restarts and a
+second instance on the same PostgreSQL store neither lose nor repeat a deposit.
+
+One anvil serves the module (each test uses addresses of its own); each test has its own
+store and watcher. The clock is injected; nothing sleeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from guard.payment import NATIVE
+from guard.verify import verify_receipt
+from tests.e2e.test_payments_receipts_engine import issuer
+from tests.integration.deposit_helpers import deposits, event_kinds, facts, pay, subscribe
+from tests.integration.helpers import FakeClock, Rig, make_watcher
+from tests.support.anvil import Anvil
+from tests.support.erc20 import Token, deploy_token
+
+pytestmark = pytest.mark.anvil
+N = 3
+
+
+@pytest.fixture(scope="module")
+def node() -> Iterator[Anvil]:
+    anvil = Anvil()
+    yield anvil
+    anvil.stop()
+
+
+@pytest.fixture(scope="module")
+def token(node: Anvil) -> Token:
+    t = deploy_token(node)
+    t.mint(node.accounts[1], 10**12)
+    return t
+
+
+def fresh(count: int) -> list[str]:
+    """Addresses no other test watches."""
+    base = int.from_bytes(__import__("os").urandom(8), "big") << 64
+    return ["0x" + f"{base + i:040x}" for i in range(count)]
+
+
+@pytest.fixture
+def rig(node: Anvil, tmp_path: Path) -> Iterator[Rig]:
+    start = int(node.block()["timestamp"], 16) * 1000
+    r = make_watcher(node, f"sqlite:///{tmp_path}/dep.db", FakeClock(start), confirmations=N)
+    r.watcher.catch_up()
+    yield r
+    r.store.close()
+
+
+def test_many_addresses_each_transfer_seen_once_then_final_with_a_receipt_proving_it(
+    rig: Rig, token: Token
+) -> None:
+    watched = fresh(300)
+    sub = subscribe(rig, watched, [NATIVE, token.address])
+    native_tx = pay(rig, 1, watched[7], 12_345)
+    token_tx = token.transfer_many(1, [(watched[250], 40), (fresh(1)[0], 5), (watched[3], 60)])
+    rig.watcher.catch_up()
+    seen = deposits(rig, sub)
+    assert sorted(facts(rig, d)[0][2] for d in seen) == ["12345", "40", "60"]
+    assert {d.verdict for d in seen} == {"AWAITING_FINALITY"}
+    for _ in range(2):  # processing again (a restart) adds nothing
+        rig.restart().catch_up()
+    rig.mine_and_poll(N)
+    final = deposits(rig, sub)
+    assert [d.settlement_id for d in final] == [d.settlement_id for d in seen]
+    assert {d.verdict for d in final} == {"FINALITY_CONFIRMED"}
+    receipts = issuer(rig)
+    receipts.run(rig)
+    payer = rig.anvil.accounts[1].lower()
+    by_value = {}
+    for d in final:
+        assert event_kinds(rig, d.settlement_id).count("deposit_seen") == 1
+        assert "deposit_confirmed" in event_kinds(rig, d.settlement_id)
+        receipt = receipts.latest(d.settlement_id)
+        verify_receipt(receipt)
+        (transfer,) = receipt["payment"]["transfers"]
+        assert transfer["from"] == payer and receipt["payment"]["from"] == payer
+        assert receipt["payment"]["amount"] == transfer["value"]
+        by_value[transfer["value"]] = transfer
+    assert by_value["12345"]["tx_hash"] == native_tx and by_value["12345"]["log_index"] is None
+    assert by_value["40"]["tx_hash"] == token_tx == by_value["60"]["tx_hash"]
+    assert by_value["60"]["log_index"] == by_value["40"]["log_index"] + 2  # the third log
+
+
+def test_a_reorg_takes_a_seen_deposit_back_and_a_re_included_one_counts_once(
+    rig: Rig,
+) -> None:
+    gone, back = fresh(2)
+    sub = subscribe(rig, [gone, back], [NATIVE])
+    pay(rig, 2, gone, 1_000)
+    kept = pay(rig, 1, back, 2_000)  # another sender: its nonce does not need the lost tx
+    raw = rig.anvil.raw_tx(kept)
+    rig.watcher.catch_up()
+    assert len(deposits(rig, sub)) == 2
+    rig.anvil.reorg(2, [(raw, 1)])  # both blocks replaced; only the second tx comes back
+    rig.mine_and_poll(N)
+    after = {facts(rig, d)[0][2] if facts(rig, d) else "gone": d for d in deposits(rig, sub)}
+    assert set(after) == {"gone", "2000"}
+    lost, again = after["gone"], after["2000"]
+    assert lost.verdict == "AWAITING_FINALITY"  # never final
+    assert event_kinds(rig, lost.settlement_id) == ["deposit_seen", "deposit_reorged"]
+    assert again.verdict == "FINALITY_CONFIRMED"
+    assert event_kinds(rig, again.settlement_id).count("deposit_seen") == 1
+    assert facts(rig, again)[0][0] == kept
+    rig.clock.advance(seconds=rig.config.timeout_s + 1)
+    rig.mine_and_poll(1)
+    failed = rig.store.settlement(lost.settlement_id)
+    assert failed.verdict == "TIMEOUT_TREATED_AS_FAILURE"
+    assert "taken out by a reorg" in failed.decision["directive"]
+
+
+def test_a_reorg_after_final_is_a_violation_with_its_revocation(rig: Rig) -> None:
+    (to,) = fresh(1)
+    sub = subscribe(rig, [to], [NATIVE])
+    pay(rig, 1, to, 777)
+    rig.mine_and_poll(N)
+    (dep,) = deposits(rig, sub)
+    assert dep.verdict == "FINALITY_CONFIRMED"
+    receipts = issuer(rig)
+    receipts.run(rig)
+    rig.anvil.reorg(N + 1)
+    rig.mine_and_poll(1)
+    assert "finality_violation" in event_kinds(rig, dep.settlement_id)
+    assert "deposit_reorged" in event_kinds(rig, dep.settlement_id)
+    receipts.run(rig)
+    assert receipts.store.latest(dep.settlement_id) is None  # withdrawn by its revocation
+
+
+def test_two_instances_on_postgresql_neither_lose_nor_repeat_a_deposit(
+    node: Anvil, pg_url: str, token: Token
+) -> None:
+    first = make_watcher(node, pg_url, confirmations=N)
+    first.watcher.catch_up()
+    watched = fresh(20)
+    sub = subscribe(first, watched, [NATIVE, token.address])
+    pay(first, 1, watched[0], 1)
+    first.watcher.catch_up()
+    second = make_watcher(node, pg_url, first.clock, confirmations=N)  # the successor
+    token.transfer(1, watched[1], 2)
+    pay(first, 1, watched[2], 3)
+    second.watcher.catch_up()
+    first.watcher.reset()  # the predecessor comes back later: it reloads from the store
+    first.mine_and_poll(N)
+    second.mine_and_poll(1)
+    got = deposits(first, sub)
+    assert sorted(facts(first, d)[0][2] for d in got) == ["1", "2", "3"]
+    assert {d.verdict for d in got} == {"FINALITY_CONFIRMED"}
+    assert all(event_kinds(first, d.settlement_id).count("deposit_seen") == 1 for d in got)
+    first.store.close()
+    second.store.close()
