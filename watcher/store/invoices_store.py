@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from sqlalchemy import func, insert, select, update
 
-from guard.payment import PAYMENT_KIND
 from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
 from watcher.store.db import Db
@@ -82,9 +81,7 @@ class InvoiceQueries:
         try:
             with self._writer.begin() as conn:
                 conn.execute(insert(t).values(**invoice.__dict__))
-                conn.execute(
-                    insert(s.settlements).values(**settlement_values(new), kind=PAYMENT_KIND)
-                )
+                conn.execute(insert(s.settlements).values(**settlement_values(new)))
                 conn.execute(
                     insert(s.payment_specs).values(
                         **payment_spec_values(new.settlement_id, new.chain, spec)
