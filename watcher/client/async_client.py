@@ -74,6 +74,30 @@ class AsyncFinalityClient:
         body = common.payment_registration(chain, to, asset, amount, **opts)
         return dict(await self.request("POST", "/v1/settlements", json=body))
 
+    async def subscribe(
+        self, chain: str, addresses: list[str], assets: list[str], **opts: Any
+    ) -> View:
+        """Watch addresses for deposits (see ``FinalityClient.subscribe``)."""
+        body = common.subscription_body(chain, addresses, assets, **opts)
+        return dict(await self.request("POST", "/v1/subscriptions", json=body))
+
+    async def deposits(self, subscription_id: str, **filters: str | int | None) -> dict[str, Any]:
+        """One page of a subscription's deposits (``verdict``, ``cursor``, ``limit``)."""
+        params = {k: v for k, v in filters.items() if v is not None}
+        path = f"/v1/subscriptions/{subscription_id}/deposits"
+        return dict(await self.request("GET", path, params=params))
+
+    async def create_invoice(
+        self, chain: str, asset: str, amount: int | str, expires_in_s: float, **opts: Any
+    ) -> View:
+        """An invoice at a fresh address (see ``FinalityClient.create_invoice``)."""
+        body = common.invoice_body(chain, asset, amount, expires_in_s, **opts)
+        return dict(await self.request("POST", "/v1/invoices", json=body))
+
+    async def invoice(self, invoice_id: str) -> View:
+        """An invoice's view."""
+        return dict(await self.request("GET", f"/v1/invoices/{invoice_id}"))
+
     async def get(self, settlement_id: str) -> View:
         """One settlement's view."""
         return dict(await self.request("GET", f"/v1/settlements/{settlement_id}"))

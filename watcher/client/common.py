@@ -88,6 +88,24 @@ def payment_registration(
     return {**body, **{k: v for k, v in given.items() if v is not None}}
 
 
+def subscription_body(
+    chain: str, addresses: list[str], assets: list[str], **opts: Any
+) -> dict[str, Any]:
+    """The ``POST /v1/subscriptions`` body: ``opts`` are ``confirmations``, ``commit_url``,
+    ``reference`` (None left out)."""
+    body = {"chain": chain, "addresses": addresses, "assets": assets}
+    return {**body, **{k: v for k, v in opts.items() if v is not None}}
+
+
+def invoice_body(
+    chain: str, asset: str, amount: int | str, expires_in_s: float, **opts: Any
+) -> dict[str, Any]:
+    """The ``POST /v1/invoices`` body (``amount`` as a decimal string); ``opts`` are
+    ``reference``, ``dependent_state``, ``commit_url`` (None left out)."""
+    body = {"chain": chain, "asset": asset, "amount": str(amount), "expires_in_s": expires_in_s}
+    return {**body, **{k: v for k, v in opts.items() if v is not None}}
+
+
 def unreachable(base: str, exc: Exception) -> Unreachable:
     """The error for a request that got no answer."""
     return Unreachable(f"cannot reach the finality daemon at {base}: {exc}")

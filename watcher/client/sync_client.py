@@ -90,6 +90,39 @@ class FinalityClient:
         body = common.payment_registration(chain, to, asset, amount, **opts)
         return dict(self.request("POST", "/v1/settlements", json=body))
 
+    def subscribe(self, chain: str, addresses: list[str], assets: list[str], **opts: Any) -> View:
+        """Watch ``addresses`` for transfers of ``assets`` (``"native"``, token contracts);
+        each becomes a deposit (docs/deposits.md). Options: ``confirmations``,
+        ``commit_url``, ``reference``."""
+        body = common.subscription_body(chain, addresses, assets, **opts)
+        return dict(self.request("POST", "/v1/subscriptions", json=body))
+
+    def unsubscribe(self, subscription_id: str) -> View:
+        """Stop a subscription (deposits already seen still go to final)."""
+        return dict(self.request("DELETE", f"/v1/subscriptions/{subscription_id}"))
+
+    def deposits(self, subscription_id: str, **filters: str | int | None) -> dict[str, Any]:
+        """One page of a subscription's deposits (``verdict``, ``cursor``, ``limit``)."""
+        params = {k: v for k, v in filters.items() if v is not None}
+        path = f"/v1/subscriptions/{subscription_id}/deposits"
+        return dict(self.request("GET", path, params=params))
+
+    def create_invoice(
+        self, chain: str, asset: str, amount: int | str, expires_in_s: float, **opts: Any
+    ) -> View:
+        """An invoice at a fresh address (docs/invoices.md). Options: ``reference``,
+        ``dependent_state``, ``commit_url``."""
+        body = common.invoice_body(chain, asset, amount, expires_in_s, **opts)
+        return dict(self.request("POST", "/v1/invoices", json=body))
+
+    def invoice(self, invoice_id: str) -> View:
+        """An invoice's view: its state, address, payment URI, what was paid."""
+        return dict(self.request("GET", f"/v1/invoices/{invoice_id}"))
+
+    def accept_invoice(self, invoice_id: str) -> View:
+        """Accept a late payment (state ``paid_late``): the invoice becomes ``settled``."""
+        return dict(self.request("POST", f"/v1/invoices/{invoice_id}/accept"))
+
     def get(self, settlement_id: str) -> View:
         """One settlement's view (``GET /v1/settlements/{id}``)."""
         return dict(self.request("GET", f"/v1/settlements/{settlement_id}"))

@@ -25,6 +25,20 @@ Every call is a new payment unless `reference` (an order id) repeats. A partial 
 the deadline is TIMEOUT_TREATED_AS_FAILURE: refunding what was paid is yours. Keep the
 settlement_id and call may_commit or wait_for_finality before shipping."""
 
+CREATE_INVOICE = """\
+Create an invoice: the daemon derives a fresh address (never used before) from its
+configured extended public key and watches it for `amount` base units (a decimal string) of
+`asset` ("native" or an ERC-20 contract) on `chain` until `expires_in_s`. Give the payer
+`address` or `payment_uri` (an EIP-681 ethereum: URI a wallet opens). Keep `invoice_id`; its
+`state` goes new -> processing (paid in full, not final) -> settled (final, with a receipt),
+or expired, paid_partial, paid_over, paid_late, invalid. Ship only when `state` is settled or
+paid_over."""
+
+GET_INVOICE = """\
+An invoice's current view: `state` (new, processing, settled, paid_partial, paid_over,
+expired, paid_late, invalid), the payment's `verdict`, `transfers`, `paid`, `remaining`,
+`address`, `payment_uri`, `expires_at`. Its receipt is its settlement's (settlement_id)."""
+
 REGISTER = """\
 Start watching a settlement and get its current view. For an EVM transaction give `chain`
 (a chain name the daemon knows, e.g. "local", "mainnet") and `tx_hash` (0x + 64 hex digits);

@@ -61,6 +61,14 @@ class DaemonApi:
         """``POST /v1/settlements`` of a payment to an address (``kind`` evm_payment)."""
         return await self._call(self.client.request("POST", "/v1/settlements", json=body))
 
+    async def create_invoice(self, body: dict[str, Any]) -> View:
+        """``POST /v1/invoices``: a new invoice at a fresh address."""
+        return await self._call(self.client.request("POST", "/v1/invoices", json=body))
+
+    async def invoice(self, invoice_id: str) -> View:
+        """``GET /v1/invoices/{id}``."""
+        return await self._call(self.client.invoice(_seg(invoice_id)))
+
     async def settlement(self, settlement_id: str) -> View:
         """``GET /v1/settlements/{id}``."""
         return await self._call(self.client.get(_seg(settlement_id)))

@@ -17,7 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from watcher.client.common import payment_registration, registration
+from watcher.client.common import invoice_body, payment_registration, registration
 from watcher.mcp import descriptions as text
 from watcher.mcp.decide import decision, is_terminal, progress_line
 from watcher.mcp.mcp_backend import DaemonApi
@@ -82,6 +82,30 @@ class Tools:
             chain, to, asset, amount, sender=sender, reference=reference, **opts
         )
         return await self.api.register_payment(body)
+
+    async def create_invoice(
+        self,
+        chain: Annotated[str, Field(description="chain name, e.g. 'local'")],
+        asset: Annotated[str, Field(description="'native' or the token contract")],
+        amount: Annotated[str, Field(description="base units, a decimal string")],
+        expires_in_s: Annotated[float, Field(gt=0, description="seconds until it expires")],
+        reference: Annotated[str | None, Field(description="your order id")] = None,
+        dependent_state: Annotated[Any, Field(description="JSON the daemon holds")] = None,
+        commit_url: Annotated[str | None, Field(description="where to deliver it")] = None,
+    ) -> Json:
+        opts = {
+            "reference": reference,
+            "dependent_state": dependent_state,
+            "commit_url": commit_url,
+        }
+        return await self.api.create_invoice(
+            invoice_body(chain, asset, amount, expires_in_s, **opts)
+        )
+
+    async def get_invoice(
+        self, invoice_id: Annotated[str, Field(description="inv_… from create_invoice")]
+    ) -> Json:
+        return await self.api.invoice(invoice_id)
 
     async def get_settlement(self, settlement_id: SettlementId) -> Json:
         return await self.api.settlement(settlement_id)
@@ -184,6 +208,8 @@ def build_server(api_url: str, token: str | None = None) -> MCPServer:
             ToolAnnotations(destructive_hint=False, idempotent_hint=True),
         ),
         (tools.register_payment, text.REGISTER_PAYMENT, ToolAnnotations(destructive_hint=False)),
+        (tools.create_invoice, text.CREATE_INVOICE, ToolAnnotations(destructive_hint=False)),
+        (tools.get_invoice, text.GET_INVOICE, reads),
         (tools.get_settlement, text.GET, reads),
         (tools.check_transaction, text.CHECK, reads),
         (tools.wait_for_finality, text.WAIT, reads),
