@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,15 @@ def pay(anvil: Anvil, sender: int, to: str, value: int) -> str:
     return tx_hash
 
 
+def receipt_of(daemon: Daemon, settlement_id: str) -> dict[str, Any] | None:
+    answer = daemon.get(f"/v1/settlements/{settlement_id}/receipt")
+    return answer.json() if answer.status_code == 200 else None
+
+
+def effects_of(receiver: Receiver, settlement_id: str) -> list[dict[str, Any]] | None:
+    return [b for b in receiver.effects() if b.get("settlement_id") == settlement_id] or None
+
+
 def fresh(tag: int) -> str:
     return "0x" + f"{0xD0000 + tag:040x}"
 
@@ -101,26 +111,11 @@ def test_a_subscription_sees_deposits_and_commits_each_once(
     listed = daemon.get("/v1/settlements", params={"kind": "evm_deposit"}).json()["items"]
     assert {d["settlement_id"] for d in items} <= {d["settlement_id"] for d in listed}
     for deposit in items:
-        receipt = wait_for(
-            lambda d=deposit: (
-                r.json()
-                if (r := daemon.get(f"/v1/settlements/{d['settlement_id']}/receipt")).status_code
-                == 200
-                else None
-            ),
-            20,
-            what="the deposit's receipt",
-        )
+        did = deposit["settlement_id"]
+        receipt = wait_for(partial(receipt_of, daemon, did), 20, what="its receipt")
         verify_receipt(receipt)
         assert receipt["payment"]["transfers"][0]["value"] == deposit["amount"]
-        commits = wait_for(
-            lambda d=deposit: (
-                [b for b in receiver.effects() if b.get("settlement_id") == d["settlement_id"]]
-                or None
-            ),
-            20,
-            what="the deposit's commit",
-        )
+        commits = wait_for(partial(effects_of, receiver, did), 20, what="its commit")
         assert [c["type"] for c in commits] == ["commit"]
     gone = cli(daemon, "subscriptions", "delete", sid)
     assert gone["active"] is False
