@@ -21,6 +21,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute, iter_route_contexts
 
 from watcher.api.auth import Callers, Require
+from watcher.api.guards import MUTATING
 from watcher.api.models.errors import ErrorBody
 
 _REF = {"$ref": "#/components/schemas/ErrorBody"}
@@ -95,7 +96,7 @@ def with_security(
     doc: dict[str, Any], scopes: dict[tuple[str, str], str], required: bool
 ) -> dict[str, Any]:
     """``doc`` with the bearer scheme, each guarded operation's scope when tokens are
-    ``required``, and 415 on every POST."""
+    ``required``, and 415 on every POST (and DELETE)."""
     components = doc.setdefault("components", {})
     components["securitySchemes"] = {
         "bearer": {
@@ -107,7 +108,7 @@ def with_security(
     for path, item in doc.get("paths", {}).items():
         for method, operation in item.items():
             responses = operation.setdefault("responses", {})
-            if method == "post":
+            if method.upper() in MUTATING:  # POST, DELETE...: JSON only (api/guards.py)
                 responses.setdefault("415", _error("Not application/json"))
                 operation.setdefault("requestBody", _EMPTY_BODY)
             scope = scopes.get((path, method))
