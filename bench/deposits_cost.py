@@ -1,0 +1,138 @@
+"""What standing address watches cost per block, run by hand:
+``.venv/bin/python -m bench.deposits_cost [--addresses 100000] [--deposits 1000] [--blocks 6]``.
+
+A real anvil (gas limit raised, mining on demand) with a real ERC-20, every call counted by
+a proxy in front of it (bench/proxy.py). One subscription watches ``--addresses`` addresses
+for the native coin and the token; then, ``--blocks`` times: ``--deposits`` transfers to
+watched addresses are sent (half native value transfers from the node's accounts, half
+``Transfer`` logs of one ``transferMany`` tx) and mined in one block, and the watcher polls
+once. Printed per poll: JSON-RPC calls (by method), CPU seconds of the process
+(``time.process_time``: the matching, the store writes, the decisions of every deposit not
+yet final) and the process's peak RSS. The target (issue 26): at most 3 calls a poll and
+100 ms of CPU a block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import secrets
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from bench.common import Anvil
+from bench.proxy import CountingProxy
+from chains.rpc import RpcClient, Web3Transport
+from guard.payment import NATIVE
+from tests.integration.helpers import chain_config
+from tests.support.erc20 import Token, deploy_token
+from watcher.engine.chain_watcher import ChainWatcher
+from watcher.store import Store
+from watcher.store.deposit_records import NewSubscription
+
+
+def _subscribe(store: Store, watcher: ChainWatcher, token: Token, addresses: list[str]) -> float:
+    """One subscription over ``addresses`` (as ``POST /v1/subscriptions`` stores it, in
+    requests of 10,000); seconds it took."""
+    head = store.chain(watcher.config.name)
+    start = time.perf_counter()
+    sub = NewSubscription(
+        subscription_id="sub_" + secrets.token_hex(12),
+        chain=watcher.config.name,
+        owner="anonymous",
+        assets=(NATIVE, token.address.lower()),
+        confirmations=None,
+        commit_url=None,
+        reference=None,
+        after_block=head.head_number if head else None,
+        created_at=int(time.time() * 1000),
+    )
+    store.create_subscription(sub, addresses[:10_000])
+    for at in range(10_000, len(addresses), 10_000):
+        store.add_subscription_addresses(
+            sub.subscription_id, "anonymous", addresses[at : at + 10_000], sub.after_block
+        )
+    return time.perf_counter() - start
+
+
+def _send_block(anvil: Anvil, token: Token, targets: list[str]) -> None:
+    """Half of ``targets`` paid in native value (a batch of eth_sendTransaction from the
+    node's accounts), half by one transferMany; nothing mined yet."""
+    half = len(targets) // 2
+    senders = anvil.accounts[1:10]
+    nonces = {a: int(anvil.rpc("eth_getTransactionCount", a, "pending"), 16) for a in senders}
+    batch = []
+    for i, to in enumerate(targets[:half]):
+        sender = senders[i % len(senders)]
+        tx = {"from": sender, "to": to, "value": hex(1 + i), "nonce": hex(nonces[sender])}
+        nonces[sender] += 1
+        batch.append({"jsonrpc": "2.0", "id": i, "method": "eth_sendTransaction", "params": [tx]})
+    if batch:
+        answers = anvil._session.post(anvil.url, json=batch, timeout=120).json()
+        errors = [a for a in answers if "error" in a]
+        assert not errors, errors[:1]
+    rest = targets[half:]
+    if rest:
+        token.transfer_many(0, [(to, 1) for to in rest], wait=False)
+
+
+def run(addresses: int, deposits: int, blocks: int, workdir: Path) -> None:
+    anvil = Anvil("--no-mining", "--gas-limit", "1000000000", "--accounts", "10")
+    try:
+        anvil.rpc("evm_setAutomine", True)
+        token = deploy_token(anvil)
+        token.mint(anvil.accounts[0], 10**30)
+        anvil.rpc("evm_setAutomine", False)
+        proxy = CountingProxy(anvil.url)
+        store = Store.open(f"sqlite:///{workdir}/deposits.db")
+        config = chain_config(anvil, confirmations=3)
+        watcher = ChainWatcher(config, store, RpcClient(Web3Transport(proxy.url)))
+        watcher.catch_up()
+        watched = ["0x" + f"{0xDE00000000 + i:040x}" for i in range(addresses)]
+        took = _subscribe(store, watcher, token, watched)
+        cpu = time.process_time()
+        watcher.poll()  # indexes the addresses
+        print(
+            f"{addresses} addresses: subscribed in {took:.2f} s, indexed in "
+            f"{time.process_time() - cpu:.2f} s CPU"
+        )
+        for b in range(blocks):
+            targets = [watched[(b * deposits + i) * 7919 % addresses] for i in range(deposits)]
+            _send_block(anvil, token, targets)
+            anvil.rpc("anvil_mine", "0x1")
+            before = Counter(proxy.calls)
+            cpu = time.process_time()
+            watcher.poll()
+            spent = time.process_time() - cpu
+            calls = Counter(proxy.calls)
+            calls.subtract(before)
+            used = {k: v for k, v in calls.items() if v}
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            print(
+                f"block {b + 1}: {sum(used.values())} calls {used}, "
+                f"CPU {spent * 1000:.0f} ms, peak RSS {rss:.0f} MiB"
+            )
+        sub_id = store.subscriptions("anonymous")[0].subscription_id
+        stored = store.deposits_of(sub_id, None, 0, 10**7)
+        final = sum(1 for d in stored if d.verdict == "FINALITY_CONFIRMED")
+        print(f"deposits stored: {len(stored)} ({final} final)")
+        store.close()
+        proxy.close()
+    finally:
+        anvil.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--addresses", type=int, default=100_000)
+    parser.add_argument("--deposits", type=int, default=1_000)
+    parser.add_argument("--blocks", type=int, default=6)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        run(args.addresses, args.deposits, args.blocks, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()
