@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from bench.common import Anvil
 from bench.proxy import CountingProxy
@@ -63,7 +64,7 @@ def _send_block(anvil: Anvil, token: Token, targets: list[str]) -> None:
     half = len(targets) // 2
     senders = anvil.accounts[1:10]
     nonces = {a: int(anvil.rpc("eth_getTransactionCount", a, "pending"), 16) for a in senders}
-    batch = []
+    batch: list[Any] = []
     for i, to in enumerate(targets[:half]):
         sender = senders[i % len(senders)]
         tx = {"from": sender, "to": to, "value": hex(1 + i), "nonce": hex(nonces[sender])}

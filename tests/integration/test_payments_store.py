@@ -90,7 +90,7 @@ def test_transfers_are_counted_per_block_and_dropped_by_a_reorg(store: Store) ->
         add_transfers(txn, 2, [_transfer(sid, 2, 400)])
         add_transfers(txn, 3, [_transfer(sid, 3, 100, log_index=4)])
         add_transfers(txn, 3, [_transfer(sid, 3, 100, log_index=4)])  # a re-scan: once
-        assert [r.settlement_id for r in payments_due(txn, 0)] == [sid]
+        assert [r.settlement_id for r in payments_due(txn, 0, 3)] == [sid]
     got = store.payment_transfers(sid)
     assert [(t.block_number, t.value, t.log_index) for t in got] == [
         (2, "400", None),

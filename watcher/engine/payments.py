@@ -226,7 +226,8 @@ class PaymentCommits(ChainState):
             counted += deposit_writes(txn, self.config, self.plan, subs, found.deposits)
             add_transfers(txn, block.header.number, counted)
         late_ms = int(self.config.late_watch_s * 1000)
-        due = {r.settlement_id: r for r in payments_due(txn, late_ms)}
+        ripe = (pos.head_number, pos.finalized_number, pos.safe_number)
+        due = {r.settlement_id: r for r in payments_due(txn, late_ms, *ripe)}
         for r in txn.by_ids(sorted(touched - set(due))):
             due[r.settlement_id] = r
         if not due:

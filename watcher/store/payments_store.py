@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
 from chains.quorum import Anchor
-from guard.payment import ADDRESS_KINDS, PAYMENT_KIND
+from guard.payment import ADDRESS_KINDS, DEPOSIT_KIND, PAYMENT_KIND
 from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
 from watcher.store.conditions import deadline_reasons
@@ -250,11 +250,29 @@ def drop_transfers_in(txn: BlockTxn, block_hashes: Sequence[str]) -> list[Transf
     return [from_row(TransferRecord, r) for r in rows]
 
 
-def payments_due(txn: BlockTxn, late_watch_ms: int) -> list[SettlementRecord]:
-    """Watched payments whose verdict may change now: those with counted transfers (they
-    may have become final), and those whose deadline (or late watch) passed."""
+def payments_due(
+    txn: BlockTxn,
+    late_watch_ms: int,
+    head: int,
+    finalized: int | None = None,
+    safe: int | None = None,
+) -> list[SettlementRecord]:
+    """Watched payments and deposits whose verdict may change now: payments with counted
+    transfers (they may have become final), deposits whose transfer's block may be final at
+    ``head`` (by depth, or at or below the ``finalized``/``safe`` height: a superset of every
+    rule), and those whose deadline (or late watch) passed. A deposit is not decided while
+    its one transfer is merely deeper than before: nothing about it can change until then
+    (a reorg that takes the transfer out decides it anyway)."""
     t, x = s.settlements, s.payment_transfers
     with_transfers = select(x.c.settlement_id).where(x.c.chain == txn.chain).distinct()
+    d = s.settlements.alias("d")
+    ripe = [x.c.block_number + d.c.required_confirmations - 1 <= head]
+    ripe += [x.c.block_number <= h for h in (finalized, safe) if h is not None]
+    ripe_deposits = (
+        select(x.c.settlement_id)
+        .join(d, d.c.settlement_id == x.c.settlement_id)
+        .where(x.c.chain == txn.chain, d.c.kind == DEPOSIT_KIND, or_(*ripe))
+    )
     rows = (
         txn.conn.execute(
             select(t)
@@ -263,7 +281,8 @@ def payments_due(txn: BlockTxn, late_watch_ms: int) -> list[SettlementRecord]:
                 t.c.kind.in_(ADDRESS_KINDS),
                 t.c.watching.is_(True),
                 or_(
-                    t.c.settlement_id.in_(with_transfers),
+                    and_(t.c.kind == PAYMENT_KIND, t.c.settlement_id.in_(with_transfers)),
+                    t.c.settlement_id.in_(ripe_deposits),
                     *deadline_reasons(txn.now, late_watch_ms),
                 ),
             )
