@@ -18,8 +18,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 
-from guard.payment import DEPOSIT_KIND, PaymentSpec, RulePosition, Transfer, decide_payment
-from guard.settlement import Decision, Settlement, SettlementPolicy, Verdict
+from guard.payment import DEPOSIT_KIND, Transfer
+from guard.settlement import Decision, Verdict
 
 
 def deposit_id(subscription_id: str, tx_hash: str, asset: str, address: str, ordinal: int) -> str:
@@ -30,20 +30,11 @@ def deposit_id(subscription_id: str, tx_hash: str, asset: str, address: str, ord
     return "dep_" + hashlib.sha256(key).hexdigest()[:24]
 
 
-def decide_deposit(
-    settlement: Settlement,
-    chain: str,
-    spec: PaymentSpec,
-    transfers: list[Transfer],
-    pos: RulePosition,
-    policy: SettlementPolicy,
-    now: int,
-    hold: str | None = None,
-) -> Decision:
-    """A deposit's decision: the payment decision over its one transfer (none while a reorg
-    has taken it out). A deposit that times out with no transfer was reorged out and not
-    included again: its directive says so."""
-    decision = decide_payment(settlement, chain, spec, transfers, pos, policy, now, hold)
+def deposit_decision(decision: Decision, transfers: list[Transfer]) -> Decision:
+    """A deposit's decision from the payment decision over its one transfer
+    (:func:`guard.payment.decide_payment`; none while a reorg has taken it out). A deposit
+    that times out with no transfer was reorged out and not included again: its directive
+    says so."""
     if decision.verdict is Verdict.TIMEOUT_TREATED_AS_FAILURE and not transfers:
         note = (
             " The deposit's transfer was taken out by a reorg and not included again"

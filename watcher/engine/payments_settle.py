@@ -12,7 +12,7 @@ block.
 
 from __future__ import annotations
 
-from guard.deposit import decide_deposit
+from guard.deposit import deposit_decision
 from guard.payment import DEPOSIT_KIND, PaymentSpec, RulePosition, Transfer, decide_payment
 from guard.settlement import (
     Decision,
@@ -77,17 +77,19 @@ def decide_payment_settlement(
     settlement = Settlement(
         SettlementId(rec.settlement_id), True, UnixMillis(rec.initiated_at), rec.timeout_ms
     )
-    decide = decide_deposit if rec.kind == DEPOSIT_KIND else decide_payment
-    fresh = decide(
+    counted = [transfer_of(t) for t in transfers]
+    fresh = decide_payment(
         settlement,
         rec.chain,
         spec_of(spec),
-        [transfer_of(t) for t in transfers],
+        counted,
         rule_position(rec, pos),
         rules.policy,
         now,
         _hold(rec, rules),
     )
+    if rec.kind == DEPOSIT_KIND:
+        fresh = deposit_decision(fresh, counted)
     previous = decision_from_json(rec.decision)
     transition = settle_transition(previous, fresh, rules.reversal if reversed_ else None)
     kept = transition.decision

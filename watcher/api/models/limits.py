@@ -59,6 +59,19 @@ def shape_problem(
     return None
 
 
+def storable(value: object, field_name: str | None) -> object:
+    """``value`` if it can be stored: every string UTF-8 (no lone surrogate), and a
+    ``dependent_state`` within its depth and keys; else the ``ValueError`` a model's
+    ``mode="before"`` validator raises (pydantic names the field)."""
+    if lone_surrogate(value):
+        raise ValueError("holds a lone surrogate (not UTF-8)")
+    if field_name == "dependent_state" and value is not None:
+        problem = shape_problem(value, "dependent_state")
+        if problem is not None:
+            raise ValueError(problem.removeprefix("dependent_state: "))
+    return value
+
+
 def _short(path: str, most: int = 60) -> str:
     """A path as an error shows it: its end, if long (the deep part is the interesting one)."""
     return path if len(path) <= most else "…" + path[-most:]

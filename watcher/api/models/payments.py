@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from guard.payment import NATIVE, InvalidPaymentField, parse_amount, parse_payment_address
-from watcher.api.models.limits import MAX_DEPTH, MAX_KEYS, lone_surrogate, shape_problem
+from watcher.api.models.limits import MAX_DEPTH, MAX_KEYS, storable
 from watcher.api.models.settlements import MIN_TIMEOUT_S
 
 MAX_REFERENCE = 128
@@ -52,13 +52,7 @@ class PaymentRequest(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _storable(cls, value: Any, info: ValidationInfo) -> Any:
-        if lone_surrogate(value):
-            raise ValueError("holds a lone surrogate (not UTF-8)")
-        if info.field_name == "dependent_state" and value is not None:
-            problem = shape_problem(value, "dependent_state")
-            if problem is not None:
-                raise ValueError(problem.removeprefix("dependent_state: "))
-        return value
+        return storable(value, info.field_name)
 
     @field_validator("to", "sender")
     @classmethod

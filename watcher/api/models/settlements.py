@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from guard.errors import InvalidHash
 from guard.hexes import parse_tx_hash
-from watcher.api.models.limits import MAX_DEPTH, MAX_KEYS, lone_surrogate, shape_problem
+from watcher.api.models.limits import MAX_DEPTH, MAX_KEYS, storable
 from watcher.api.models.params import MAX_ID
 
 MAX_BATCH = 1000
@@ -83,13 +83,7 @@ class SettlementRequest(BaseModel):
     @classmethod
     def _storable(cls, value: Any, info: ValidationInfo) -> Any:
         """Every string storable as UTF-8; ``dependent_state`` within its depth and keys."""
-        if lone_surrogate(value):
-            raise ValueError("holds a lone surrogate (not UTF-8)")
-        if info.field_name == "dependent_state" and value is not None:
-            problem = shape_problem(value, "dependent_state")
-            if problem is not None:
-                raise ValueError(problem.removeprefix("dependent_state: "))
-        return value
+        return storable(value, info.field_name)
 
     @field_validator("tx_hash")
     @classmethod
