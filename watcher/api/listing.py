@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from guard.payment import PAYMENT_KIND
 from watcher.api.auth import Reader, Registrar
+from watcher.api.cursors import CURSOR, cursor_seq
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError, validation_body
 from watcher.api.json_answer import JsonAnswer
@@ -39,9 +40,6 @@ from watcher.store import NewSettlement, SettlementRecord
 from watcher.store.listing_store import EVM_KIND, listing
 from watcher.store.payment_records import NewPaymentSpec
 from watcher.store.payments_store import PaymentConflict, spec_conflict
-
-CURSOR = r"^[0-9]{1,18}$"
-"""What a cursor looks like (a ``seq``)."""
 
 
 def router(deps: ApiDeps) -> APIRouter:
@@ -103,15 +101,6 @@ def router(deps: ApiDeps) -> APIRouter:
         return JsonAnswer({"results": [r for r in results if r is not None]})
 
     return api
-
-
-def cursor_seq(cursor: str | None) -> int:
-    """The seq a cursor stands for; 422 naming ``cursor`` if it is not one we gave out."""
-    if cursor is None:
-        return 0
-    if not cursor.isascii() or not cursor.isdigit() or len(cursor) > 18:
-        raise ApiError(422, "cursor: not a cursor this API gave out", fields=["cursor"])
-    return int(cursor)
 
 
 def _stored_result(

@@ -18,9 +18,9 @@ from fastapi import APIRouter, Query
 from guard.settlement import Verdict
 from watcher.api.auth import Reader, Registrar
 from watcher.api.commit_url import check_commit_url
+from watcher.api.cursors import CURSOR, cursor_seq
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
-from watcher.api.listing import CURSOR, cursor_seq
 from watcher.api.models.deposits import AddressesRequest, SubscriptionRequest
 from watcher.api.models.errors import ERRORS
 from watcher.api.models.settlements import MAX_PAGE
