@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -26,7 +26,7 @@ class NewPaymentSpec:
 
 def payment_spec_values(settlement_id: str, chain: str, spec: NewPaymentSpec) -> dict[str, Any]:
     """The ``payment_specs`` row of a registration."""
-    return {"settlement_id": settlement_id, "chain": chain, **asdict(spec)}
+    return {"settlement_id": settlement_id, "chain": chain, **vars(spec)}  # flat: no deep copy
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ writes inside a block's transaction.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
 
 from sqlalchemy import and_, delete, insert, or_, select
 from sqlalchemy.engine import Connection
@@ -218,7 +217,9 @@ def add_transfers(txn: BlockTxn, block_number: int, transfers: Sequence[NewTrans
     t = s.payment_transfers
     txn.conn.execute(delete(t).where(t.c.chain == txn.chain, t.c.block_number == block_number))
     if transfers:
-        txn.conn.execute(insert(t), [dict(asdict(n), chain=txn.chain) for n in transfers])
+        # vars(), not asdict(): flat rows of strings and ints need no deep copy (1,000
+        # deposits a block spent ~50 ms in asdict's recursion).
+        txn.conn.execute(insert(t), [{**vars(n), "chain": txn.chain} for n in transfers])
 
 
 def drop_transfers_above(txn: BlockTxn, number: int) -> list[TransferRecord]:
