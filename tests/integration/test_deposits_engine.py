@@ -156,3 +156,21 @@ def test_two_instances_on_postgresql_neither_lose_nor_repeat_a_deposit(
     assert all(event_kinds(first, d.settlement_id).count("deposit_seen") == 1 for d in got)
     first.store.close()
     second.store.close()
+
+
+def test_a_deleted_subscription_keeps_its_seen_deposit_through_a_reorg_but_gets_no_new_one(
+    rig: Rig,
+) -> None:
+    (to,) = fresh(1)
+    sub = subscribe(rig, [to], [NATIVE])
+    tx = pay(rig, 1, to, 5)
+    raw = rig.anvil.raw_tx(tx)
+    rig.watcher.catch_up()
+    rig.store.stop_subscription(sub, "anonymous")
+    rig.anvil.reorg(1, [(raw, 0)])  # the seen deposit's tx is included again
+    rig.mine_and_poll(N)
+    pay(rig, 1, to, 6)  # after the delete: not a deposit
+    rig.mine_and_poll(N)
+    (dep,) = deposits(rig, sub)
+    assert dep.verdict == "FINALITY_CONFIRMED" and facts(rig, dep)[0][0] == tx
+    assert rig.watcher.subscriptions.subscriptions == {}  # nothing of it is matched any more

@@ -1,12 +1,13 @@
 """Storing a block's deposits, inside its transaction.
 
-Each candidate (:mod:`watcher.engine.deposits_scan`) whose deposit is not stored yet
-becomes an ``evm_deposit`` settlement (owned by its subscription's caller, with its
-subscription's confirmations and ``commit_url``; its deadline from the chain's timeout) and
-records ``deposit_seen``; a deposit already stored (its tx seen before: a block processed
-again, a re-inclusion after a reorg) only gets its transfer counted again. Every
-candidate's transfer is returned, to be counted with the block's payments (the payment
-decision then decides the deposit: seen, final, reorged out).
+Each candidate (:mod:`watcher.engine.deposits_scan`) of an active subscription whose
+deposit is not stored yet becomes an ``evm_deposit`` settlement (owned by its
+subscription's caller, with its subscription's confirmations and ``commit_url``; its
+deadline from the chain's timeout) and records ``deposit_seen``; a deposit already stored
+(its tx seen before: a block processed again, a re-inclusion after a reorg, a deleted
+subscription's deposit) only gets its transfer counted again. The transfers of every
+stored deposit are returned, to be counted with the block's payments (the payment decision
+then decides the deposit: seen, final, reorged out).
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def deposit_writes(
     rows = []
     for cand in found:
         dep, sub = cand.deposit, subscriptions.get(cand.deposit.subscription_id)
-        if dep.settlement_id in known or sub is None:
-            continue
+        if dep.settlement_id in known or sub is None or not sub.active:
+            continue  # seen before (counted again), or a deleted subscription's new one
         known.add(dep.settlement_id)
         awaiting = Awaiting(chain, sub.confirmations, None, None, sub.commit_url)
         sid = SettlementId(dep.settlement_id)

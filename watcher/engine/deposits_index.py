@@ -1,9 +1,11 @@
 """The in-memory index of one chain's standing address watches: address → subscriptions.
 
 Like the payment index it holds lookups only; the store is the truth. New addresses are
-read by insertion order (one indexed query a poll); the active subscriptions (a small
-table) are read again each poll, so a deleted subscription stops matching at once while its
-addresses stay indexed (they are skipped, not removed: cheaper than a rebuild).
+read by insertion order (one indexed query a poll); the matched subscriptions (a small
+table) are read again each poll, so a deleted subscription stops matching once its last
+seen deposit is final, while its addresses stay indexed (skipped, not removed: cheaper than
+a rebuild). Until then its transfers are still matched, but only to find its known
+deposits again after a reorg: it gets no new deposit.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ class SubscriptionIndex:
     by_address: dict[str, list[AddressWatch]] = field(default_factory=dict)
     """Address → its watches (one per subscription), oldest first."""
     subscriptions: dict[str, frozenset[str]] = field(default_factory=dict)
-    """Active subscription id → its assets."""
+    """Matched subscription id → its assets."""
     records: dict[str, SubscriptionRecord] = field(default_factory=dict)
-    """Active subscription id → its row (owner, confirmations, commit_url of its deposits)."""
+    """Matched subscription id → its row (owner, confirmations, commit_url of its deposits;
+    ``active`` false: deleted, its known deposits only)."""
     max_seq: int = 0
 
     def add(self, watch: AddressWatch) -> None:
@@ -45,12 +48,13 @@ class SubscriptionIndex:
         self.max_seq = max(self.max_seq, watch.seq)
 
     def set_active(self, active: dict[str, SubscriptionRecord]) -> None:
-        """The subscriptions active now (read each poll)."""
+        """The subscriptions matched now (read each poll): the active ones, and deleted ones
+        whose seen deposits are not final yet (a reorg may include them again)."""
         self.records = dict(active)
         self.subscriptions = {sid: frozenset(json.loads(sub.assets)) for sid, sub in active.items()}
 
     def watching(self, address: str, asset: str) -> list[WatchedBy]:
-        """The active subscriptions watching ``asset`` to ``address``."""
+        """The matched subscriptions watching ``asset`` to ``address``."""
         out: list[WatchedBy] = []
         for w in self.by_address.get(address, ()):
             assets = self.subscriptions.get(w.subscription_id)

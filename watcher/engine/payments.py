@@ -86,7 +86,7 @@ class PaymentCommits(ChainState):
             self.payments.add(watch)
         for address in self.store.address_watches(self.name, self.subscriptions.max_seq):
             self.subscriptions.add(address)
-        self.subscriptions.set_active(self.store.active_subscriptions(self.name))
+        self.subscriptions.set_active(self.store.matched_subscriptions(self.name))
 
     @property
     def watching_transfers(self) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, or_, select, update
 
 from guard.payment import DEPOSIT_KIND
 from watcher.store import schema as s
@@ -121,15 +121,22 @@ class DepositQueries:
             )
         return self.subscription(subscription_id, owner)
 
-    def active_subscriptions(self, chain: str) -> dict[str, SubscriptionRecord]:
-        """The active subscriptions of ``chain`` by id (what the engine's index keeps)."""
-        t = s.subscriptions
+    def matched_subscriptions(self, chain: str) -> dict[str, SubscriptionRecord]:
+        """The subscriptions of ``chain`` whose transfers the engine matches, by id: the
+        active ones, and deleted ones with a deposit still watched (a reorg may include its
+        transfer again; a deleted subscription gets no new deposit)."""
+        t, d, x = s.subscriptions, s.deposits, s.settlements
+        pending = (
+            select(d.c.subscription_id)
+            .join(x, x.c.settlement_id == d.c.settlement_id)
+            .where(d.c.chain == chain, x.c.watching.is_(True))
+        )
+        query = select(t).where(
+            t.c.chain == chain,
+            or_(t.c.active.is_(True), t.c.subscription_id.in_(pending.distinct())),
+        )
         with self._reader.connect() as conn:
-            rows = (
-                conn.execute(select(t).where(t.c.chain == chain, t.c.active.is_(True)))
-                .mappings()
-                .all()
-            )
+            rows = conn.execute(query).mappings().all()
         return {r["subscription_id"]: from_row(SubscriptionRecord, r) for r in rows}
 
     def address_watches(self, chain: str, after_seq: int) -> list[AddressWatch]:
