@@ -40,8 +40,10 @@ if [ ! -f "$stamp" ]; then
         -c requirements.lock -c requirements-dev.lock -e '.[dev,stripe,rq,celery,postgres]'
     # Drop what no lock names any more (left over from older pins), so this venv is exactly
     # the locked set a fresh machine gets and cannot hide a missing dependency.
+    # Names compare normalised (PEP 503): pip freeze may spell a name as its metadata does
+    # (py_arkworks_bls12381) where the lock has the canonical py-arkworks-bls12381.
     .venv/bin/pip freeze --exclude-editable --exclude finality-watcher --disable-pip-version-check \
-        | { grep -vxFf <(cat requirements.lock requirements-dev.lock) || true; } | cut -d= -f1 | cut -d" " -f1 \
+        | .venv/bin/python scripts/unlocked.py requirements.lock requirements-dev.lock \
         | xargs -r .venv/bin/pip uninstall --quiet --yes --disable-pip-version-check
     rm -f .venv/.installed-*
     touch "$stamp"
