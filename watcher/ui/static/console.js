@@ -1,0 +1,137 @@
+// The console's shell: the token form, the search box, the live-stream status, and the
+// page shown for the address's #fragment, refreshed on a timer and on live events.
+
+import { ApiRefusal, get, isAdmin, setToken, token } from "./api.js";
+import { el } from "./dom.js";
+import * as pages from "./pages.js";
+import { LiveStream } from "./stream.js";
+
+const REFRESH_MS = 2000;
+const EVENT_REFRESH_MS = 250;
+
+const main = document.getElementById("main");
+const problem = document.getElementById("problem");
+const streamState = document.getElementById("stream-state");
+
+let current = null; // { page, ctx, data }
+let adminAnswer = null;
+let loading = false;
+let eventTimer = null;
+
+function showProblem(message) {
+  problem.textContent = message || "";
+  problem.hidden = !message;
+}
+
+function route() {
+  const [name, ...rest] = location.hash.replace(/^#\/?/, "").split("/");
+  const page = pages[name] ? name : "chains";
+  return { name: page, arg: rest.length ? decodeURIComponent(rest.join("/")) : null };
+}
+
+function mark(name) {
+  const base = name === "settlement" ? "settlements" : name;
+  for (const a of document.querySelectorAll("nav a")) {
+    if (a.getAttribute("href") === `#/${base}`) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+}
+
+function show() {
+  const { name, arg } = route();
+  const page = pages[name];
+  mark(name);
+  const ctx = {
+    arg,
+    reload: () => refresh(),
+    admin: async () => (adminAnswer ??= await isAdmin()),
+    say: (text) => { const said = document.getElementById("said"); if (said) said.textContent = text; },
+  };
+  const title = arg ? `${page.title} ${arg}` : page.title;
+  document.title = `${title} — Finality Watcher`;
+  const data = el("section", { "aria-live": "off", id: "data" });
+  main.replaceChildren(el("h1", { text: title }), page.setup ? page.setup(ctx) : "", data);
+  current = { page, ctx, data };
+  refresh();
+}
+
+async function refresh() {
+  if (!current || loading) return;
+  loading = true;
+  const shown = current;
+  try {
+    const node = await shown.page.load(shown.ctx);
+    if (current === shown) {
+      shown.data.replaceChildren(node);
+      showProblem("");
+    }
+  } catch (e) {
+    if (current === shown) {
+      const message = e instanceof ApiRefusal ? e.message : `The API could not be read: ${e.message}`;
+      showProblem(message);
+      shown.data.replaceChildren(el("p", { text: message }));
+    }
+  } finally {
+    loading = false;
+  }
+}
+
+function onEvent() {
+  // Many events a second must not mean many reloads: at most one per EVENT_REFRESH_MS.
+  if (eventTimer === null) eventTimer = setTimeout(() => { eventTimer = null; refresh(); }, EVENT_REFRESH_MS);
+}
+
+function onStreamState(state, why) {
+  streamState.dataset.state = state;
+  streamState.textContent = state === "live" ? "Live updates: connected" : `Live updates: disconnected (${why}); reconnecting`;
+}
+
+const stream = new LiveStream(onEvent, onStreamState);
+
+document.getElementById("token-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const box = document.getElementById("token");
+  setToken(box.value.trim());
+  box.value = "";
+  adminAnswer = null;
+  stream.restart();
+  show();
+});
+
+document.getElementById("token-forget").addEventListener("click", () => {
+  setToken("");
+  adminAnswer = null;
+  stream.restart();
+  show();
+});
+
+document.getElementById("search").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const q = document.getElementById("search-q").value.trim();
+  if (!q) return;
+  try {
+    location.hash = `#/settlement/${encodeURIComponent(await find(q))}`;
+  } catch (err) {
+    showProblem(err instanceof ApiRefusal && err.status === 404 ? `Nothing of yours matches ${q}.` : err.message);
+  }
+});
+
+// A tx hash is looked up on every chain (the caller's settlement of it); anything else is
+// taken as a settlement id.
+async function find(q) {
+  if (/^0x[0-9a-fA-F]{64}$/.test(q)) {
+    for (const chain of await get("/v1/chains")) {
+      const view = await get(`/v1/chains/${encodeURIComponent(chain.name)}/txs/${q}`);
+      if (view.registered !== false && view.settlement_id) return view.settlement_id;
+    }
+    throw new Error(`No settlement of yours watches ${q}.`);
+  }
+  return (await get(`/v1/settlements/${encodeURIComponent(q)}`)).settlement_id;
+}
+
+window.addEventListener("hashchange", show);
+// A keyboard user's focus inside the data is not pulled away by a timed refresh.
+setInterval(() => { if (!document.hidden && !current?.data.contains(document.activeElement)) refresh(); }, REFRESH_MS);
+if (!token()) document.getElementById("token").setAttribute("placeholder", "none needed on an open daemon");
+show();
+stream.start();
