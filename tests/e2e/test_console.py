@@ -126,6 +126,40 @@ def test_the_console_is_served_with_strict_headers_and_no_token_in_its_files(
     assert bare.status_code == 308 and bare.headers["location"] == "/ui/"
 
 
+def test_the_timeline_and_time_to_final_answer_the_callers_own_only(
+    daemon: Daemon, module_anvil: Anvil
+) -> None:
+    sid, block = mined_settlement(daemon, module_anvil, confirmations=2)
+    module_anvil.mine(1)
+    daemon.wait_verdict(sid, "FINALITY_CONFIRMED")
+    story = daemon.get(f"/v1/settlements/{sid}/timeline").json()
+    steps = story["steps"]
+    assert [s["step"] for s in steps][:5] == ["registered", "included", "depth", "depth", "final"]
+    assert steps[1]["block_number"] == block
+    assert [s["confirmations"] for s in steps if s["step"] == "depth"] == [1, 2]
+    times = [s["at"] for s in steps[1:4]]  # the blocks' own times, in order
+    assert None not in times and times == sorted(times)
+    assert any(s["step"] == "receipt_issued" for s in steps)
+
+    stats = daemon.get("/v1/stats/time-to-final").json()
+    [local] = [c for c in stats["chains"] if c["chain"] == "local"]
+    took = daemon.settlement(sid)
+    assert local["count"] >= 1 and 0 <= local["median_ms"] <= local["p95_ms"]
+    assert local["p95_ms"] >= 0 and took["terminal_at"] >= took["initiated_at"]
+    bad = daemon.get("/v1/stats/time-to-final", params={"window_s": 0})
+    assert bad.status_code == 422 and bad.json()["fields"] == ["window_s"]
+
+    confirmed = daemon.get(f"/v1/settlements/{sid}/events").json()
+    assert daemon.get("/v1/events/latest").json()["last_event_id"] >= confirmed[-1]["id"]
+
+    ops = bearer(OPS)  # another caller: the settlement is not theirs
+    assert daemon.get(f"/v1/settlements/{sid}/timeline", headers=ops).status_code == 404
+    assert daemon.get("/v1/stats/time-to-final", headers=ops).json()["chains"] == []
+    with httpx.Client(base_url=daemon.url, timeout=10) as raw:
+        assert raw.get(f"/v1/settlements/{sid}/timeline").status_code == 401
+        assert raw.get("/v1/events/latest").status_code == 401
+
+
 def test_the_chains_page_shows_the_real_head_and_follows_new_blocks(
     browser: Browser, daemon: Daemon, module_anvil: Anvil
 ) -> None:
@@ -193,6 +227,11 @@ def test_a_reorg_appears_live_with_its_depth_and_the_touched_settlement(
         assert tab.page.evaluate("window.sameDocument") is True
         tab.shot("reorgs")
         own_origin_only(tab, daemon)
+    steps = daemon.get(f"/v1/settlements/{sid}/timeline").json()["steps"]
+    names = [s["step"] for s in steps]
+    reorged = steps[names.index("reorged")]
+    assert reorged["depth"] == 2 and reorged["finality_violation"] is False
+    assert names.index("registered") < names.index("reorged") < names.index("included")
 
 
 def test_a_dead_letter_is_replayed_from_the_page_by_admin_only_and_arrives_once(

@@ -62,6 +62,10 @@ def timeline(deps: ApiDeps, rec: SettlementRecord, owner: str) -> list[dict[str,
                     "finality_violation": reorg.finality_violation,
                 }
             )
+    if rec.sender is not None and rec.block_number is None:
+        # Pending now, its sender and nonce known (a replacement can be proven): the store
+        # keeps no time for it, and after inclusion nothing says it was ever pending.
+        steps.append({"step": "seen_pending", "at": None, "sender": rec.sender, "nonce": rec.nonce})
     if rec.block_number is not None:
         steps += _inclusion(deps, rec)
     terminal = TERMINAL_STEPS.get(rec.verdict)

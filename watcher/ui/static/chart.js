@@ -2,7 +2,7 @@
 // text nodes; a chart carries a title and a description for screen readers.
 
 const NS = "http://www.w3.org/2000/svg";
-const W = 640, H = 240, L = 56, R = 16, T = 16, B = 40;
+const W = 640, H = 250, L = 56, R = 16, T = 26, B = 40;
 
 function svg(tag, attrs = {}, text) {
   const node = document.createElementNS(NS, tag);
@@ -42,7 +42,7 @@ export function lineChart(title, points, { xLabel = String, yLabel = String, xNa
   root.append(svg("text", { x: L - 6, y: T + 10, "text-anchor": "end" }, yLabel(y1)));
   root.append(svg("text", { x: L - 6, y: H - B, "text-anchor": "end" }, "0"));
   root.append(svg("text", { x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle" }, xName));
-  root.append(svg("text", { x: 4, y: T + 10 }, yName));
+  root.append(svg("text", { x: 4, y: 12 }, yName));
   return root;
 }
 

@@ -79,7 +79,7 @@ export const settlements = {
     const chainBox = el("input", { name: "chain", id: "f-chain", size: 10 });
     const verdictBox = el("select", { name: "verdict", id: "f-verdict" }, el("option", { value: "", text: "any" }),
       VERDICTS.map((v) => el("option", { value: v, text: v })));
-    const kindBox = el("input", { name: "kind", id: "f-kind", size: 12, placeholder: "evm_tx, evm_payment…" });
+    const kindBox = el("input", { name: "kind", id: "f-kind", size: 16, placeholder: "evm_tx, evm_payment" });
     const form = el("form", { class: "filters", on: { submit: (e) => {
       e.preventDefault();
       ctx.filters = { chain: chainBox.value.trim(), verdict: verdictBox.value, kind: kindBox.value.trim() };
@@ -99,7 +99,7 @@ export const settlements = {
       { head: "Kind", cell: (s) => s.kind || "evm_tx" },
       { head: "Tx or reference", cell: (s) => (s.tx_hash ? short(s.tx_hash) : s.reference ?? s.ref) },
       { head: "Verdict", cell: (s) => verdict(s.verdict) },
-      { head: "Depth", cell: (s) => `${s.confirmations ?? 0}/${s.required_confirmations ?? "—"}`, num: true },
+      { head: "Depth (of needed)", cell: (s) => `${s.confirmations ?? 0} (of ${s.required_confirmations ?? "—"})`, num: true },
       { head: "Block", cell: (s) => (s.block_number ?? "—").toString(), num: true },
       { head: "Reorgs", cell: (s) => String(s.reorg_count ?? 0), num: true },
     ], page.items, "no settlement matches.");
@@ -115,6 +115,7 @@ export const settlements = {
 
 const STEP_WORDS = {
   registered: () => "registered",
+  seen_pending: (s) => `pending, not yet included (sender ${s.sender}, nonce ${s.nonce})`,
   reorged: (s) => `reorged (reorg #${s.reorg_id}, depth ${s.depth})${s.finality_violation ? " — FINALITY VIOLATION" : ""}`,
   included: (s) => `included in block ${s.block_number}`,
   depth: (s) => `depth ${s.confirmations}/${s.required}`,
@@ -170,10 +171,12 @@ export const settlement = {
         ["Depth", `${view.confirmations ?? 0} of ${view.required_confirmations}`],
         ["Block", view.block_number === null || view.block_number === undefined ? null : `${view.block_number} ${view.block_hash || ""}`],
         ["Reorgs touching it", String(view.reorg_count ?? 0)],
-        ["Directive", view.decision && view.decision.directive],
+        ["Directive", view.directive],
+        ["Registered", when(view.initiated_at)], ["Deadline", when(view.deadline)],
+        ["Commit goes to", view.commit_url ? el("code", { text: view.commit_url }) : null],
       ]),
       el("h2", { text: "Timeline" }), timeline, chart,
-      el("h2", { text: "Evidence" }), el("pre", { text: JSON.stringify(view.decision?.evidence ?? view.decision ?? null, null, 2) }),
+      el("h2", { text: "Evidence" }), el("pre", { text: JSON.stringify(view.evidence ?? null, null, 2) }),
       el("h2", { text: "Receipt" }),
     ];
     if (view.receipt) {
