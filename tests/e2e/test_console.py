@@ -152,7 +152,15 @@ def test_the_timeline_and_time_to_final_answer_the_callers_own_only(
     confirmed = daemon.get(f"/v1/settlements/{sid}/events").json()
     assert daemon.get("/v1/events/latest").json()["last_event_id"] >= confirmed[-1]["id"]
 
+    view = daemon.settlement(sid)
+    for q in (sid, view["tx_hash"], view["tx_hash"].upper().replace("0X", "0x")):
+        assert daemon.get("/v1/search", params={"q": q}).json() == {"settlement_ids": [sid]}
+    assert daemon.get("/v1/search", params={"q": "order-nobody"}).json()["settlement_ids"] == []
+    long = daemon.get("/v1/search", params={"q": "x" * 257})
+    assert long.status_code == 422 and long.json()["fields"] == ["q"]
+
     ops = bearer(OPS)  # another caller: the settlement is not theirs
+    assert daemon.get("/v1/search", params={"q": sid}, headers=ops).json()["settlement_ids"] == []
     assert daemon.get(f"/v1/settlements/{sid}/timeline", headers=ops).status_code == 404
     assert daemon.get("/v1/stats/time-to-final", headers=ops).json()["chains"] == []
     with httpx.Client(base_url=daemon.url, timeout=10) as raw:
@@ -308,6 +316,11 @@ def test_markup_in_a_reference_and_in_dependent_state_is_shown_as_text(
         tab.page.keyboard.press("Enter")
         tab.page.get_by_text("Dependent state").wait_for(timeout=WAIT_MS)
         tab.page.locator("pre", has_text=HOSTILE).first.wait_for(timeout=WAIT_MS)
+        tab.page.goto("/ui/#/chains")  # and found again by its reference, from the search box
+        tab.page.fill("#search-q", HOSTILE)
+        tab.page.press("#search-q", "Enter")
+        tab.page.get_by_role("heading", name=f"Settlement {pid}").wait_for(timeout=WAIT_MS)
+        tab.page.locator("dd", has_text=HOSTILE).first.wait_for(timeout=WAIT_MS)
         scripts = tab.page.evaluate("[...document.scripts].map((s) => s.src)")
         assert scripts == [f"{daemon.url}/ui/console.js"]
         assert tab.page.locator("main img").count() == 0

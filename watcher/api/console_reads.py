@@ -7,6 +7,9 @@
 - ``GET /v1/stats/time-to-final?window_s=3600``: per chain, how long the caller's
   settlements took from registration to ``FINALITY_CONFIRMED`` (count, median, p95), over
   those confirmed in the window.
+- ``GET /v1/search?q=…``: the caller's settlements a search box means: ``q`` as a
+  settlement id, as a tx hash on any chain, as a payment's ``reference`` on any chain, or as
+  a source settlement's ``ref``.
 - ``GET /v1/events/latest``: the newest event's id, so a live page can stream from now on
   (``Last-Event-ID``) instead of replaying the whole history first.
 
@@ -20,12 +23,15 @@ from typing import Any
 
 from fastapi import APIRouter, Query
 
+from guard.errors import InvalidHash
+from guard.hexes import parse_tx_hash
 from watcher.api.auth import Reader
 from watcher.api.deliveries import delivery_json
 from watcher.api.deps import ApiDeps
 from watcher.api.models.errors import ERRORS
 from watcher.api.views import settlement_or_error
-from watcher.store import SettlementRecord
+from watcher.engine.payment_registration import payment_id
+from watcher.store import SettlementNotFound, SettlementRecord
 from watcher.store.console_store import final_durations, header_times, last_event_id
 from watcher.store.receipts_store import receipt_store
 
@@ -46,6 +52,30 @@ TERMINAL_STEPS = {
 def nearest_rank(ordered: list[int], fraction: float) -> int:
     """The ``fraction`` percentile of ascending ``ordered`` by nearest rank (non-empty)."""
     return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+def search(deps: ApiDeps, q: str, owner: str) -> list[str]:
+    """Ids of ``owner``'s settlements that ``q`` names (see the module doc), each once."""
+    chains = [c.name for c in deps.config.chains]
+    candidates: list[tuple[str | None, str]] = [(None, q)]  # (chain or source, tx hash) / id
+    try:
+        tx = parse_tx_hash(q)
+        candidates += [(chain, tx) for chain in chains]
+    except InvalidHash:
+        candidates += [(None, payment_id(chain, owner, q)) for chain in chains]
+        candidates += [(source.name, q) for source in deps.config.sources]
+    found: list[str] = []
+    for name, key in candidates:
+        try:
+            if name is None:
+                rec = deps.store.settlement(key, owner=owner)
+            else:
+                rec = deps.store.settlement_by_tx(name, key, owner=owner)
+        except SettlementNotFound:
+            continue
+        if rec.settlement_id not in found:
+            found.append(rec.settlement_id)
+    return found
 
 
 def timeline(deps: ApiDeps, rec: SettlementRecord, owner: str) -> list[dict[str, Any]]:
@@ -158,6 +188,14 @@ def router(deps: ApiDeps) -> APIRouter:
                 }
             )
         return {"window_s": window_s, "chains": chains}
+
+    @api.get("/v1/search")
+    def search_settlements(
+        caller: Reader, q: str = Query(min_length=1, max_length=256)
+    ) -> dict[str, list[str]]:
+        """The caller's settlements ``q`` names: an id, a tx hash, a payment's reference or
+        a source's ref (``settlement_ids``: empty when nothing matches)."""
+        return {"settlement_ids": search(deps, q.strip() or q, caller.name)}
 
     @api.get("/v1/events/latest")
     def latest_event(caller: Reader) -> dict[str, int]:

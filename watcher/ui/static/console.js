@@ -110,23 +110,26 @@ document.getElementById("search").addEventListener("submit", async (e) => {
   const q = document.getElementById("search-q").value.trim();
   if (!q) return;
   try {
-    location.hash = `#/settlement/${encodeURIComponent(await find(q))}`;
+    const ids = await find(q);
+    if (ids.length === 1) {
+      location.hash = `#/settlement/${encodeURIComponent(ids[0])}`;
+      return;
+    }
+    showProblem("");
+    main.replaceChildren(el("h1", { text: `Settlements matching ${q}` }),
+      el("ul", {}, ids.map((id) => el("li", {}, el("a", { href: `#/settlement/${encodeURIComponent(id)}`, text: id })))));
+    current = null;
   } catch (err) {
-    showProblem(err instanceof ApiRefusal && err.status === 404 ? `Nothing of yours matches ${q}.` : err.message);
+    showProblem(err.message);
   }
 });
 
-// A tx hash is looked up on every chain (the caller's settlement of it); anything else is
-// taken as a settlement id.
+// The API decides what the text names (an id, a tx hash, a payment's reference, a source's
+// ref): one match opens it, several are listed.
 async function find(q) {
-  if (/^0x[0-9a-fA-F]{64}$/.test(q)) {
-    for (const chain of await get("/v1/chains")) {
-      const view = await get(`/v1/chains/${encodeURIComponent(chain.name)}/txs/${q}`);
-      if (view.registered !== false && view.settlement_id) return view.settlement_id;
-    }
-    throw new Error(`No settlement of yours watches ${q}.`);
-  }
-  return (await get(`/v1/settlements/${encodeURIComponent(q)}`)).settlement_id;
+  const { settlement_ids: ids } = await get("/v1/search", { q });
+  if (!ids.length) throw new Error(`Nothing of yours matches ${q}.`);
+  return ids;
 }
 
 window.addEventListener("hashchange", show);
