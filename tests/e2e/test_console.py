@@ -180,7 +180,19 @@ def test_the_chains_page_shows_the_real_head_and_follows_new_blocks(
         target = module_anvil.head()
         wait_for(lambda: head.text_content() == str(target), 20, what=f"head {target} shown")
         assert tab.page.locator("#stream-state[data-state=live]").count() == 1
+        cost = tab.page.locator("tbody tr").first.locator("td").nth(8)
+        wait_for(lambda: (cost.text_content() or "").replace(".", "").isdigit(), 20, what="cost")
         tab.shot("chains")
+        own_origin_only(tab, daemon)
+
+
+def test_a_token_nobody_holds_is_told_on_the_page(browser: Browser, daemon: Daemon) -> None:
+    with console_tab(browser, daemon.url, "fw-console-nobody-" + secrets.token_hex(8)) as tab:
+        tab.page.goto("/ui/#/settlements")
+        problem = tab.page.locator("#problem")
+        problem.wait_for(timeout=WAIT_MS)
+        assert "Not signed in (401)" in (problem.text_content() or "")
+        tab.page.locator("#stream-state[data-state=disconnected]").wait_for(timeout=WAIT_MS)
         own_origin_only(tab, daemon)
 
 

@@ -37,9 +37,23 @@ function endpointDetails(rpc) {
     .join("; ");
 }
 
+const firstSeen = new Map(); // chain -> {calls, head} when this tab first saw it
+
+function totalCalls(chain) {
+  return Object.values(chain.rpc_calls || {}).reduce((a, b) => a + Number(b || 0), 0);
+}
+
+// The polling cost since this tab opened: calls made over blocks the head moved.
 function callsPerBlock(chain) {
-  const calls = Object.values(chain.rpc_calls || {}).reduce((a, b) => a + Number(b || 0), 0);
-  return calls ? String(calls) : "0";
+  const calls = totalCalls(chain), head = chain.head_number;
+  if (head === null || head === undefined) return "—";
+  const first = firstSeen.get(chain.name);
+  if (!first) {
+    firstSeen.set(chain.name, { calls, head });
+    return "measuring";
+  }
+  const blocks = head - first.head;
+  return blocks > 0 ? ((calls - first.calls) / blocks).toFixed(1) : "measuring";
 }
 
 export const chains = {
@@ -55,7 +69,7 @@ export const chains = {
       { head: "Last error", cell: (c) => c.last_error },
       { head: "Finality rule", cell: (c) => `${c.finality}: ${finalityMeaning(c)}` },
       { head: "Watched", cell: (c) => String(c.watched), num: true },
-      { head: "RPC calls so far", cell: callsPerBlock, num: true },
+      { head: "Calls per block", cell: callsPerBlock, num: true },
     ], list, "no chain is configured.");
     const parts = [overview];
     for (const c of list) {
