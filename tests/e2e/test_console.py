@@ -228,11 +228,12 @@ def test_a_settlement_page_walks_its_timeline_to_final_without_a_reload(
         own_origin_only(tab, daemon)
 
 
-def test_a_reorg_appears_live_with_its_depth_and_the_touched_settlement(
+def test_a_reorg_appears_live_with_its_depth_touched_settlements_and_violation(
     browser: Browser, daemon: Daemon, module_anvil: Anvil
 ) -> None:
     sid, block = mined_settlement(daemon, module_anvil, confirmations=20)
-    module_anvil.mine(1)
+    final, _ = mined_settlement(daemon, module_anvil, confirmations=1)  # in block + 1
+    daemon.wait_verdict(final, "FINALITY_CONFIRMED")
     daemon.wait_head(block + 1, module_anvil.block()["hash"])
     raw = module_anvil.raw_tx(daemon.settlement(sid)["tx_hash"])
     with console_tab(browser, daemon.url, BACKEND) as tab:
@@ -243,15 +244,20 @@ def test_a_reorg_appears_live_with_its_depth_and_the_touched_settlement(
         row = tab.page.locator("tbody tr", has=tab.page.get_by_role("link", name=sid))
         row.wait_for(timeout=WAIT_MS)
         assert row.locator("[data-field=depth]").text_content() == "2"
-        assert "within the unfinalized range" in (row.text_content() or "")
+        assert row.get_by_role("link", name=final).count() == 1
+        assert row.locator(".violation").text_content() == "FINALITY VIOLATION"
         assert tab.page.evaluate("window.sameDocument") is True
         tab.shot("reorgs")
         own_origin_only(tab, daemon)
     steps = daemon.get(f"/v1/settlements/{sid}/timeline").json()["steps"]
     names = [s["step"] for s in steps]
     reorged = steps[names.index("reorged")]
-    assert reorged["depth"] == 2 and reorged["finality_violation"] is False
+    assert reorged["depth"] == 2 and reorged["finality_violation"] is True
     assert names.index("registered") < names.index("reorged") < names.index("included")
+    undone = daemon.get(f"/v1/settlements/{final}/timeline").json()["steps"]
+    assert {"step": "event", "kind": "finality_violation"}.items() <= next(
+        s for s in undone if s["step"] == "event"
+    ).items()
 
 
 def test_a_dead_letter_is_replayed_from_the_page_by_admin_only_and_arrives_once(

@@ -30,6 +30,7 @@ from watcher.api.deliveries import delivery_json
 from watcher.api.deps import ApiDeps
 from watcher.api.models.errors import ERRORS
 from watcher.api.views import settlement_or_error
+from watcher.engine.decisions import LIFECYCLE_EVENT
 from watcher.engine.payment_registration import payment_id
 from watcher.store import SettlementNotFound, SettlementRecord
 from watcher.store.console_store import final_durations, header_times, last_event_id
@@ -47,6 +48,9 @@ TERMINAL_STEPS = {
     "TIMEOUT_TREATED_AS_FAILURE": "timed_out",
 }
 """The step each terminal verdict closes the timeline with."""
+
+LIFECYCLE_KINDS = frozenset({"reorg", *LIFECYCLE_EVENT.values()})
+"""Events the timeline already tells as its own steps (reorged, final, failed, timed out)."""
 
 
 def nearest_rank(ordered: list[int], fraction: float) -> int:
@@ -101,6 +105,17 @@ def timeline(deps: ApiDeps, rec: SettlementRecord, owner: str) -> list[dict[str,
     terminal = TERMINAL_STEPS.get(rec.verdict)
     if terminal is not None:
         steps.append({"step": terminal, "at": rec.terminal_at, "verdict": rec.verdict})
+    for event in deps.store.events(rec.settlement_id, owner=owner):
+        if event.kind not in LIFECYCLE_KINDS:  # a violation, late finality, a restatement...
+            steps.append(
+                {
+                    "step": "event",
+                    "at": event.created_at,
+                    "kind": event.kind,
+                    "severity": event.severity,
+                    "event_id": event.id,
+                }
+            )
     for receipt in receipt_store(deps.store).for_settlement(rec.settlement_id):
         steps.append({"step": "receipt_issued", "at": receipt.created_at, "kind": receipt.kind})
     outbox = deps.store.outbox()

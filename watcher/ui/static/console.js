@@ -93,6 +93,7 @@ document.getElementById("token-form").addEventListener("submit", (e) => {
   const box = document.getElementById("token");
   setToken(box.value.trim());
   box.value = "";
+  tokenHint();
   adminAnswer = null;
   stream.restart();
   show();
@@ -100,6 +101,7 @@ document.getElementById("token-form").addEventListener("submit", (e) => {
 
 document.getElementById("token-forget").addEventListener("click", () => {
   setToken("");
+  tokenHint();
   adminAnswer = null;
   stream.restart();
   show();
@@ -135,6 +137,11 @@ async function find(q) {
 window.addEventListener("hashchange", show);
 // A keyboard user's focus inside the data is not pulled away by a timed refresh.
 setInterval(() => { if (!document.hidden && !current?.data.contains(document.activeElement)) refresh(); }, REFRESH_MS);
-if (!token()) document.getElementById("token").setAttribute("placeholder", "none needed on an open daemon");
+function tokenHint() {
+  const hint = token() ? "a token is in use in this tab" : "none in use (an open daemon needs none)";
+  document.getElementById("token").setAttribute("placeholder", hint);
+}
+
+tokenHint();
 show();
 stream.start();

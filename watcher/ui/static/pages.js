@@ -137,6 +137,7 @@ const STEP_WORDS = {
   failed: () => "failed (SETTLEMENT_FAILED)",
   timed_out: () => "timed out (TIMEOUT_TREATED_AS_FAILURE)",
   receipt_issued: (s) => `receipt issued: ${s.kind}`,
+  event: (s) => `${s.kind.replaceAll("_", " ")} (${s.severity}, event #${s.event_id})`,
 };
 
 function stepWords(step) {
@@ -260,7 +261,8 @@ export const reorgs = {
       { head: "Depth", cell: (r) => el("span", { "data-field": "depth", text: r.depth }), num: true },
       { head: "Common ancestor", cell: (r) => el("span", {}, `${r.common_ancestor.number} `, short(r.common_ancestor.hash)) },
       { head: "Old head → new head", cell: (r) => `${r.old_head.number} → ${r.new_head.number}` },
-      { head: "Replaced blocks", cell: (r) => el("span", {}, (r.replaced || []).map((b, i) => [i ? ", " : "", typeof b === "object" ? `${b.number ?? ""} ${b.hash ?? ""}` : String(b)]).flat()) },
+      { head: "Replaced blocks", cell: (r) => el("span", {}, (r.replaced || []).map((b, i) => [i ? ", " : "",
+        el("span", { title: `${b.old_hash} replaced by ${b.new_hash}`, text: String(b.number) })]).flat()) },
       { head: "Touched settlements", cell: (r) => (r.touched.length ? el("span", {}, r.touched.map((id, i) => [i ? ", " : "", settlementLink(id)]).flat()) : "none of yours") },
       { head: "Finality", cell: (r) => (r.finality_violation ? el("strong", { class: "violation", text: "FINALITY VIOLATION" }) : "within the unfinalized range") },
     ], list, "none seen."));
