@@ -346,6 +346,28 @@ def test_markup_in_a_reference_and_in_dependent_state_is_shown_as_text(
         own_origin_only(tab, daemon)
 
 
+def test_the_charts_and_instances_pages_draw_from_the_api(browser: Browser, daemon: Daemon) -> None:
+    stats = daemon.get("/v1/stats/time-to-final").json()["chains"]
+    assert stats, "an earlier test made settlements final"
+    with console_tab(browser, daemon.url, BACKEND) as tab:
+        tab.page.goto("/ui/#/charts")
+        bars = tab.page.locator("svg.chart rect.bar")
+        bars.first.wait_for(timeout=WAIT_MS)
+        assert bars.count() == 2 * len(stats)  # median and p95 of each chain
+        assert tab.page.locator("svg.chart title").first.text_content() == (
+            "Time to final per chain, last hour"
+        )
+        tab.shot("charts")
+        tab.page.goto("/ui/#/instances")  # not admin: told so, nothing listed
+        tab.page.get_by_text("lacks the 'admin' scope").wait_for(timeout=WAIT_MS)
+        tab.page.fill("#token", OPS)  # the same tab, another token
+        tab.page.press("#token", "Enter")
+        leases = daemon.get("/v1/leases", headers=bearer(OPS)).json()
+        tab.page.get_by_text(leases["instance_id"]).first.wait_for(timeout=WAIT_MS)
+        tab.shot("instances")
+        own_origin_only(tab, daemon)
+
+
 def test_a_stream_that_drops_shows_disconnected_then_resumes(
     browser: Browser, daemon: Daemon
 ) -> None:

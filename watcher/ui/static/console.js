@@ -138,7 +138,7 @@ window.addEventListener("hashchange", show);
 // A keyboard user's focus inside the data is not pulled away by a timed refresh.
 setInterval(() => { if (!document.hidden && !current?.data.contains(document.activeElement)) refresh(); }, REFRESH_MS);
 function tokenHint() {
-  const hint = token() ? "a token is in use in this tab" : "none in use (an open daemon needs none)";
+  const hint = token() ? "token set (this tab only)" : "no token set";
   document.getElementById("token").setAttribute("placeholder", hint);
 }
 

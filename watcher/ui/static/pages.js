@@ -285,7 +285,7 @@ export const instances = {
       facts([["This instance", leases.instance_id], ["Handoff", leases.enabled ? "enabled" : "off (one instance)"], ["Fair share", leases.fair_share]]),
       table("Leases", [
         { head: "Name", cell: (x) => x.name }, { head: "Owner", cell: (x) => x.owner },
-        { head: "Fencing token", cell: (x) => String(x.token ?? x.fencing_token ?? "—"), num: true },
+        { head: "Fencing token", cell: (x) => String(x.token), num: true },
         { head: "Expires", cell: (x) => when(x.expires_at) },
       ], leases.leases || []),
       table("Instances", [
@@ -300,7 +300,9 @@ export const instances = {
         { head: "At", cell: (h) => when(h.at) }, { head: "Signed", cell: (h) => (h.signed ? "signed" : "digest only") },
       ], handoffs.refused ? [] : handoffs),
       table("Writes refused for a stale fencing token", [
-        { head: "What", cell: (r) => JSON.stringify(r) },
+        { head: "Name", cell: (r) => r.name }, { head: "Writer (token)", cell: (r) => `${r.owner} (${r.token})` },
+        { head: "Holder then (token)", cell: (r) => `${r.current_owner ?? "—"} (${r.current_token ?? "—"})` },
+        { head: "At", cell: (r) => when(r.at) },
       ], leases.refused_writes || []));
   },
 };
