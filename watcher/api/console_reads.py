@@ -26,7 +26,6 @@ from fastapi import APIRouter, Query
 from guard.errors import InvalidHash
 from guard.hexes import parse_tx_hash
 from watcher.api.auth import Reader
-from watcher.api.deliveries import delivery_json
 from watcher.api.deps import ApiDeps
 from watcher.api.models.errors import ERRORS
 from watcher.api.views import settlement_or_error
@@ -120,12 +119,14 @@ def timeline(deps: ApiDeps, rec: SettlementRecord, owner: str) -> list[dict[str,
         steps.append({"step": "receipt_issued", "at": receipt.created_at, "kind": receipt.kind})
     outbox = deps.store.outbox()
     for row in outbox.list(None, rec.settlement_id, 0, 100, owner=owner):
-        shown = delivery_json(row)
         steps.append(
             {
                 "step": f"{row.kind}_{row.state}",
                 "at": row.delivered_at or row.updated_at,
-                "delivery": shown,
+                "delivery_id": row.id,
+                "kind": row.kind,
+                "state": row.state,
+                "attempts": row.attempts,
             }
         )
     return steps

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from watcher.api import (
     chains,
+    console,
     console_reads,
     deliveries,
     events,
@@ -29,7 +30,6 @@ from watcher.api.errors import install
 from watcher.api.guards import Guards
 from watcher.api.hot_read import HotRead, HotReads
 from watcher.api.openapi_doc import install_openapi
-from watcher.ui import console
 
 if TYPE_CHECKING:
     from watcher.app.daemon import App

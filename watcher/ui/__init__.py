@@ -1,5 +1,5 @@
-"""The operator console: a static page at ``/ui/`` that reads the API in the browser.
+"""The operator console's files: ``static/`` holds its HTML, JavaScript and CSS.
 
-The page holds no data of its own: every datum comes from ``/v1`` with the operator's
-bearer token, so the console sees exactly what that token may see.
+No code here: :mod:`watcher.api.console` serves the files at ``/ui/``, and the page holds no
+data of its own (every datum comes from ``/v1`` with the operator's bearer token).
 """

@@ -143,9 +143,8 @@ const STEP_WORDS = {
 function stepWords(step) {
   const words = STEP_WORDS[step.step];
   if (words) return words(step);
-  const d = step.delivery || {};
-  const state = d.state === "dead" ? "dead-lettered" : d.state;
-  return `${d.kind || "delivery"} ${state || step.step}${d.attempts ? ` after ${d.attempts} attempt(s)` : ""}`;
+  const state = step.state === "dead" ? "dead-lettered" : step.state;
+  return `${step.kind || "delivery"} #${step.delivery_id} ${state || step.step}${step.attempts ? ` after ${step.attempts} attempt(s)` : ""}`;
 }
 
 function receiptDownload(id, name) {
@@ -167,9 +166,10 @@ export const settlement = {
   title: "Settlement",
   async load(ctx) {
     const id = ctx.arg;
-    const [view, story] = await Promise.all([
+    const [view, story, deliveries] = await Promise.all([
       get(`/v1/settlements/${encodeURIComponent(id)}`),
       get(`/v1/settlements/${encodeURIComponent(id)}/timeline`),
+      get("/v1/deliveries", { settlement_id: id }),
     ]);
     const steps = story.steps;
     const timeline = el("ol", { class: "timeline", "aria-label": "Timeline" }, steps.map((s) =>
@@ -178,7 +178,6 @@ export const settlement = {
     const chart = lineChart("Confirmations against time", depth.map((s) => ({ x: s.at, y: s.confirmations })), {
       xLabel: clock, yLabel: String, xName: "block time (UTC)", yName: "confirmations",
     });
-    const deliveries = steps.filter((s) => s.delivery).map((s) => s.delivery);
     const parts = [
       facts([
         ["Chain", view.chain], ["Kind", view.kind || "evm_tx"], ["Tx hash", view.tx_hash ? el("code", { text: view.tx_hash }) : null],

@@ -2,7 +2,7 @@
 headers.
 
 The files are data-free: the page fetches everything from ``/v1`` itself. They are read
-from ``watcher/ui/static/`` (shipped as package data, no build step, nothing from a CDN)
+from ``watcher/ui/static/`` (the package ``watcher.ui``, shipped as package data, no build step, nothing from a CDN)
 once, when the router is built. Only the files found there are served; any other name is
 the API's 404. Every answer carries a Content-Security-Policy that allows scripts, styles,
 images and connections from this origin only, with no inline script and no framing, and
