@@ -16,7 +16,7 @@ from tests.support.anvil import Anvil
 from watcher.config.chains import ChainConfig
 from watcher.engine.chain_watcher import ChainWatcher
 from watcher.settlements import Registration, register, settlement_view
-from watcher.store import SettlementRecord, Store
+from watcher.store import NewSettlement, SettlementRecord, Store
 
 CHAIN = "local"
 START_MS = 1_700_000_000_000
@@ -133,6 +133,24 @@ def register_tx(
         now,
     )
     return rec
+
+
+def numbered_settlement(n: int, **fields: Any) -> NewSettlement:
+    """A settlement row of chain ``local`` numbered ``n`` (id and tx hash from it), awaiting,
+    registered at 1 s with a minute to wait; ``fields`` replace any of its values."""
+    values: dict[str, Any] = {
+        "settlement_id": f"stl_{n:024x}",
+        "chain": "local",
+        "tx_hash": f"0x{n:064x}",
+        "required_confirmations": 3,
+        "finality_mode": "depth",
+        "timeout_ms": 60_000,
+        "initiated_at": 1_000,
+        "deadline": 61_000,
+        "digest": "sha256:" + "0" * 64,
+        "decision": {"verdict": "AWAITING_FINALITY"},
+    }
+    return NewSettlement(**(values | fields))
 
 
 def random_tx_hash() -> str:

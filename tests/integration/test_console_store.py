@@ -5,11 +5,11 @@ the newest event's id."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 
 import pytest
 
-from watcher.store import NewSettlement, Store
+from tests.integration.helpers import numbered_settlement
+from watcher.store import Store
 from watcher.store.console_store import final_durations, header_times, last_event_id
 
 
@@ -20,24 +20,8 @@ def store(store_url: str) -> Iterator[Store]:
     opened.close()
 
 
-def _new(n: int, owner: str = "anonymous") -> NewSettlement:
-    return NewSettlement(
-        settlement_id=f"stl_{n:024x}",
-        chain="local",
-        tx_hash=f"0x{n:064x}",
-        required_confirmations=3,
-        finality_mode="depth",
-        timeout_ms=60_000,
-        initiated_at=1_000,
-        deadline=61_000,
-        digest="sha256:" + "0" * 64,
-        decision={"verdict": "AWAITING_FINALITY"},
-        owner=owner,
-    )
-
-
 def _decide(store: Store, n: int, verdict: str, now: int, owner: str = "anonymous") -> None:
-    rec, _ = store.register(_new(n, owner))
+    rec, _ = store.register(numbered_settlement(n, owner=owner))
     with store.block_txn("local", now) as txn:
         txn.save_decision(rec, verdict, rec.digest, {"verdict": verdict}, False, terminal=True)
 
@@ -48,7 +32,7 @@ def test_time_to_final_counts_the_owners_confirmed_ones_in_the_window(store: Sto
     _decide(store, 2, "FINALITY_CONFIRMED", now=5_000)  # took 4 s
     _decide(store, 3, "SETTLEMENT_FAILED", now=6_000)  # not final: not counted
     _decide(store, 4, "FINALITY_CONFIRMED", now=2_000, owner="other")
-    store.register(replace(_new(5), settlement_id="stl_awaiting"))
+    store.register(numbered_settlement(5))
 
     assert final_durations(store.reader, 0, "anonymous") == {"local": [4_000, 8_000]}
     assert final_durations(store.reader, 6_000, "anonymous") == {"local": [8_000]}
