@@ -27,6 +27,7 @@ LONGEST_FIRST = (
     "tests/e2e/test_process.py",
     "tests/e2e/test_schemathesis.py",
     "tests/e2e/test_payments.py",
+    "tests/e2e/test_console.py",
     "tests/e2e/test_listing_batch.py",
     "tests/e2e/test_handoff_daemons.py",
     "tests/e2e/test_delivery_crash.py",
