@@ -368,16 +368,23 @@ def test_the_charts_and_instances_pages_draw_from_the_api(browser: Browser, daem
         own_origin_only(tab, daemon)
 
 
-def test_a_stream_that_drops_shows_disconnected_then_resumes(
-    browser: Browser, daemon: Daemon
+def test_a_stream_that_drops_shows_disconnected_then_resumes_where_it_was(
+    browser: Browser, daemon: Daemon, module_anvil: Anvil
 ) -> None:
     with console_tab(browser, daemon.url, BACKEND) as tab:
         state = tab.page.locator("#stream-state")
         tab.page.locator("#stream-state[data-state=live]").wait_for(timeout=WAIT_MS)
+        sid, _ = mined_settlement(daemon, module_anvil, confirmations=1)
+        daemon.wait_verdict(sid, "FINALITY_CONFIRMED")
+        newest = daemon.get("/v1/events/latest").json()["last_event_id"]
+        tab.page.locator(f"#stream-state[data-last-event='{newest}']").wait_for(timeout=WAIT_MS)
+        before = len(tab.resumed_from)
         daemon.kill9()
         tab.page.locator("#stream-state[data-state=disconnected]").wait_for(timeout=WAIT_MS)
         assert "disconnected" in (state.text_content() or "")
         tab.shot("disconnected")
         daemon.start()
         tab.page.locator("#stream-state[data-state=live]").wait_for(timeout=60_000)
+        resumed = tab.resumed_from[before:]
+        assert resumed and set(resumed) == {str(newest)}  # every retry resumes after it
         own_origin_only(tab, daemon)

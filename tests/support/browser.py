@@ -20,7 +20,7 @@ import pytest
 from tests.support.anvil import ROOT, in_ci
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser, Page, Request
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -74,6 +74,8 @@ class ConsolePage:
     page: Page
     requests: list[str] = field(default_factory=list)
     dialogs: list[str] = field(default_factory=list)
+    resumed_from: list[str | None] = field(default_factory=list)
+    """The ``Last-Event-ID`` each event stream request carried, in order."""
 
     def foreign(self, origin: str) -> list[str]:
         """Requests that went anywhere but ``origin`` (``data:`` and ``blob:`` are local)."""
@@ -99,7 +101,13 @@ def console_tab(browser: Browser, base_url: str, token: str | None) -> Iterator[
     try:
         page = context.new_page()
         tab = ConsolePage(page)
-        page.on("request", lambda r: tab.requests.append(r.url))
+
+        def record(request: Request) -> None:
+            tab.requests.append(request.url)
+            if request.url.split("?")[0].endswith("/v1/events"):
+                tab.resumed_from.append(request.headers.get("last-event-id"))
+
+        page.on("request", record)
 
         def dismiss(dialog: object) -> None:
             tab.dialogs.append(str(getattr(dialog, "message", "")))

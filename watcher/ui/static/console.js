@@ -76,7 +76,8 @@ async function refresh() {
   }
 }
 
-function onEvent() {
+function onEvent(kind, event) {
+  streamState.dataset.lastEvent = String(event.id);
   // Many events a second must not mean many reloads: at most one per EVENT_REFRESH_MS.
   if (eventTimer === null) eventTimer = setTimeout(() => { eventTimer = null; refresh(); }, EVENT_REFRESH_MS);
 }
