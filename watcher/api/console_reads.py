@@ -27,6 +27,7 @@ from guard.errors import InvalidHash
 from guard.hexes import parse_tx_hash
 from watcher.api.auth import Reader
 from watcher.api.deps import ApiDeps
+from watcher.api.models.console import LatestEventView, SearchView, TimelineView, TimeToFinalView
 from watcher.api.models.errors import ERRORS
 from watcher.api.views import settlement_or_error
 from watcher.engine.decisions import LIFECYCLE_EVENT
@@ -172,7 +173,12 @@ def router(deps: ApiDeps) -> APIRouter:
     """The console's read routes over ``deps``."""
     api = APIRouter()
 
-    @api.get("/v1/settlements/{settlement_id}/timeline", responses={404: ERRORS[404]})
+    @api.get(
+        "/v1/settlements/{settlement_id}/timeline",
+        response_model=TimelineView,
+        response_model_exclude_unset=True,
+        responses={404: ERRORS[404]},
+    )
     def get_timeline(caller: Reader, settlement_id: str) -> dict[str, Any]:
         """A settlement's timeline: registered, reorgs, inclusion, each confirmation with
         its block's time, verdict, receipts, deliveries (times in ms)."""
@@ -185,7 +191,7 @@ def router(deps: ApiDeps) -> APIRouter:
             "steps": timeline(deps, rec, caller.name),
         }
 
-    @api.get("/v1/stats/time-to-final")
+    @api.get("/v1/stats/time-to-final", response_model=TimeToFinalView)
     def time_to_final(
         caller: Reader,
         window_s: int = Query(default=3600, ge=1, le=MAX_WINDOW_S),
@@ -205,7 +211,7 @@ def router(deps: ApiDeps) -> APIRouter:
             )
         return {"window_s": window_s, "chains": chains}
 
-    @api.get("/v1/search")
+    @api.get("/v1/search", response_model=SearchView)
     def search_settlements(
         caller: Reader, q: str = Query(min_length=1, max_length=256)
     ) -> dict[str, list[str]]:
@@ -213,7 +219,7 @@ def router(deps: ApiDeps) -> APIRouter:
         a source's ref (``settlement_ids``: empty when nothing matches)."""
         return {"settlement_ids": search(deps, q.strip() or q, caller.name)}
 
-    @api.get("/v1/events/latest")
+    @api.get("/v1/events/latest", response_model=LatestEventView)
     def latest_event(caller: Reader) -> dict[str, int]:
         """The newest event's id (0: none yet): stream ``/v1/events`` after it for what
         happens from now on."""

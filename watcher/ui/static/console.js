@@ -37,7 +37,9 @@ function mark(name) {
   }
 }
 
-function show() {
+// `moved`: the operator went to another page, so focus goes to its heading (a screen reader
+// announces it); not on the first load, nor on a timed refresh.
+function show(moved = false) {
   const { name, arg } = route();
   const page = pages[name];
   mark(name);
@@ -52,6 +54,7 @@ function show() {
   const data = el("section", { "aria-live": "off", id: "data" });
   main.replaceChildren(el("h1", { text: title }), page.setup ? page.setup(ctx) : "", data);
   current = { page, ctx, data };
+  if (moved) main.focus();
   refresh();
 }
 
@@ -135,7 +138,7 @@ async function find(q) {
   return ids;
 }
 
-window.addEventListener("hashchange", show);
+window.addEventListener("hashchange", () => show(true));
 // A keyboard user's focus inside the data is not pulled away by a timed refresh.
 setInterval(() => { if (!document.hidden && !current?.data.contains(document.activeElement)) refresh(); }, REFRESH_MS);
 function tokenHint() {
