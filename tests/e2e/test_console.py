@@ -10,13 +10,16 @@ no dialog. Screenshots land in tests/artifacts/.
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
+from guard.verify import verify_receipt
 from tests.support.anvil import Anvil
 from tests.support.browser import ConsolePage, chromium, console_tab, need_chromium
 from tests.support.daemon import Daemon, wait_for
@@ -222,7 +225,15 @@ def test_a_settlement_page_walks_its_timeline_to_final_without_a_reload(
         ]
         assert order[:6] == ["registered", "included", "depth", "depth", "depth", "final"]
         assert "receipt_issued" in order
-        assert tab.page.get_by_role("button", name="Download receipt").is_visible()
+        with tab.page.expect_download() as downloaded:
+            tab.page.get_by_role("button", name="Download receipt").click()
+        receipt = json.loads(Path(downloaded.value.path()).read_text())
+        signer = daemon.get("/v1/signers").json()[0]["address"]
+        verified = verify_receipt(receipt, trusted_signers=[signer])  # what `finality verify` runs
+        assert (
+            verified.kind == "settlement_finality_receipt"
+            and downloaded.value.suggested_filename == f"{sid}.receipt.json"
+        )
         assert tab.page.locator("svg.chart circle").count() == 3  # confirmations against time
         tab.shot("settlement")
         own_origin_only(tab, daemon)

@@ -194,7 +194,9 @@ export const settlement = {
       el("h2", { text: "Receipt" }),
     ];
     if (view.receipt) {
-      parts.push(el("p", { text: `${view.receipt.kind || "receipt"}: finality verify checks its signature against the signer's key, the canonical encoding of its body and, where it carries them, the block headers and inclusion proof, offline.` }));
+      parts.push(el("p", { text: `${view.receipt.kind || "Receipt"}, signed. Check it offline with ` },
+        el("code", { text: `finality verify ${id}.receipt.json` }),
+        ": the EIP-712 signature and its signer, and for a chain receipt the header chain from the inclusion block to the confirming head and the Merkle-Patricia proofs of the transaction and its receipt (add --signer 0x… to accept only a key you know, --dependent-state FILE to check the state it binds)."));
       parts.push(receiptDownload(id, `${id}.receipt.json`));
     } else {
       parts.push(el("p", { class: "muted", text: "No receipt until the verdict is terminal." }));
