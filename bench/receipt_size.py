@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from bench.common import median_ms
 from guard.canonical import canonical_json
 from guard.verify import verify_receipt
 from tests.integration.helpers import Rig, make_watcher
@@ -43,15 +42,6 @@ from watcher.store.leaves_store import leaves_store
 
 MINE_STEP = 500
 """Blocks mined between two polls of the watcher."""
-
-
-def _median_ms(action: Callable[[], object], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        action()
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
 
 
 def _build(rig: Rig, signer: Signer, sid: str, ancestry: str, headers: str) -> dict[str, Any]:
@@ -100,11 +90,11 @@ def measure(depths: list[int], runs: int) -> list[dict[str, Any]]:
             for ancestry in ("headers", "history"):
                 for form in ("list", "compact"):
                     receipt = _build(rig, signer, ids[depth], ancestry, form)
-                    build = _median_ms(
+                    build = median_ms(
                         partial(_build, rig, signer, ids[depth], ancestry, form), runs
                     )
                     text = json.dumps(receipt)
-                    verify = _median_ms(partial(_verify_text, text), runs)
+                    verify = median_ms(partial(_verify_text, text), runs)
                     said = receipt["proof"].get("ancestry", {})
                     rows.append(
                         {
