@@ -40,8 +40,9 @@ from watcher.receipts.builder import ReceiptBuilder
 from watcher.receipts.signer import Signer
 from watcher.store.leaves_store import leaves_store
 
-MINE_STEP = 500
-"""Blocks mined between two polls of the watcher."""
+MINE_STEP = 100
+"""Blocks mined between two polls of the watcher (anvil takes seconds per 100 blocks once
+the contract's storage is large: one call must stay under the client's 30 s timeout)."""
 
 
 def _build(rig: Rig, signer: Signer, sid: str, ancestry: str, headers: str) -> dict[str, Any]:
@@ -85,7 +86,7 @@ def measure(depths: list[int], runs: int) -> list[dict[str, Any]]:
                 step = min(MINE_STEP, depth - mined)
                 rig.mine_and_poll(step)
                 mined += step
-            print(f"  mined to depth {depth} ({time.perf_counter() - started:.0f} s)")
+            print(f"mined to depth {depth} ({time.perf_counter() - started:.0f} s)", flush=True)
             assert rig.settlement(ids[depth]).verdict == "FINALITY_CONFIRMED"
             for ancestry in ("headers", "history"):
                 for form in ("list", "compact"):
@@ -108,18 +109,20 @@ def measure(depths: list[int], runs: int) -> list[dict[str, Any]]:
                             "reason": said.get("reason"),
                         }
                     )
+            report([r for r in rows if r["depth"] == depth], header=depth == min(depths))
         rig.store.close()
     return rows
 
 
-def report(rows: list[dict[str, Any]]) -> None:
-    """One table: each history row beside its header-chain baseline, with the ratios."""
+def report(rows: list[dict[str, Any]], header: bool = True) -> None:
+    """Table rows: each history row beside its header-chain baseline, with the ratios."""
     base = {(r["depth"], r["headers"]): r for r in rows if r["ancestry"] == "headers"}
-    print(
-        "| depth | headers form | header chain: bytes / build / verify | history: bytes / "
-        "build / verify | kind (reason) | size ratio | build ratio |"
-    )
-    print("|---:|---|---:|---:|---|---:|---:|")
+    if header:
+        print(
+            "| depth | headers form | header chain: bytes / build / verify | history: bytes / "
+            "build / verify | kind (reason) | size ratio | build ratio |"
+        )
+        print("|---:|---|---:|---:|---|---:|---:|")
     for r in rows:
         if r["ancestry"] != "history":
             continue
@@ -129,7 +132,8 @@ def report(rows: list[dict[str, Any]]) -> None:
             f"| {r['depth']:,} | {r['headers']} | {b['bytes']:,} B / {b['build_ms']:.1f} ms / "
             f"{b['verify_ms']:.1f} ms | {r['bytes']:,} B / {r['build_ms']:.1f} ms / "
             f"{r['verify_ms']:.1f} ms | {kind} | {r['bytes'] / b['bytes']:.3f} | "
-            f"{r['build_ms'] / b['build_ms']:.2f} |"
+            f"{r['build_ms'] / b['build_ms']:.2f} |",
+            flush=True,
         )
 
 
@@ -138,7 +142,7 @@ def main() -> None:
     parser.add_argument("--depths", type=int, nargs="+", default=[12, 64, 600, 8000])
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    report(measure(args.depths, args.runs))
+    measure(args.depths, args.runs)
 
 
 if __name__ == "__main__":
