@@ -144,6 +144,14 @@ def test_a_depth_12_receipt_is_smaller_than_its_header_chain(
     assert len(canonical_json(proven)) < len(canonical_json(chained)) / 2
     assert verify_receipt(chained).facts.confirmations == 12
 
+    compact = rig.config.model_copy(update={"receipt_headers": "compact"})
+    builder = ReceiptBuilder(compact, rig.client, receipts.signer.address)
+    small = receipts.signer.sign(builder.decision_body(rig.settlement(sid), rig.clock()))
+    assert small["proof"]["ancestry"]["kind"] == "history_storage"
+    assert "header_chain" in small["proof"]  # the inclusion header alone, compact
+    assert verify_receipt(small).facts.confirmations == 12
+    assert len(canonical_json(small)) < len(canonical_json(proven))
+
 
 def test_without_the_contract_the_header_chain_says_so_and_is_not_asked_again(
     start_anvil: Callable[..., Anvil], tmp_path: Path

@@ -184,6 +184,8 @@ class ReceiptBuilder:
             block, headers = self._header_chain(key)
             if self.prover is not None and ancestry is None:  # the ends were not stored
                 ancestry = self.prover.prove(headers[0], headers[-1], count)
+                if ancestry.history is not None:
+                    headers = headers[:1]
         tries = self._block_tries(block)
         try:
             index = tries.tx_hashes.index(tx_hash)
