@@ -12,7 +12,9 @@ below H.
 A receipt's ``proof.ancestry`` of kind ``history_storage`` therefore replaces the H - B
 headers between the inclusion block B and the confirming block H by three things:
 
-* ``header``: block H's header (its hash recomputed, like every header);
+* ``header``: block H's header, as a one-header ``header_chain`` object (format
+  ``rlp-linked/1``, guard/header_chain.py: its consensus RLP in base64, strictly decoded;
+  its hash is recomputed, never stated);
 * ``account_proof``: the Merkle-Patricia nodes from H's ``stateRoot`` to the contract's
   account, keyed by keccak256(address); the account is ``rlp([nonce, balance,
   storageRoot, codeHash])`` and its ``codeHash`` must be the EIP's code (so the slots mean
@@ -41,6 +43,7 @@ from guard import rlp
 from guard.errors import ReceiptInvalid
 from guard.fields import array, child, hex_bytes, keys, text
 from guard.hashing import keccak256
+from guard.header_chain import decode_header_chain, encode_header_chain
 from guard.headers import field_bytes
 from guard.mpt import ProofError, verify_proof
 
@@ -202,6 +205,15 @@ def header_chain_reason(ancestry: Mapping[str, Any]) -> str:
     return reason
 
 
+def ancestry_head(ancestry: Mapping[str, Any]) -> tuple[int, str, Mapping[str, Any]]:
+    """(number, recomputed hash, header) of block H, from the ancestry's ``header``."""
+    where = "proof.ancestry.header"
+    headers = decode_header_chain(child(ancestry, "header", "proof.ancestry"), where)
+    if len(headers) != 1:
+        raise ReceiptInvalid(f"{where}: must hold one header, not {len(headers)}")
+    return headers[0]
+
+
 def ancestry_kind(proof: Mapping[str, Any]) -> tuple[str, Mapping[str, Any] | None]:
     """(the ancestry kind of a proof, its ``ancestry`` object or None when absent)."""
     if "ancestry" not in proof:
@@ -220,17 +232,18 @@ class HistoryProof:
     """The ``history_storage`` ancestry a builder puts in a receipt (guard/receipt_bodies)."""
 
     header: Mapping[str, str]
-    """Block H's header object (:func:`guard.headers.header_json`)."""
+    """Block H's header object (:func:`guard.headers.header_json`); carried compact."""
     account_proof: Sequence[str]
     """Nodes (0x hex RLP) from H's ``stateRoot`` to the history contract's account."""
     storage_proof: Sequence[str]
     """Nodes from the contract's ``storageRoot`` to slot ``B mod 8191``."""
 
     def as_json(self) -> dict[str, Any]:
-        """The ``proof.ancestry`` object."""
+        """The ``proof.ancestry`` object (H's header as a one-header ``header_chain`` object:
+        its RLP in base64, half the size of the JSON object)."""
         return {
             "kind": HISTORY_STORAGE,
-            "header": self.header,
+            "header": encode_header_chain([self.header]),
             "account_proof": list(self.account_proof),
             "storage_proof": list(self.storage_proof),
         }

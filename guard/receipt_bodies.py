@@ -72,9 +72,7 @@ class InclusionProof:
             "transaction_proof": list(self.transaction_proof),
         }
         if self.history is not None:
-            ancestry = self.history.as_json()
-            ancestry["header"] = _shared(self.history.header)
-            out["ancestry"] = ancestry
+            out["ancestry"] = self.history.as_json()
         elif self.header_chain_reason is not None:
             out["ancestry"] = {"kind": HEADER_CHAIN, "reason": self.header_chain_reason}
         return out

@@ -26,12 +26,13 @@ from typing import Any
 
 from guard import rlp
 from guard.errors import ReceiptInvalid
-from guard.fields import array, child, field, hex_bytes, integer, keys, obj
+from guard.fields import array, child, hex_bytes, integer, keys, obj
 from guard.header_chain import decode_header_chain
 from guard.headers import HeaderError, field_bytes, header_hash, header_number
 from guard.history import (
     HEADER_CHAIN,
     HISTORY_STORAGE,
+    ancestry_head,
     ancestry_kind,
     header_chain_reason,
     verify_history_ancestry,
@@ -273,6 +274,5 @@ def _ancestry(
             f"not {len(headers)} headers"
         )
     number, block_hash, _ = headers[0]
-    head = verify_header(field(ancestry, "header", "proof.ancestry"), "proof.ancestry.header")
-    link = verify_history_ancestry(ancestry, number, block_hash, head)
+    link = verify_history_ancestry(ancestry, number, block_hash, ancestry_head(ancestry))
     return link.head_number, link.head_hash, link.depth, HISTORY_STORAGE

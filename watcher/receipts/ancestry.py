@@ -110,7 +110,7 @@ class AncestryProver:
     def _prove(self, block: Mapping[str, str], head: Mapping[str, str], depth: int) -> Ancestry:
         number, head_number = header_number(block), header_number(head)
         per_header = header_size(block, self.compact)
-        floor = per_header + header_size(head, False) + ENVELOPE_BYTES
+        floor = per_header + header_size(head, True) + ENVELOPE_BYTES
         if depth * per_header <= floor + self._proof_bytes:
             return Ancestry(None, "smaller")
         if not in_window(number, head_number):
