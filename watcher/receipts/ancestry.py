@@ -102,7 +102,8 @@ class AncestryProver:
         answer = self._proven.get(key)
         if answer is None:
             answer = self._prove(block, head, depth)
-            self._proven[key] = answer
+            if answer.reason != "unavailable":  # a node that failed once is asked again
+                self._proven[key] = answer
             while len(self._proven) > HEADS_HELD:
                 self._proven.popitem(last=False)
         return answer
