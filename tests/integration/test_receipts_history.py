@@ -27,6 +27,7 @@ from tests.integration.helpers import Rig, make_watcher
 from tests.integration.receipts_helpers import Receipts, TxFactory, receipts_for
 from tests.support.anvil import Anvil
 from tests.support.daemon import run_cli
+from tests.support.faulty_proxy import FaultyProxy
 from watcher.receipts.ancestry import Ancestry, AncestryProver
 from watcher.receipts.builder import ReceiptBuilder
 
@@ -198,3 +199,56 @@ def test_beyond_8191_blocks_the_header_chain_is_chosen_without_a_call(
     start = len(proxy.log)
     assert prover.prove(block, head, 2_000_001) == Ancestry(None, "beyond_history_window")
     assert proxy.log[start:] == []
+
+
+def _wrong_slot_value(answer: Any) -> Any:
+    """The node's eth_getProof answer with the slot's leaf changed (another word in it), the
+    value it states left as it was."""
+    entry = answer["storageProof"][0]
+    leaf = entry["proof"][-1]
+    entry["proof"][-1] = leaf[:-2] + ("00" if leaf[-2:] != "00" else "01")
+    return answer
+
+
+def test_a_node_that_refuses_or_forges_the_proof_gets_the_header_chain(
+    start_anvil: Callable[..., Anvil], tmp_path: Path
+) -> None:
+    """Never signed on the node's word: a refused eth_getProof (a state the node no longer
+    keeps), or a proof whose leaf was changed, gives the header chain (reason
+    ``unavailable``) and a receipt that verifies; the node is asked again next time."""
+    anvil = start_anvil("--no-mining")
+    proxy = FaultyProxy(anvil.url)
+    try:
+        rig = make_watcher(
+            anvil,
+            f"sqlite:///{tmp_path}/f.db",
+            transport=Web3Transport(proxy.url),
+            confirmations=12,
+        )
+        rig.watcher.poll()
+        receipts = receipts_for(rig)
+        [refused] = _block_of_watched_txs(rig, 1)
+        [forged] = _block_of_watched_txs(rig, 1)
+        [honest] = _block_of_watched_txs(rig, 1)
+        rig.mine_and_poll(9)  # the first block at depth 12
+        proxy.refuse = {"eth_getProof"}
+        receipts.run(rig)
+        proxy.clear()
+        proxy.rewrite = {"eth_getProof": _wrong_slot_value}
+        rig.mine_and_poll(1)
+        receipts.run(rig)
+        proxy.clear()
+        rig.mine_and_poll(1)
+        receipts.run(rig)
+        for sid, reason in ((refused, "unavailable"), (forged, "unavailable"), (honest, None)):
+            receipt = receipts.latest(sid)
+            verified = verify_receipt(receipt)
+            assert verified.facts.confirmations == 12
+            if reason is None:
+                assert receipt["proof"]["ancestry"]["kind"] == "history_storage"
+            else:
+                assert receipt["proof"]["ancestry"] == {"kind": "header_chain", "reason": reason}
+        assert proxy.calls["eth_getProof"] == 3
+        rig.store.close()
+    finally:
+        proxy.close()
