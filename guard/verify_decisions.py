@@ -85,7 +85,9 @@ def verify_decision(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, lis
     what = f"replaced by {inclusion.tx_hash}, " if reason == "replaced" else ""
     summary = ("ATTESTATION ONLY, no header chain checked: " if attested else "") + (
         f"{what}block {inclusion.block_number} ({inclusion.block_hash}), tx {inclusion.tx_index}, "
-        f"{status}, depth {inclusion.depth} (head {inclusion.head_number}), basis {basis}"
+        f"{status}, depth {inclusion.depth} (head {inclusion.head_number}"
+        + (f", ancestry {inclusion.ancestry}" if inclusion.ancestry else "")
+        + f"), basis {basis}"
     )
     return (
         ChainFacts(
@@ -96,6 +98,7 @@ def verify_decision(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, lis
             status=inclusion.status,
             confirmations=inclusion.depth,
             transaction_form=inclusion.form,
+            ancestry=inclusion.ancestry,
             anchor=(inclusion.head_number, inclusion.head_hash),
             dependent_state_digest=state,
         ),

@@ -18,6 +18,10 @@ load-balanced RPC endpoints really do:
   whose finality tag runs far ahead of every other node's.
 * ``logs_max_blocks`` — refuse an ``eth_getLogs`` over more blocks than this with a JSON-RPC
   error, as hosted providers cap a query's block range.
+* ``refuse`` — answer single requests for these methods with a JSON-RPC error (a node that
+  no longer keeps a block's state answers ``eth_getProof`` so: "missing trie node");
+* ``rewrite`` — method → function applied to the result of a single request for it (a node
+  serving a wrong answer).
 
 :meth:`total` and :meth:`calls_log` count what arrived (a batch of k calls counts k), for
 tests that check call budgets and rate limits at the wire.
@@ -32,6 +36,7 @@ import json
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -57,6 +62,8 @@ class FaultyProxy:
         """When set, the head the proxy shows: blocks above it do not exist."""
         self.finalized_ahead = False
         self.logs_max_blocks: int | None = None
+        self.refuse: set[str] = set()
+        self.rewrite: dict[str, Callable[[Any], Any]] = {}
         self.calls: Counter[str] = Counter()
         self.arrivals: list[tuple[float, int]] = []
         """(monotonic time, JSON-RPC calls) of every HTTP request received."""
@@ -104,6 +111,8 @@ class FaultyProxy:
         self.ceiling = None
         self.finalized_ahead = False
         self.logs_max_blocks = None
+        self.refuse = set()
+        self.rewrite = {}
 
     def freeze_head(self) -> int:
         """Stop the head where it is now; returns that height."""
@@ -208,6 +217,10 @@ class FaultyProxy:
             ]
             out: Any = answers if isinstance(payload, list) else answers[0]
             return 200, json.dumps(out).encode()
+        single = str(payload.get("method")) if isinstance(payload, dict) else None
+        if single in self.refuse:
+            error = {"code": -32000, "message": "injected: missing trie node"}
+            return 200, json.dumps({"jsonrpc": "2.0", "id": payload["id"], "error": error}).encode()
         refused = self._logs_refused(payload, items)
         if refused is not None:
             return 200, refused
@@ -227,6 +240,10 @@ class FaultyProxy:
             )
         except requests.RequestException:
             return 0, b""
+        if single in self.rewrite:
+            decoded = answer.json()
+            decoded["result"] = self.rewrite[single](decoded.get("result"))
+            return answer.status_code, json.dumps(decoded).encode()
         if ceiling is None and self.chain_id is None:
             return answer.status_code, answer.content
         try:

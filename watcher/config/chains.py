@@ -78,6 +78,12 @@ class ChainConfig(Strict):
     """How receipts carry their header chain: ``list`` (``proof.headers``, JSON objects) or
     ``compact`` (``proof.header_chain``, RLP in base64, ~0.7 KB a header instead of ~1.6 KB;
     docs/receipts.md). Verifiers older than the compact format accept only ``list``."""
+    receipt_ancestry: Literal["history", "headers"] = "history"
+    """How receipts link the tx's block to the confirming block: ``history`` (where the
+    chain has the EIP-2935 contract and it is smaller, one ``eth_getProof`` per confirming
+    block instead of the headers between; else the header chain, ``proof.ancestry`` saying
+    why) or ``headers`` (the header chain, with no ``proof.ancestry``: the form verifiers
+    before it accept)."""
 
     @field_validator("name")
     @classmethod
