@@ -185,6 +185,10 @@ class QuorumGate:
         if wrong is not None:
             notes[ep] = f"serves chain id {wrong}"
             return
+        distrusted = _distrusted(member)
+        if distrusted is not None:
+            notes[ep] = f"inconsistent ({distrusted}): not counted"
+            return
         try:
             same_head = member.header(head.number)
             if same_head is not None and same_head.hash == head.hash:
@@ -325,6 +329,15 @@ def _wrong_chain(member: RpcClient) -> int | None:
     health = getattr(member.transport, "health", None)
     wrong = getattr(health, "wrong_chain", None)
     return wrong if isinstance(wrong, int) else None
+
+
+def _distrusted(member: RpcClient) -> str | None:
+    """Why ``member``'s data is not believed now (it failed a check: chains.health), else
+    None: an endpoint caught lying does not vote."""
+    health = getattr(member.transport, "health", None)
+    if health is None or not health.distrusted:
+        return None
+    return str(health.inconsistent)
 
 
 def _preference(member: RpcClient) -> tuple[int, float]:

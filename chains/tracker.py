@@ -14,12 +14,18 @@ new block arrived. From that single answer it decides:
 
 A reorg can replace every block of the window (right after a cold start the window holds a
 single block: the tip, which is the block most likely to be replaced). Then the walk goes on
-below the window on demand, over the only facts the watcher recorded there: the blocks its
-settlements were included in (``recorded``). Those that the node no longer has are replaced
-blocks (the caller re-checks what they held); the walk stops at the first recorded block the
-node still has, since everything below it is intact. The chain is then *rebased*: the node's
-block just below the window becomes the ancestor (``Reorg.beyond_window``), and the caller
-looks every watched tx up again, since the new branch below the window is never scanned.
+below the window on demand, over the only facts known there: the window bottom's
+``parentHash`` (the hash of the block below it), followed down through the old blocks the node
+still serves by hash (a real node keeps side blocks a while; anvil forgets them), then the
+blocks the watcher's settlements were included in (``recorded``). Each height whose known
+hash the node no longer has there is a replaced block (the caller re-checks what it held);
+the first whose known hash the node still has is a true common ancestor. The chain is then
+*rebased* (``Reorg.beyond_window``) on the node's block just below the lowest height known to
+be replaced, and the caller looks every watched tx up again, since the new branch below the
+window is never scanned. What is recorded is only what is known: the depth counts the
+blocks known to be replaced (a lower bound), and the ancestor recorded
+(:attr:`Reorg.recorded_ancestor`) is a block known to be on both branches: the one the walk
+found, else the genesis block; never the rebase block, which may itself be replaced.
 Nothing is fetched for this at start-up, only when such a reorg happens.
 
 With several endpoints, a followed node whose chain cannot be joined to the window at all
@@ -72,9 +78,18 @@ class Reorg:
     settlements that the node no longer has)."""
     beyond_window: bool = False
     """True when no block of the header window survived: ``common_ancestor`` is the node's
-    block just below the window (a rebase), not a block we had seen, and ``depth`` is a
-    lower bound. Watched txs must be looked up again: the new branch below the window is
-    not scanned."""
+    block below the lowest height known to be replaced (a rebase: where the window joins the
+    node's chain again, not a block known to be on the old branch), and ``depth`` is a lower
+    bound. Watched txs must be looked up again: the new branch below the window is not
+    scanned."""
+    known_ancestor: BlockHeader | None = None
+    """After a rebase: the highest block known to be on both branches (see the module doc)."""
+
+    @property
+    def recorded_ancestor(self) -> BlockHeader:
+        """The common ancestor as recorded and shown: a block known to be on both branches
+        (after a rebase, :attr:`known_ancestor`; else :attr:`common_ancestor`)."""
+        return self.known_ancestor or self.common_ancestor
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,8 +248,9 @@ class HeadTracker:
         start = min(head.number, latest.header.number)
         ancestor = self._common_ancestor(self.client, start)
         below: list[ReplacedBlock] = []
+        known: BlockHeader | None = None
         if ancestor is None:
-            ancestor, below = self._rebase_point(latest.header)
+            ancestor, below, known = self._rebase_point(latest.header)
         branch = self._fetch_range(ancestor.number + 1, latest.header.number, latest)
         if branch and branch[0].header.parent_hash != ancestor.hash:
             raise ChainInconsistent(
@@ -259,6 +275,7 @@ class HeadTracker:
             old_head=head,
             replaced=replaced,
             beyond_window=bool(below) or ancestor.number < self._bottom(),
+            known_ancestor=known,
         )
         return Advance(node_head=latest.header, blocks=tuple(branch), reorg=reorg)
 
@@ -286,19 +303,66 @@ class HeadTracker:
             high = low - 1
         return None
 
-    def _rebase_point(self, latest: BlockHeader) -> tuple[BlockHeader, list[ReplacedBlock]]:
-        """No held header survived: walk on below the window over the recorded blocks (see
-        the module doc). Returns the node's block to rebase on, just below the window (or its
-        head, when its chain is shorter), and the recorded blocks the node no longer has."""
+    def _rebase_point(
+        self, latest: BlockHeader
+    ) -> tuple[BlockHeader, list[ReplacedBlock], BlockHeader]:
+        """No held header survived: walk on below the window (see the module doc). Returns
+        the node's block to rebase on (just below the lowest height known to be replaced, or
+        its head when its chain is shorter), the blocks below the window known to be
+        replaced, and the highest block known to be on both branches."""
         bottom = self._bottom()
         if bottom == 0:
             raise ReorgTooDeep(self.chain, 0)  # another genesis: another chain, not a reorg
+        below, joined = self._walk_parents(latest)
+        if joined is not None:
+            return joined, below, joined
+        lowest = below[-1].number if below else bottom
+        recorded, matched = self._walk_recorded(lowest, latest)
+        rebase = self._node_header(min(lowest - 1, latest.number), latest)
+        return rebase, below + recorded, matched or self._node_header(0, latest)
+
+    def _walk_parents(self, latest: BlockHeader) -> tuple[list[ReplacedBlock], BlockHeader | None]:
+        """Down from the window bottom's ``parentHash``: each height where the node's block
+        is not the one the old branch had, then the old block's own parent, while the node
+        serves old blocks by hash (at most ``max_batch`` steps). Returns the heights known
+        to be replaced, highest first, and the node's block where the old hash matched
+        (a true common ancestor), if reached."""
+        bottom = self.window.get(self._bottom())
+        assert bottom is not None
+        old_hash, number = bottom.parent_hash, bottom.number - 1
         below: list[ReplacedBlock] = []
-        under = bottom
+        for _ in range(self.client.max_batch):
+            if number < 0:
+                break
+            new_hash: BlockHash | None = None
+            if number <= latest.number:
+                node = self._node_header(number, latest)
+                if node.hash == old_hash:
+                    return below, node
+                new_hash = node.hash
+            below.append(ReplacedBlock(BlockNumber(number), old_hash, new_hash))
+            raw = self.client.call("eth_getBlockByHash", [old_hash, False])
+            if raw is None:
+                break  # the node forgot the old branch: nothing more is known below
+            old = self.client.parse_block(raw, "eth_getBlockByHash").header
+            if old.number != number:
+                raise ChainInconsistent(
+                    f"{self.chain}: block {old_hash} is at height {old.number}, not {number}"
+                )
+            old_hash, number = old.parent_hash, number - 1
+        return below, None
+
+    def _walk_recorded(
+        self, under: int, latest: BlockHeader
+    ) -> tuple[list[ReplacedBlock], BlockHeader | None]:
+        """Down the recorded blocks below ``under``: those the node no longer has (replaced)
+        until the first one it still has (everything below it is intact: a block known to
+        be on both branches, returned too)."""
+        below: list[ReplacedBlock] = []
         while True:
             points = self.recorded(under, self.client.max_batch)
             if not points:
-                break
+                return below, None
             asked = [(n, h) for n, h in points if n <= latest.number]
             fetched = self.client.blocks([n for n, _ in asked], full=False) if asked else []
             found = {n: b for (n, _), b in zip(asked, fetched, strict=True)}
@@ -310,17 +374,16 @@ class HeadTracker:
                 if block is None:
                     raise ChainInconsistent(
                         f"{self.chain}: a reorg replaced every block of the header window "
-                        f"(bottom {bottom}) and the node has no block {number}, where a "
-                        "settlement was recorded: cannot tell whether the reorg reversed it. "
-                        "Point the chain at a node that serves its history (a full node)"
+                        f"(bottom {self._bottom()}) and the node has no block {number}, where "
+                        "a settlement was recorded: cannot tell whether the reorg reversed "
+                        "it. Point the chain at a node that serves its history (a full node)"
                     )
                 if block.header.hash == old_hash:
-                    return self._node_header(min(bottom - 1, latest.number), latest), below
+                    return below, block.header
                 below.append(
                     ReplacedBlock(BlockNumber(number), BlockHash(old_hash), block.header.hash)
                 )
             under = points[-1][0]
-        return self._node_header(min(bottom - 1, latest.number), latest), below
 
     def _node_header(self, number: int, latest: BlockHeader) -> BlockHeader:
         if number == latest.number:

@@ -20,6 +20,7 @@ from tests.support.receiver import Receiver, verify_signature
 from watcher.clock import wall_clock_ms
 from watcher.config.chains import ChainConfig
 from watcher.config.sections import DeliveryConfig
+from watcher.delivery.format import RECEIPT_KINDS
 from watcher.delivery.plan import OutboxPlan
 from watcher.delivery.sender import Sender, backoff_ms
 from watcher.destinations import AllowList
@@ -70,9 +71,12 @@ def start_sender(store: Store) -> Iterator[Callable[..., Sender]]:
         sender.stop()
 
 
-def confirm(store: Store, url: str, verdict: str = "FINALITY_CONFIRMED", **kw: Any) -> str:
+def confirm(
+    store: Store, url: str, verdict: str = "FINALITY_CONFIRMED", signed: bool = True, **kw: Any
+) -> str:
     """A settlement with dependent state, made terminal as the engine does it: the
-    lifecycle event and the outbox row in one transaction. Returns the settlement id."""
+    lifecycle event and the outbox row in one transaction, then (``signed``) the decision's
+    receipt as the receipts component stores it. Returns the settlement id."""
     rec, _ = register(
         store,
         Registration(CHAIN, random_tx_hash(), dependent_state=STATE, commit_url=url, **kw),
@@ -82,6 +86,10 @@ def confirm(store: Store, url: str, verdict: str = "FINALITY_CONFIRMED", **kw: A
     with store.block_txn("local", wall_clock_ms()) as txn:
         event_id = txn.record_event("settlement_confirmed", "info", decision, rec.settlement_id)
         OutboxPlan().on_verdict(txn, rec, verdict, event_id)
+    if signed:
+        _store_receipt(
+            store, rec.settlement_id, RECEIPT_KINDS[verdict], {"decision_digest": "sha256:00"}
+        )
     return rec.settlement_id
 
 
@@ -205,7 +213,7 @@ def test_a_commit_waits_for_its_receipt_and_carries_it(
     store: Store, start_sender: Callable[..., Sender]
 ) -> None:
     with Receiver(SECRET) as receiver:
-        sid = confirm(store, receiver.url("/commit"))
+        sid = confirm(store, receiver.url("/commit"), signed=False)
         start_sender(receipt_wait_s=30.0)
         time.sleep(0.6)
         assert receiver.received() == []  # waiting for the signed receipt, not sending
@@ -220,23 +228,29 @@ def test_a_commit_waits_for_its_receipt_and_carries_it(
     assert commit["receipt"]["kind"] == "settlement_finality_receipt"
     assert commit["receipt"]["receipt"] == mine
     assert commit["binding"]["receipt"] == {"binds": "state"}
-    assert commit["receipt_missing"] is None
+    assert "receipt_missing" not in commit
     assert done.body == commit  # stored once assembled: retries would resend these bytes
 
 
-def test_without_a_receipt_the_commit_goes_after_the_wait_and_says_why(
+def test_a_discard_never_goes_without_its_receipt_even_past_the_wait(
     store: Store, start_sender: Callable[..., Sender]
 ) -> None:
     with Receiver(SECRET) as receiver:
-        sid = confirm(store, receiver.url("/discard"), verdict="SETTLEMENT_FAILED")
-        started = time.monotonic()
-        start_sender(receipt_wait_s=0.5)
+        sid = confirm(store, receiver.url("/discard"), verdict="SETTLEMENT_FAILED", signed=False)
+        start_sender(receipt_wait_s=0.2)
+        wait_for(
+            lambda: delivery_of(store, sid).created_at + 1000 < wall_clock_ms(),
+            10,
+            what="well past receipt_wait_s",
+        )
+        assert receiver.received() == []  # past the wait, still not sent without it
+        assert delivery_of(store, sid).state in ("pending", "sending")
+        failure = {"failed": True, "decision_digest": "sha256:00"}
+        _store_receipt(store, sid, "settlement_failure_receipt", failure)
         wait_state(store, sid, "delivered")
-        assert time.monotonic() - started >= 0.4
     [discard] = receiver.effects()
     assert discard["type"] == "discard" and discard["verdict"] == "SETTLEMENT_FAILED"
-    assert discard["receipt"] is None
-    assert "settlement_failure_receipt" in discard["receipt_missing"]
+    assert discard["receipt"]["receipt"] == failure
 
 
 def test_backoff_doubles_with_jitter_up_to_the_cap() -> None:

@@ -2,9 +2,13 @@
 
 A ``commit`` or ``discard`` carries the signed receipt of the decision it reports, and a
 ``finality_violation`` the signed revocation of the receipt it withdraws. The receipts part
-signs after the verdict commits, so the body waits for them, at most ``receipt_wait_s``;
-then it goes without, and says where to fetch them later. Once assembled, the body is
-stored, so every retry sends the same bytes.
+signs after the verdict commits, so the body waits for them. A commit or discard never goes
+without its receipt: the receipt is the proof the receiver can check, and a decision whose
+receipt cannot be built (the node's data does not rebuild the header's roots) is not one to
+act on. Past ``receipt_wait_s`` it is still waited for, only looked at less often
+(:meth:`BodyAssembler.receipt_overdue`). A violation goes without its revocation after
+``receipt_wait_s`` (the withdrawal matters more than its proof) and says where to fetch it.
+Once assembled, the body is stored, so every retry sends the same bytes.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ class BodyAssembler:
         self.receipt_wait_s = receipt_wait_s
 
     def receipt_deadline(self, rec: DeliveryRecord) -> int:
-        """When a body stops waiting for its receipt and goes without."""
+        """When a violation stops waiting for its revocation and goes without; a commit or
+        discard goes on waiting for its receipt after it, looked at less often."""
         return self._decided_at(rec) + int(self.receipt_wait_s * 1000)
 
     def _decided_at(self, rec: DeliveryRecord) -> int:
@@ -47,8 +52,8 @@ class BodyAssembler:
         return rec.created_at
 
     def assemble(self, rec: DeliveryRecord, now: int) -> dict[str, Any] | None:
-        """The body of a commit, discard or violation, or None while its receipt is worth
-        waiting for.
+        """The body of a commit, discard or violation, or None while its receipt is not
+        signed yet (a violation's revocation: while it is worth waiting for).
 
         The decision comes from the verdict's event (what was decided then, even if the
         settlement moved on); the receipt is the newest unrevoked one of the matching kind
@@ -71,17 +76,12 @@ class BodyAssembler:
             receipt = self.outbox.receipt_for(
                 rec.settlement_id, kind, str(digest) if digest else None, decided_at
             )
-        wait_ms = int(self.receipt_wait_s * 1000)
-        if receipt is None and now < (decided_at or rec.created_at) + wait_ms:
-            return None
+        if kind is not None and receipt is None:
+            return None  # never without its receipt (see the module doc)
         binding = None
         if settlement.dependent_state is not None:
             binding = self.outbox.receipt_for(rec.settlement_id, BINDING_RECEIPT_KIND, None, 0)
-        missing = (
-            f"no signed {kind} within {self.receipt_wait_s:g} s of the verdict; "
-            f"fetch it later from GET /v1/settlements/{rec.settlement_id}/receipt"
-        )
-        return terminal_body(rec, settlement, decision, receipt, binding, missing)
+        return terminal_body(rec, settlement, decision, receipt, binding)
 
     def _assemble_violation(
         self, rec: DeliveryRecord, settlement: SettlementRecord, now: int

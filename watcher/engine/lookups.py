@@ -124,15 +124,15 @@ class TxLookups(ChainState):
             if i is not None and (i.block_number is not None or receipt is not None)
         ]
         included = [(r, i) for r, i, _ in hits]
-        if by_receipt:
-            receipts = [receipt for _, _, receipt in hits]
-        else:
-            by_hash = receipts_by_block(
-                self.client,
-                self.facts,
-                [(r.tx_hash, i.block_hash) for r, i in included if i.block_hash is not None],
-            )
-            receipts = [by_hash.get(r.tx_hash) for r, _ in included]
+        # Every receipt is checked against its block's roots (chains/block_checks.py): the
+        # node's word alone (``eth_getTransactionReceipt``) only says which block to check.
+        blocks = [receipt.block_hash if receipt else i.block_hash for _, i, receipt in hits]
+        by_hash = receipts_by_block(
+            self.client,
+            self.facts,
+            [(r.tx_hash, b) for (r, _), b in zip(included, blocks, strict=True) if b is not None],
+        )
+        receipts = [by_hash.get(r.tx_hash) for r, _ in included]
         included_ids = {r.settlement_id for r, _ in included}
         # The signed bytes of a pending tx prove its sender and nonce later, after a
         # replacement has made it vanish from every node.

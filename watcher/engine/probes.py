@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from chains.block_checks import checked_receipts
 from chains.block_facts import BlockFacts
 from chains.models import TxInfo, TxReceipt
 from chains.rpc import RpcClient
@@ -89,25 +90,16 @@ def _rebuilt(tx: Mapping[str, Any]) -> str | None:
 def receipts_by_block(
     client: RpcClient, facts: BlockFacts, included: Sequence[tuple[str, str]]
 ) -> dict[str, TxReceipt]:
-    """Receipts of ``included`` (tx hash, block hash): one ``eth_getBlockReceipts`` per block
-    not already held (then held for the receipt builder too)."""
+    """Receipts of ``included`` (tx hash, block hash), checked against their blocks' roots
+    (chains/block_checks.py): one ``eth_getBlockReceipts`` per block not already held (then
+    held for the receipt builder too)."""
     by_block: dict[str, dict[str, None]] = {}
     for tx_hash, block_hash in included:
         by_block.setdefault(block_hash, {})[tx_hash] = None
     found: dict[str, TxReceipt] = {}
     for block_hash, distinct in by_block.items():
-        hashes = list(distinct)
-        held = facts.receipts(block_hash)
-        if held is None:
-            receipts = client.block_receipts(block_hash, hashes)
-        else:
-            wanted = set(hashes)
-            receipts = [
-                r
-                for r in (client.parse_receipt(raw, "eth_getBlockReceipts") for raw in held)
-                if r.tx_hash in wanted
-            ]
-        found.update((r.tx_hash, r) for r in receipts if r.block_hash == block_hash)
+        receipts = checked_receipts(client, facts, block_hash, list(distinct))
+        found.update((r.tx_hash, r) for r in receipts)
     return found
 
 
