@@ -57,8 +57,11 @@ def _truthful(liar: FaultyProxy, module_anvil: Anvil) -> Iterator[None]:
 
 def pending(anvil: Anvil, *txs: str) -> None:
     """Wait until the node holds ``txs`` (sent with automining off)."""
-    for tx in txs:
-        wait_for(lambda tx=tx: anvil.rpc("eth_getTransactionByHash", tx), 10, what=f"{tx} pending")
+    wait_for(
+        lambda: all(anvil.rpc("eth_getTransactionByHash", tx) for tx in txs),
+        10,
+        what="txs pending",
+    )
 
 
 def refused(daemon: Daemon, words: str) -> dict[str, Any]:
