@@ -12,21 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import insert
 
-from tests.integration.helpers import random_tx_hash
+from tests.integration.helpers import random_tx_hash, sign_decision, store_receipt
 from tests.support.daemon import wait_for
 from tests.support.receiver import Receiver, verify_signature
 from watcher.clock import wall_clock_ms
 from watcher.config.chains import ChainConfig
 from watcher.config.sections import DeliveryConfig
-from watcher.delivery.format import RECEIPT_KINDS
 from watcher.delivery.plan import OutboxPlan
 from watcher.delivery.sender import Sender, backoff_ms
 from watcher.destinations import AllowList
 from watcher.settlements import Registration, register
 from watcher.store import Store
-from watcher.store import schema as s
 from watcher.store.outbox_store import DeliveryRecord
 
 LOCAL = AllowList(loopback=True)
@@ -87,9 +84,7 @@ def confirm(
         event_id = txn.record_event("settlement_confirmed", "info", decision, rec.settlement_id)
         OutboxPlan().on_verdict(txn, rec, verdict, event_id)
     if signed:
-        _store_receipt(
-            store, rec.settlement_id, RECEIPT_KINDS[verdict], {"decision_digest": "sha256:00"}
-        )
+        sign_decision(store, rec.settlement_id, verdict, "sha256:00")
     return rec.settlement_id
 
 
@@ -195,20 +190,6 @@ def test_without_a_secret_requests_are_unsigned_and_the_daemon_says_so(
     assert any("WITHOUT an X-Finality-Signature" in r.getMessage() for r in caplog.records)
 
 
-def _store_receipt(store: Store, sid: str, kind: str, body: dict[str, Any]) -> None:
-    with store._writer.begin() as conn:
-        conn.execute(
-            insert(s.receipts).values(
-                settlement_id=sid,
-                kind=kind,
-                signer="0x" + "ab" * 20,
-                digest="sha256:" + "cd" * 32,
-                body=body,
-                created_at=wall_clock_ms(),
-            )
-        )
-
-
 def test_a_commit_waits_for_its_receipt_and_carries_it(
     store: Store, start_sender: Callable[..., Sender]
 ) -> None:
@@ -219,10 +200,10 @@ def test_a_commit_waits_for_its_receipt_and_carries_it(
         assert receiver.received() == []  # waiting for the signed receipt, not sending
         assert delivery_of(store, sid).body is None
         mine = {"final": True, "decision_digest": "sha256:00"}
-        _store_receipt(store, sid, "dependent_state_binding_receipt", {"binds": "state"})
-        _store_receipt(store, sid, "settlement_finality_receipt", mine)
+        store_receipt(store, sid, "dependent_state_binding_receipt", {"binds": "state"})
+        store_receipt(store, sid, "settlement_finality_receipt", mine)
         # Newer, but made for another decision (say, before a reorg reversed it): not sent.
-        _store_receipt(store, sid, "settlement_finality_receipt", {"decision_digest": "sha256:1"})
+        store_receipt(store, sid, "settlement_finality_receipt", {"decision_digest": "sha256:1"})
         done = wait_state(store, sid, "delivered")
     [commit] = receiver.effects()
     assert commit["receipt"]["kind"] == "settlement_finality_receipt"
@@ -246,7 +227,7 @@ def test_a_discard_never_goes_without_its_receipt_even_past_the_wait(
         assert receiver.received() == []  # past the wait, still not sent without it
         assert delivery_of(store, sid).state in ("pending", "sending")
         failure = {"failed": True, "decision_digest": "sha256:00"}
-        _store_receipt(store, sid, "settlement_failure_receipt", failure)
+        store_receipt(store, sid, "settlement_failure_receipt", failure)
         wait_state(store, sid, "delivered")
     [discard] = receiver.effects()
     assert discard["type"] == "discard" and discard["verdict"] == "SETTLEMENT_FAILED"

@@ -3,7 +3,8 @@
 A ``commit`` or ``discard`` carries the signed receipt of the decision it reports, and a
 ``finality_violation`` the signed revocation of the receipt it withdraws. The receipts part
 signs after the verdict commits, so the body waits for them. A commit or discard never goes
-without its receipt: the receipt is the proof the receiver can check, and a decision whose
+without its receipt (unless the decision has none by design: a replacement or a payment on a
+chain whose headers do not re-hash; ``receipt_unavailable`` then says so): the receipt is the proof the receiver can check, and a decision whose
 receipt cannot be built (the node's data does not rebuild the header's roots) is not one to
 act on. Past ``receipt_wait_s`` it is still waited for, only looked at less often
 (:meth:`BodyAssembler.receipt_overdue`). A violation goes without its revocation after
@@ -23,6 +24,7 @@ from watcher.delivery.format import (
     violation_body,
 )
 from watcher.delivery.plan import VIOLATION
+from watcher.receipts.attestation import no_receipt_by_design
 from watcher.store.errors import SettlementNotFound
 from watcher.store.outbox_store import REVOCATION, DeliveryRecord, ReceiptRow
 from watcher.store.receipts_store import receipt_store
@@ -76,12 +78,26 @@ class BodyAssembler:
             receipt = self.outbox.receipt_for(
                 rec.settlement_id, kind, str(digest) if digest else None, decided_at
             )
+        none = None
         if kind is not None and receipt is None:
-            return None  # never without its receipt (see the module doc)
+            none = self._none_by_design(settlement, decision)
+            if none is None:
+                return None  # never without its receipt (see the module doc)
         binding = None
         if settlement.dependent_state is not None:
             binding = self.outbox.receipt_for(rec.settlement_id, BINDING_RECEIPT_KIND, None, 0)
-        return terminal_body(rec, settlement, decision, receipt, binding)
+        return terminal_body(rec, settlement, decision, receipt, binding, none)
+
+    def _none_by_design(self, settlement: SettlementRecord, decision: dict[str, Any]) -> str | None:
+        """Why ``decision`` gets no receipt at all, by design (watcher/receipts/attestation.py
+        ``no_receipt_by_design``), else None: its receipt is to be waited for."""
+        chain = self.store.chain(settlement.chain)
+        if chain is None:
+            return None  # an off-chain source: its receipts are built like any other
+        evidence = decision.get("evidence") or {}
+        return no_receipt_by_design(
+            chain.chain_id, settlement.kind, str(evidence.get("kind")), str(decision.get("verdict"))
+        )
 
     def _assemble_violation(
         self, rec: DeliveryRecord, settlement: SettlementRecord, now: int
