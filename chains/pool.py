@@ -48,8 +48,7 @@ def client_for(
     (calls/s, one per endpoint) caps each endpoint, a single one included. With several
     endpoints, the followed one is left as stalled when its head has not moved for
     ``stall_s`` (give :func:`chains.multi.stall_period` of the chain's block time) while
-    another is ``stall_lead`` blocks ahead. Every block's header is checked against its hash
-    unless the registry says the chain's headers do not re-hash (chains/header_hash.py)."""
+    another is ``stall_lead`` blocks ahead. Headers are re-hashed (chains/header_hash.py)."""
     limiters: list[RateLimiter | None] = (
         [RateLimiter(r) for r in rate_limits] if rate_limits else [None] * len(endpoints)
     )
@@ -62,11 +61,8 @@ def client_for(
         client = connect(endpoints[0], check_headers=checks)
         if budget is None and limiters[0] is None:
             return client
-        return RpcClient(
-            MeteredTransport(client.transport, budget, limiters[0]),
-            max_batch=client.max_batch,
-            check_headers=checks,
-        )
+        metered = MeteredTransport(client.transport, budget, limiters[0])
+        return RpcClient(metered, max_batch=client.max_batch, check_headers=checks)
     weights = list(weights) if weights else [1.0] * len(endpoints)
     members = [
         TrackedTransport(

@@ -12,11 +12,8 @@ Two layers:
   error object is an :class:`RpcErrorResponse` even when the HTTP status was 200 (it is never
   read as "no receipt"), and a result without the promised shape is an
   :class:`RpcMalformedResponse`. Results come back as the frozen models of chains.models.
-  What can be checked is checked before anything is kept: a block's header fields must hash
-  to its ``hash`` (``check_headers``, chains/header_hash.py), a tx, receipt or block must be
-  the one asked for, and a batch's answers are matched to its calls by id. An answer that
-  fails is :class:`NodeDataInvalid` and its endpoint is marked ``inconsistent``
-  (:meth:`RpcClient.distrust`).
+  Headers must re-hash (``check_headers``), answers must be what was asked and batches are
+  matched by id; a failure is :class:`NodeDataInvalid` (:meth:`RpcClient.distrust`).
 
 Optional methods (``eth_getBlockReceipts``, ``eth_getRawTransactionByHash``,
 ``eth_getRawTransactionByBlockHashAndIndex``) are not offered by every node (Hardhat,
@@ -114,10 +111,7 @@ class RpcClient:
         self.endpoint = transport.endpoint
         self.max_batch = max_batch
         self.check_headers = check_headers
-        """Whether every block's header fields must hash to its ``hash`` (False only for a
-        chain whose headers do not hash that way: chains/header_hash.py)."""
-        self.inconsistent: str | None = None
-        """The last check an answer of this endpoint failed (None: none yet)."""
+        """Whether each block's fields must hash to its ``hash`` (chains/header_hash.py)."""
         self.calls: Counter[str] = Counter()
         """JSON-RPC calls made, by method (a batch of k counts k)."""
         self.errors: Counter[str] = Counter()
@@ -167,7 +161,6 @@ class RpcClient:
         """``endpoint``'s answer failed a check: mark it ``inconsistent`` and return the error
         to raise (nothing it said in this call is believed)."""
         with self._lock:
-            self.inconsistent = detail
             self.errors["inconsistent"] += 1
         return NodeDataInvalid(endpoint, detail)
 

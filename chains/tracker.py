@@ -13,20 +13,9 @@ new block arrived. From that single answer it decides:
   (batched) and comparing hashes with the window; the new branch is fetched from there.
 
 A reorg can replace every block of the window (right after a cold start the window holds a
-single block: the tip, which is the block most likely to be replaced). Then the walk goes on
-below the window on demand, over the only facts known there: the window bottom's
-``parentHash`` (the hash of the block below it), followed down through the old blocks the node
-still serves by hash (a real node keeps side blocks a while; anvil forgets them), then the
-blocks the watcher's settlements were included in (``recorded``). Each height whose known
-hash the node no longer has there is a replaced block (the caller re-checks what it held);
-the first whose known hash the node still has is a true common ancestor. The chain is then
-*rebased* (``Reorg.beyond_window``) on the node's block just below the lowest height known to
-be replaced, and the caller looks every watched tx up again, since the new branch below the
-window is never scanned. What is recorded is only what is known: the depth counts the
-blocks known to be replaced (a lower bound), and the ancestor recorded
-(:attr:`Reorg.recorded_ancestor`) is a block known to be on both branches: the one the walk
-found, else the genesis block; never the rebase block, which may itself be replaced.
-Nothing is fetched for this at start-up, only when such a reorg happens.
+single block: the tip). Then the walk goes on below it (:mod:`chains.rebase`): the chain is
+*rebased* (``Reorg.beyond_window``) with what is known recorded, and the caller looks every
+watched tx up again, since the new branch below the window is never scanned.
 
 With several endpoints, a followed node whose chain cannot be joined to the window at all
 while another endpoint's chain does (a competing chain) is left as ``forked`` in favour of
@@ -40,27 +29,25 @@ memory never runs ahead of what the store holds.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from chains.errors import ChainError, ChainInconsistent, ReorgTooDeep
+from chains.errors import ChainError, ChainInconsistent
 from chains.health import redact
 from chains.models import Block, BlockHeader
 from chains.multi import MultiRpcClient
+from chains.rebase import BelowWindow, RecordedBlocks, ReplacedBlock, nothing_recorded
 from chains.rpc import RpcClient
 from guard.types import BlockHash, BlockNumber
 
-
-@dataclass(frozen=True, slots=True)
-class ReplacedBlock:
-    """One height whose block a reorg replaced."""
-
-    number: BlockNumber
-    """The height."""
-    old_hash: BlockHash
-    """The hash we had followed."""
-    new_hash: BlockHash | None
-    """The hash now canonical there; None when the new branch is shorter (or not yet fetched)."""
+__all__ = [
+    "Advance",
+    "HeadTracker",
+    "HeaderWindow",
+    "RecordedBlocks",
+    "Reorg",
+    "ReplacedBlock",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,15 +157,6 @@ class HeaderWindow:
             del self._by_number[n]
 
 
-RecordedBlocks = Callable[[int, int], list[tuple[int, str]]]
-"""``(below, limit)`` → up to ``limit`` ``(number, hash)`` of blocks the watcher recorded
-settlements in, strictly below ``below``, highest first."""
-
-
-def _nothing_recorded(below: int, limit: int) -> list[tuple[int, str]]:
-    return []
-
-
 class HeadTracker:
     """Finds new canonical blocks and reorgs for one chain, reading through ``client``."""
 
@@ -188,7 +166,7 @@ class HeadTracker:
         client: RpcClient,
         window: HeaderWindow,
         max_blocks_per_poll: int = 500,
-        recorded: RecordedBlocks = _nothing_recorded,
+        recorded: RecordedBlocks = nothing_recorded,
     ) -> None:
         self.chain = chain
         self.client = client
@@ -250,7 +228,10 @@ class HeadTracker:
         below: list[ReplacedBlock] = []
         known: BlockHeader | None = None
         if ancestor is None:
-            ancestor, below, known = self._rebase_point(latest.header)
+            bottom = self.window.get(self._bottom())
+            assert bottom is not None
+            walk = BelowWindow(self.chain, self.client, bottom, self.recorded)
+            ancestor, below, known = walk.rebase(latest.header)
         branch = self._fetch_range(ancestor.number + 1, latest.header.number, latest)
         if branch and branch[0].header.parent_hash != ancestor.hash:
             raise ChainInconsistent(
@@ -259,15 +240,12 @@ class HeadTracker:
             )
         _check_links(self.chain, branch)
         new_hash: dict[int, BlockHash] = {b.header.number: b.header.hash for b in branch}
-        replaced = tuple(below) + tuple(
-            ReplacedBlock(
-                number=BlockNumber(n),
-                old_hash=held.hash,
-                new_hash=new_hash.get(n),
-            )
+        held_replaced = [
+            ReplacedBlock(number=BlockNumber(n), old_hash=held.hash, new_hash=new_hash.get(n))
             for n in range(ancestor.number + 1, head.number + 1)
             if (held := self.window.get(n)) is not None
-        )
+        ]
+        replaced = tuple(sorted([*below, *held_replaced], key=lambda r: r.number))
         lowest = min([ancestor.number + 1, *(b.number for b in below)])
         reorg = Reorg(
             depth=head.number - lowest + 1,
@@ -302,96 +280,6 @@ class HeadTracker:
                     return held
             high = low - 1
         return None
-
-    def _rebase_point(
-        self, latest: BlockHeader
-    ) -> tuple[BlockHeader, list[ReplacedBlock], BlockHeader]:
-        """No held header survived: walk on below the window (see the module doc). Returns
-        the node's block to rebase on (just below the lowest height known to be replaced, or
-        its head when its chain is shorter), the blocks below the window known to be
-        replaced, and the highest block known to be on both branches."""
-        bottom = self._bottom()
-        if bottom == 0:
-            raise ReorgTooDeep(self.chain, 0)  # another genesis: another chain, not a reorg
-        below, joined = self._walk_parents(latest)
-        if joined is not None:
-            return joined, below, joined
-        lowest = below[-1].number if below else bottom
-        recorded, matched = self._walk_recorded(lowest, latest)
-        rebase = self._node_header(min(lowest - 1, latest.number), latest)
-        return rebase, below + recorded, matched or self._node_header(0, latest)
-
-    def _walk_parents(self, latest: BlockHeader) -> tuple[list[ReplacedBlock], BlockHeader | None]:
-        """Down from the window bottom's ``parentHash``: each height where the node's block
-        is not the one the old branch had, then the old block's own parent, while the node
-        serves old blocks by hash (at most ``max_batch`` steps). Returns the heights known
-        to be replaced, highest first, and the node's block where the old hash matched
-        (a true common ancestor), if reached."""
-        bottom = self.window.get(self._bottom())
-        assert bottom is not None
-        old_hash, number = bottom.parent_hash, bottom.number - 1
-        below: list[ReplacedBlock] = []
-        for _ in range(self.client.max_batch):
-            if number < 0:
-                break
-            new_hash: BlockHash | None = None
-            if number <= latest.number:
-                node = self._node_header(number, latest)
-                if node.hash == old_hash:
-                    return below, node
-                new_hash = node.hash
-            below.append(ReplacedBlock(BlockNumber(number), old_hash, new_hash))
-            raw = self.client.call("eth_getBlockByHash", [old_hash, False])
-            if raw is None:
-                break  # the node forgot the old branch: nothing more is known below
-            old = self.client.parse_block(raw, "eth_getBlockByHash").header
-            if old.number != number:
-                raise ChainInconsistent(
-                    f"{self.chain}: block {old_hash} is at height {old.number}, not {number}"
-                )
-            old_hash, number = old.parent_hash, number - 1
-        return below, None
-
-    def _walk_recorded(
-        self, under: int, latest: BlockHeader
-    ) -> tuple[list[ReplacedBlock], BlockHeader | None]:
-        """Down the recorded blocks below ``under``: those the node no longer has (replaced)
-        until the first one it still has (everything below it is intact: a block known to
-        be on both branches, returned too)."""
-        below: list[ReplacedBlock] = []
-        while True:
-            points = self.recorded(under, self.client.max_batch)
-            if not points:
-                return below, None
-            asked = [(n, h) for n, h in points if n <= latest.number]
-            fetched = self.client.blocks([n for n, _ in asked], full=False) if asked else []
-            found = {n: b for (n, _), b in zip(asked, fetched, strict=True)}
-            for number, old_hash in points:
-                if number > latest.number:
-                    below.append(ReplacedBlock(BlockNumber(number), BlockHash(old_hash), None))
-                    continue
-                block = found[number]
-                if block is None:
-                    raise ChainInconsistent(
-                        f"{self.chain}: a reorg replaced every block of the header window "
-                        f"(bottom {self._bottom()}) and the node has no block {number}, where "
-                        "a settlement was recorded: cannot tell whether the reorg reversed "
-                        "it. Point the chain at a node that serves its history (a full node)"
-                    )
-                if block.header.hash == old_hash:
-                    return below, block.header
-                below.append(
-                    ReplacedBlock(BlockNumber(number), BlockHash(old_hash), block.header.hash)
-                )
-            under = points[-1][0]
-
-    def _node_header(self, number: int, latest: BlockHeader) -> BlockHeader:
-        if number == latest.number:
-            return latest
-        [block] = self.client.blocks([number], full=False)
-        if block is None:
-            raise ChainInconsistent(f"{self.chain}: node lost block {number} below its head")
-        return block.header
 
     # -- several endpoints: leave one whose chain does not join ours ----------------------
 
