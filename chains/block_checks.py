@@ -15,6 +15,10 @@ anyway; the tries are kept (:meth:`BlockFacts.offer_tries`) for the receipt buil
 then proves from them instead of building them again. Only a block the tracker did not
 fetch (a tx included before it was registered) costs one ``eth_getBlockByHash``.
 
+A tx's sender (the ``from`` a replacement is matched on) is checked too, against the
+signature of the bytes the block committed (:func:`check_senders`): a node that names
+another sender for a tx cannot make a watched tx look replaced.
+
 A chain whose headers do not re-hash (the registry says which) cannot be checked this way:
 its receipts are taken as the node gives them, and its receipts say they are attestations.
 """
@@ -29,6 +33,8 @@ from chains.block_tries import fetch_block_tries
 from chains.errors import ProofUnavailable
 from chains.models import TxReceipt
 from chains.rpc import RpcClient
+from guard import rlp
+from guard.txs import TransactionError, decode_signed
 
 METHOD = "eth_getBlockReceipts"
 
@@ -76,6 +82,38 @@ def checked_receipts(
         for observe in client.receipt_observers:
             observe(block_hash, answers)
     return _wanted(client, answers, block_hash, tx_hashes)
+
+
+def check_senders(
+    client: RpcClient, facts: BlockFacts, block_hash: str, said: Sequence[tuple[str, str, int]]
+) -> None:
+    """Each (tx hash, sender, nonce) the node ``said`` of a tx of ``block_hash`` must be what
+    the tx's committed bytes say (the signature's signer, its nonce); the block's tries were
+    checked by :func:`checked_receipts` first (nothing to check without them: a chain whose
+    headers do not re-hash). Raises NodeDataInvalid otherwise."""
+    tries = facts.tries(block_hash)
+    if tries is None or not said:
+        return
+    for tx_hash, sender, nonce in said:
+        raw = tries.transactions.values[tries.tx_hashes.index(tx_hash)]
+        wrong = sender_mismatch(tx_hash, sender, nonce, raw)
+        if wrong is not None:
+            raise client.distrust(client.answering_endpoint(), wrong)
+
+
+def sender_mismatch(tx_hash: str, sender: str, nonce: int, raw: bytes) -> str | None:
+    """Why the node's word that ``tx_hash`` was sent by ``sender`` with ``nonce`` is not what
+    its signed bytes ``raw`` say (their signature's signer, their nonce), else None."""
+    try:
+        signed = decode_signed(raw)
+    except (TransactionError, rlp.RlpError) as exc:
+        return f"tx {tx_hash}: its signed bytes cannot be read ({exc})"
+    if signed.sender.lower() == sender.lower() and signed.nonce in (None, nonce):
+        return None  # (an L2 type that states no nonce is matched on its sender alone)
+    return (
+        f"tx {tx_hash}: the node says sender {sender} nonce {nonce}, its signed bytes say "
+        f"sender {signed.sender} nonce {signed.nonce}"
+    )
 
 
 def _block_of(receipt: Mapping[str, Any]) -> str:

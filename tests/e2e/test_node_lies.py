@@ -146,6 +146,25 @@ def test_a_header_field_changed_under_its_hash_is_not_believed(
     assert alone.get("/healthz").status_code == 200
 
 
+def test_a_sender_named_falsely_makes_no_replacement(
+    module_anvil: Anvil, liar: FaultyProxy, alone: Daemon
+) -> None:
+    anvil = module_anvil
+    anvil.rpc("evm_setAutomine", False)
+    tx = anvil.send(sender=2, value=9)
+    pending(anvil, tx)
+    liar.forge_sender = anvil.accounts[3]  # whose next tx would then "replace" this one
+    sid = alone.register(tx)["settlement_id"]
+    refused(alone, "its signed bytes say sender")
+    assert alone.settlement(sid)["verdict"] == "AWAITING_FINALITY"
+
+    liar.clear()
+    anvil.send(sender=3, value=1)  # the same nonce from the falsely named sender
+    anvil.mine(3)
+    done = alone.wait_verdict(sid, "FINALITY_CONFIRMED", timeout=20)
+    assert done["replaced_by"] is None
+
+
 @pytest.mark.parametrize(
     ("lie", "words"),
     [("shuffle_batches", "no (integer) id"), ("mislabel_batches", "answered tx")],

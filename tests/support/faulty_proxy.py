@@ -24,6 +24,7 @@ And lies, what a compromised or buggy node says (the watcher must catch each one
 * ``flip_status`` — every receipt with ``status`` 0x0 says 0x1 (a reverted tx "succeeded");
 * ``forge_header`` — fields (e.g. ``{"stateRoot": ...}``) replaced in every block object,
   under the block's original hash;
+* ``forge_sender`` — every tx object (by hash, or in a full block) names this sender;
 * ``shuffle_batches`` — batch answers come back in reverse order and without ids;
 * ``mislabel_batches`` — batch answers keep their ids but carry each other's results (the
   first call's id on the last call's answer).
@@ -70,6 +71,7 @@ class FaultyProxy:
         self.forge_header: dict[str, str] = {}
         self.shuffle_batches = False
         self.mislabel_batches = False
+        self.forge_sender: str | None = None
         self.calls: Counter[str] = Counter()
         self.arrivals: list[tuple[float, int]] = []
         """(monotonic time, JSON-RPC calls) of every HTTP request received."""
@@ -121,6 +123,7 @@ class FaultyProxy:
         self.forge_header = {}
         self.shuffle_batches = False
         self.mislabel_batches = False
+        self.forge_sender = None
 
     @property
     def lying(self) -> bool:
@@ -130,6 +133,7 @@ class FaultyProxy:
             or bool(self.forge_header)
             or self.shuffle_batches
             or self.mislabel_batches
+            or self.forge_sender is not None
         )
 
     def freeze_head(self) -> int:
@@ -289,6 +293,13 @@ class FaultyProxy:
         blocks = ("eth_getBlockByNumber", "eth_getBlockByHash")
         if self.forge_header and method in blocks and isinstance(result, dict):
             result.update(self.forge_header)
+        if self.forge_sender is not None and isinstance(result, dict):
+            txs: Any = [result] if method == "eth_getTransactionByHash" else []
+            if method in blocks:
+                txs = result.get("transactions") or []
+            for tx in txs:
+                if isinstance(tx, dict) and "from" in tx:
+                    tx["from"] = self.forge_sender
 
 
 def _finalized_as_latest(item: Any) -> None:

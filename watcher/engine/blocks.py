@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chains.block_checks import checked_receipts
+from chains.block_checks import check_senders, checked_receipts
 from chains.errors import ChainError
 from chains.models import Block, BlockHeader
 from chains.quorum import GateResult
@@ -115,6 +115,10 @@ class BlockCommits(PaymentCommits):
             wanted or [tx.hash for _, tx in matches.replacing],
         )
         found: dict[str, Any] = {r.tx_hash: r for r in checked}
+        # Who sent them is what inclusions and replacements are matched on: checked too.
+        said = {tx.hash: (tx.hash, tx.sender, tx.nonce) for _, tx in matches.matched}
+        said.update((tx.hash, (tx.hash, tx.sender, tx.nonce)) for _, tx in matches.replacing)
+        check_senders(self.client, self.facts, block.header.hash, list(said.values()))
         missing = [h for h in wanted if h not in found]
         if missing:
             raise ChainInconsistentReceipts(self.name, block.header.number, missing)

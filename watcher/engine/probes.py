@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from chains.block_checks import checked_receipts
+from chains.block_checks import checked_receipts, sender_mismatch
 from chains.block_facts import BlockFacts
 from chains.models import TxInfo, TxReceipt
 from chains.rpc import RpcClient
@@ -76,6 +76,12 @@ def _lookup(client: RpcClient, tx_hashes: Sequence[str]) -> list[tuple[TxInfo | 
         fetched = client.raw_transactions([tx_hashes[i] for i in unbuilt])
         for i, signed in zip(unbuilt, fetched, strict=True):
             out[i] = (out[i][0], signed)
+    for said, signed in out:  # a replacement is matched on these: the signature decides
+        if said is not None and signed is not None:
+            raw = bytes.fromhex(signed[2:])
+            wrong = sender_mismatch(said.hash, said.sender, said.nonce, raw)
+            if wrong is not None:
+                raise client.distrust(client.answering_endpoint(), wrong)
     return out
 
 
