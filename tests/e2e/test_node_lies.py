@@ -15,7 +15,7 @@ needs a tx pending at registration).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -27,6 +27,8 @@ from tests.support.faulty_proxy import FaultyProxy
 pytestmark = pytest.mark.anvil
 
 FORGED_ROOT = "0x" + "11" * 32
+AVALANCHE = 43114
+"""A chain id the registry marks as one whose headers do not re-hash."""
 
 
 @pytest.fixture(scope="module")
@@ -247,3 +249,30 @@ def test_with_a_quorum_the_liar_is_left_and_the_chain_read_on_the_other(
     finally:
         daemon.close()
         second.close()
+
+
+def test_where_headers_cannot_be_rehashed_the_view_and_receipt_say_attestation(
+    start_anvil: Callable[..., Anvil],
+    make_daemon: Callable[..., Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A chain the registry marks as not re-hashing its headers (Avalanche C-Chain's id, on
+    an anvil): nothing is checked against its headers, and every view and receipt says the
+    verdict rests on the node's word."""
+    monkeypatch.setenv("FINALITY_SIGNING_KEY", "0x" + "5e" * 32)  # not a dev chain id
+    anvil = start_anvil("--chain-id", str(AVALANCHE))
+    daemon = make_daemon(anvil.url, chain_id=AVALANCHE, confirmations=2, finality="depth")
+    sid = daemon.register(anvil.send())["settlement_id"]
+    assert daemon.settlement(sid)["attestation"]  # the registry's reason
+    anvil.mine(2)
+    done = daemon.wait_verdict(sid, "FINALITY_CONFIRMED", timeout=20)
+    assert done["attestation"]
+    receipt = wait_for(
+        lambda: (lambda r: r.json() if r.status_code == 200 else None)(
+            daemon.get(f"/v1/settlements/{sid}/receipt")
+        ),
+        20,
+        what="the signed receipt",
+    )
+    assert receipt["attestation_only"] is True and receipt["proof"] is None
+    assert receipt["attestation"]["reason"] == done["attestation"]
