@@ -94,20 +94,26 @@ def check_senders(
     tries = facts.tries(block_hash)
     if tries is None or not said:
         return
+    at = {h.lower(): i for i, h in enumerate(tries.tx_hashes)}
     for tx_hash, sender, nonce in said:
-        raw = tries.transactions.values[tries.tx_hashes.index(tx_hash)]
-        wrong = sender_mismatch(tx_hash, sender, nonce, raw)
+        index = at.get(tx_hash.lower())
+        if index is None:
+            raise client.distrust(client.answering_endpoint(), f"tx {tx_hash}: not in {block_hash}")
+        wrong = sender_mismatch(tx_hash, sender, nonce, tries.transactions.values[index])
         if wrong is not None:
             raise client.distrust(client.answering_endpoint(), wrong)
 
 
 def sender_mismatch(tx_hash: str, sender: str, nonce: int, raw: bytes) -> str | None:
     """Why the node's word that ``tx_hash`` was sent by ``sender`` with ``nonce`` is not what
-    its signed bytes ``raw`` say (their signature's signer, their nonce), else None."""
+    its signed bytes ``raw`` say (their hash, their signature's signer, their nonce), else
+    None."""
     try:
         signed = decode_signed(raw)
     except (TransactionError, rlp.RlpError) as exc:
         return f"tx {tx_hash}: its signed bytes cannot be read ({exc})"
+    if signed.tx_hash.lower() != tx_hash.lower():
+        return f"tx {tx_hash}: the bytes the node gives for it hash to {signed.tx_hash}"
     if signed.sender.lower() == sender.lower() and signed.nonce in (None, nonce):
         return None  # (an L2 type that states no nonce is matched on its sender alone)
     return (
