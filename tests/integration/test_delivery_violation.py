@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.integration.helpers import Rig, make_watcher, wait_included
-from tests.integration.receipts_helpers import receipts_for
+from tests.integration.receipts_helpers import Receipts, receipts_for
 from tests.support.anvil import Anvil
 from tests.support.daemon import wait_for
 from tests.support.receiver import Receiver
@@ -59,7 +59,7 @@ def rig(anvil: Anvil, tmp_path: Path) -> Iterator[Rig]:
 
 
 @pytest.fixture(autouse=True)
-def signing(rig: Rig) -> Iterator[None]:
+def signing(rig: Rig) -> Iterator[Receipts]:
     """The receipts component, issuing every 50 ms in a thread of its own."""
     receipts = receipts_for(rig)
     stop = threading.Event()
@@ -70,7 +70,7 @@ def signing(rig: Rig) -> Iterator[None]:
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    yield
+    yield receipts
     stop.set()
     thread.join(5)
 
@@ -136,7 +136,7 @@ def replacing(anvil: Anvil, tx: str) -> dict[str, Any]:
 
 
 def test_a_reorg_while_the_commit_is_on_the_wire_sends_the_violation_after_it(
-    rig: Rig, receiver: Receiver, start_sender: Callable[[], Sender]
+    rig: Rig, receiver: Receiver, start_sender: Callable[[], Sender], signing: Receipts
 ) -> None:
     _, sid = confirm(rig, receiver)
     receiver.hold_next("/commit")  # the commit arrives and waits for its answer
@@ -147,6 +147,7 @@ def test_a_reorg_while_the_commit_is_on_the_wire_sends_the_violation_after_it(
 
     rig.anvil.reorg(3)  # the tx is erased: the confirmation is reversed mid-request
     rig.watcher.poll()
+    signing.run(rig)  # the revocation, signed before the violation can go
     [event] = rig.events(sid, "finality_violation")
     archived, violation = rows(rig, sid)
     assert (archived.id, archived.state) == (commit.id, "sending")  # its attempt stands
