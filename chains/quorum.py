@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from chains.budget import CallsDeferred
-from chains.errors import ChainError
+from chains.errors import ChainError, NodeDataInvalid
 from chains.models import BlockHeader
 from chains.rpc import RpcClient
 
@@ -200,6 +200,9 @@ class QuorumGate:
             latest = member.header("latest")
         except CallsDeferred as exc:
             notes[ep] = f"not asked ({exc})"
+            return
+        except NodeDataInvalid as exc:
+            notes[ep] = f"inconsistent ({exc.detail}): not counted"
             return
         except ChainError as exc:
             notes[ep] = f"unavailable ({type(exc).__name__})"

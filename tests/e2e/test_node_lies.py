@@ -201,9 +201,20 @@ def test_batch_answers_out_of_order_change_no_verdict(
         assert done["replaced_by"] is None and done["status"] == 1
 
 
+@pytest.mark.parametrize(
+    ("lie", "words"),
+    [
+        ({"flip_status": True}, "receiptsRoot"),
+        ({"forge_header": {"stateRoot": FORGED_ROOT}}, "do not hash to its hash"),
+    ],
+    ids=["status", "header"],
+)
 def test_with_a_quorum_the_liar_is_left_and_the_chain_read_on_the_other(
-    module_anvil: Anvil, tmp_path_factory: pytest.TempPathFactory
+    module_anvil: Anvil, tmp_path_factory: pytest.TempPathFactory, lie: dict[str, Any], words: str
 ) -> None:
+    """A liar among two endpoints with a quorum of two: its data is refused, the chain is
+    read from the other; a liar about receipts still votes on block hashes (they check out),
+    a liar about headers cannot vote at all until it tells the truth (the gate re-hashes)."""
     anvil = module_anvil
     second = FaultyProxy(anvil.url)
     daemon = Daemon(
@@ -220,7 +231,8 @@ def test_with_a_quorum_the_liar_is_left_and_the_chain_read_on_the_other(
         tx = anvil.send_revert()
         pending(anvil, tx)
         sid = daemon.register(tx)["settlement_id"]
-        second.flip_status = True
+        for name, value in lie.items():
+            setattr(second, name, value)
         anvil.mine(3)
         liar_view = wait_for(
             lambda: (lambda first: first if first["inconsistent"] else None)(
@@ -229,7 +241,14 @@ def test_with_a_quorum_the_liar_is_left_and_the_chain_read_on_the_other(
             20,
             what="the liar marked inconsistent",
         )
-        assert "receiptsRoot" in liar_view["inconsistent"]
+        assert words in liar_view["inconsistent"]
+        if "forge_header" in lie:
+            anvil.mine(2)
+            daemon.wait_head(anvil.head())
+            held = daemon.settlement(sid)
+            assert held["verdict"] == "AWAITING_FINALITY"  # no quorum without the liar
+            assert "inconsistent" in held["evidence"]["facts"]["reason"]
+            second.clear()
 
         def failed() -> dict[str, Any] | None:
             anvil.mine(1)  # the gate asks again at each block: the liar votes on heads only
@@ -245,7 +264,7 @@ def test_with_a_quorum_the_liar_is_left_and_the_chain_read_on_the_other(
             what="the endpoint's rpc_unhealthy",
         )
         assert events[0]["payload"]["state"] == "inconsistent"
-        assert "receiptsRoot" in events[0]["payload"]["reason"]
+        assert words in events[0]["payload"]["reason"]
         assert daemon.chain_info()["rpc"][1]["active"]  # read from the other since
     finally:
         daemon.close()
