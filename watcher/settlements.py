@@ -137,8 +137,12 @@ def settlement_view(
     head_number: int | None,
     receipt: Mapping[str, Any] | None = None,
     binding: Mapping[str, Any] | None = None,
+    notes: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The public JSON view of a settlement (DESIGN.md's contract).
+
+    ``notes`` are keys present only when there is something to say about the node data the
+    settlement rests on (``waiting``, ``attestation``: watcher/api/views.py ``node_notes``).
 
     ``receipt`` is the latest signed receipt of the decision, when there is one; until it is
     signed (moments after the verdict commits) a terminal settlement shows its decision,
@@ -176,4 +180,5 @@ def settlement_view(
         "binding": None if binding is None else dict(binding),
         "dependent_state": rec.dependent_state,
         "commit_url": rec.commit_url,
+        **(notes or {}),
     }

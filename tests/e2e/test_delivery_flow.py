@@ -102,7 +102,7 @@ def test_a_final_settlement_commits_its_state_once(
     assert commit["receipt"]["kind"] == "settlement_finality_receipt"
     assert commit["receipt"]["receipt"]["decision_digest"] == commit["decision"]["digest"]
     assert commit["binding"]["kind"] == "dependent_state_binding_receipt"
-    assert commit["receipt_missing"] is None
+    assert commit["receipt_unavailable"] is None
     confirmed = wait_alert(receiver, "settlement_confirmed", lambda a: a["settlement_id"] == sid)
     assert confirmed["severity"] == "info"
 

@@ -11,12 +11,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import insert
+
 from chains.rpc import RpcClient, RpcTransport, Web3Transport
 from tests.support.anvil import Anvil
+from watcher.clock import wall_clock_ms
 from watcher.config.chains import ChainConfig
+from watcher.delivery.format import RECEIPT_KINDS
 from watcher.engine.chain_watcher import ChainWatcher
 from watcher.settlements import Registration, register, settlement_view
-from watcher.store import NewSettlement, SettlementRecord, Store
+from watcher.store import NewSettlement, SettlementRecord, Store, schema
 
 CHAIN = "local"
 START_MS = 1_700_000_000_000
@@ -187,3 +191,24 @@ class LaggingTransport:
 
     def batch(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Mapping[str, Any]]:
         return self.inner.batch(calls)
+
+
+def store_receipt(store: Store, sid: str, kind: str, body: dict[str, Any]) -> None:
+    """A signed receipt row as the receipts component stores it (its body as given), for
+    tests of the delivery sender without a chain: a commit or discard waits for one."""
+    with store._writer.begin() as conn:
+        conn.execute(
+            insert(schema.receipts).values(
+                settlement_id=sid,
+                kind=kind,
+                signer="0x" + "ab" * 20,
+                digest="sha256:" + "cd" * 32,
+                body=body,
+                created_at=wall_clock_ms(),
+            )
+        )
+
+
+def sign_decision(store: Store, sid: str, verdict: str, decision_digest: str) -> None:
+    """The receipt of ``verdict``'s kind made for the decision ``decision_digest``."""
+    store_receipt(store, sid, RECEIPT_KINDS[verdict], {"decision_digest": decision_digest})

@@ -22,7 +22,7 @@ from guard.payment import PAYMENT_KIND
 from watcher.api.deps import ApiDeps
 from watcher.api.payments import payment_view
 from watcher.api.source_settlements import source_view
-from watcher.api.views import TERMINAL, chain_settlement_view, settlement_at_head
+from watcher.api.views import TERMINAL, chain_settlement_view, node_notes, settlement_at_head
 from watcher.settlements import settlement_view
 from watcher.store import SettlementRecord, StoreError
 
@@ -58,13 +58,15 @@ def on_loop(deps: ApiDeps) -> bool:
 
 
 def plain(deps: ApiDeps, rec: SettlementRecord) -> bool:
-    """Whether the view is the row and its head alone (nothing more to read or sign)."""
+    """Whether the view is the row and its head alone (nothing more to read or sign, and
+    nothing to say about its node data: watcher/api/views.py ``node_notes``)."""
     source = deps.sources is not None and rec.chain in deps.sources.slots
     return not (
         source
         or rec.kind == PAYMENT_KIND
         or rec.verdict in TERMINAL
         or rec.dependent_state is not None
+        or bool(node_notes(deps, rec))
     )
 
 

@@ -13,7 +13,9 @@ from watcher.api.errors import ApiError
 from watcher.api.recorded_heads import recorded_head
 from watcher.config.chains import ChainConfig
 from watcher.config.errors import UnknownChainName
+from watcher.config.secrets import configured_secrets
 from watcher.delivery.format import event_json
+from watcher.receipts.attestation import attests_only
 from watcher.receipts.waiting import wait_receipt
 from watcher.settlements import settlement_view
 from watcher.store import SettlementNotFound, SettlementRecord
@@ -105,9 +107,31 @@ def binding_for(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any] | None:
 
 
 def view_parts(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any]:
-    """The ``receipt`` and ``binding`` arguments of ``settlement_view`` for ``rec``."""
+    """The ``receipt``, ``binding`` and ``notes`` arguments of ``settlement_view`` for
+    ``rec``."""
     receipt = latest_signed(deps, rec.settlement_id) if rec.verdict in TERMINAL else None
-    return {"receipt": receipt, "binding": binding_for(deps, rec)}
+    return {"receipt": receipt, "binding": binding_for(deps, rec), "notes": node_notes(deps, rec)}
+
+
+def node_notes(deps: ApiDeps, rec: SettlementRecord) -> dict[str, str]:
+    """What a settlement's view says about the node data it rests on, when there is
+    something to say: ``waiting`` (why it cannot progress now: its chain's polls fail, e.g.
+    the node's data did not check out and no other endpoint is left) and ``attestation``
+    (its chain's headers cannot be re-hashed, so its verdict rests on the node's word: the
+    receipt signs that word, it cannot prove it)."""
+    try:
+        chain = deps.config.chain(rec.chain)
+    except UnknownChainName:
+        return {}  # an off-chain source's settlement
+    notes: dict[str, str] = {}
+    reason = attests_only(chain.chain_id)
+    if reason is not None:
+        notes["attestation"] = reason
+    error = deps.chains.last_error(rec.chain) if rec.verdict not in TERMINAL else None
+    if error is not None:
+        shown = shown_error(error, configured_secrets(deps.config))
+        notes["waiting"] = f"the chain is not followed now, nothing on it can progress: {shown}"
+    return notes
 
 
 def chain_settlement_view(

@@ -75,7 +75,8 @@ class DeliveryConfig(Strict):
     workers: int = Field(default=4, ge=1)
     """Deliveries sent concurrently."""
     receipt_wait_s: float = Field(default=30.0, ge=0)
-    """How long a commit/discard waits for its signed receipt before going out without it."""
+    """After this, a commit/discard still waiting for its signed receipt is looked at less
+    often (it never goes without it); a finality violation goes without its revocation."""
     max_dependent_state_bytes: int = Field(default=65536, ge=1)
     """Largest accepted dependent_state (canonical JSON bytes); larger gets 413."""
     allow_destinations: list[str] = Field(default_factory=list)

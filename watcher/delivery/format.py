@@ -160,9 +160,10 @@ def terminal_body(
     decision: dict[str, Any],
     receipt: ReceiptRow | None,
     binding: ReceiptRow | None,
-    missing_reason: str | None,
+    unavailable: str | None = None,
 ) -> dict[str, Any]:
-    """The body of a ``commit`` or ``discard``: the verdict, the state, and the receipt."""
+    """The body of a ``commit`` or ``discard``: the verdict, the state, and the receipt
+    (None only for a decision that has none by design, ``unavailable`` saying why)."""
     body: dict[str, Any] = {
         "type": rec.kind,
         "version": BODY_VERSION,
@@ -176,7 +177,7 @@ def terminal_body(
         "dependent_state": settlement.dependent_state,
         "binding": receipt_json(binding),
         "receipt": receipt_json(receipt),
-        "receipt_missing": None if receipt is not None else missing_reason,
+        "receipt_unavailable": unavailable,
     }
     return body
 

@@ -10,8 +10,9 @@ due again once the lease ends, and is resent with the same ``Idempotency-Key``.
 For one row, a worker:
 
 1. assembles the body if it has none yet (a commit or discard waits for its signed receipt,
-   a ``finality_violation`` for the signed revocation of the receipt it withdraws, at most
-   ``receipt_wait_s``; then it goes without, and says why) and stores it, so every retry
+   for as long as it takes; a ``finality_violation`` for the signed revocation of the
+   receipt it withdraws, at most ``receipt_wait_s``, then it goes without and says why) and
+   stores it, so every retry
    sends the same bytes; a commit a finality violation superseded (renamed
    ``fw:<settlement>:commit~<event>`` by :mod:`watcher.delivery.plan`) is never sent again:
    if its attempt in flight failed, its next claim cancels it;
@@ -69,6 +70,10 @@ IDLE_S = 1.0
 
 RECEIPT_POLL_MS = 200
 """How often a commit waiting for its receipt looks again."""
+
+RECEIPT_LATE_POLL_MS = 5000
+"""How often it looks again once ``receipt_wait_s`` has passed (it still waits: a commit or
+discard never goes without its receipt)."""
 
 
 def backoff_ms(attempts: int, initial_s: float, max_s: float, rng: random.Random) -> int:
@@ -274,7 +279,9 @@ class Sender:
             except ValueError as exc:  # nothing to build it from: retrying cannot help
                 return Outcome(rec, DEAD, now, None, f"cannot assemble the body: {exc}")
             if body is None:
-                retry = min(now + RECEIPT_POLL_MS, self.bodies.receipt_deadline(rec))
+                deadline = self.bodies.receipt_deadline(rec)
+                step = RECEIPT_POLL_MS if now < deadline else RECEIPT_LATE_POLL_MS
+                retry = min(now + step, deadline) if now < deadline else now + step
                 return Outcome(rec, PENDING, now, due_at=max(retry, now + 1), attempted=False)
             rec = self.outbox.set_body(rec, body, now)
         assert rec.body is not None

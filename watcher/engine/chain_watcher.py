@@ -321,9 +321,10 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
 
     # -- node health (watcher.engine.health) ---------------------------------------------
 
-    def note_poll(self, error: str | None) -> None:
+    def note_poll(self, error: str | None, at_once: bool = False) -> None:
         """Track the node's health after a poll job (see :mod:`watcher.engine.health`): a
-        poll is bad when it failed (``error``) or the node lags behind the processed head."""
+        poll is bad when it failed (``error``) or the node lags behind the processed head;
+        ``at_once``: report it now (the node's data failed a check)."""
         reason = error
         if reason is None and self.lagging:
             head = self.window.head
@@ -332,7 +333,7 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
                 f"{head.number if head else '?'} (lagging, or went backwards)"
             )
         head_number = self.head.number if self.head else None
-        self.health.note_poll(reason, self.client.endpoint, head_number)
+        self.health.note_poll(reason, self.client.endpoint, head_number, at_once)
 
     def endpoint_problem(self, endpoint: str, reason: str) -> bool:
         """One ``rpc_unhealthy`` event about one endpoint; False if the store failed."""

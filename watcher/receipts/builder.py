@@ -30,6 +30,7 @@ from chains.errors import ChainError
 from chains.proofs import (
     BlockTries,
     BranchMoved,
+    ProofUnavailable,
     Trie,
     TxObjectCache,
     fetch_block_tries,
@@ -56,7 +57,11 @@ from guard.receipts import (
 )
 from watcher.config.chains import ChainConfig
 from watcher.receipts.ancestry import Ancestry, AncestryProver
-from watcher.receipts.attestation import attestation_receipt, attests_only
+from watcher.receipts.attestation import (
+    attestation_receipt,
+    attests_only,
+    no_receipt_by_design,
+)
 from watcher.receipts.consensus import ConsensusSection
 from watcher.receipts.headers import HeaderRows, stored_chain, stored_ends
 from watcher.store import SettlementRecord
@@ -163,6 +168,9 @@ class ReceiptBuilder:
             observed_by=self.observed_by,
             safe_number=facts.get("safe_number") if tag == "safe" else None,
         )
+        none = no_receipt_by_design(self.chain.chain_id, rec.kind, kind, rec.verdict)
+        if none is not None:
+            raise ValueError(f"{rec.settlement_id}: {none}")
         attest_why = attests_only(self.chain.chain_id)
         if attest_why is not None:  # headers that do not re-hash: a signed attestation
             return attestation_receipt(attest_why, subject, now, decision, basis, state)
@@ -294,7 +302,7 @@ class ReceiptBuilder:
         tries = self._tries.pop(key, None) or self._stored_tries(block)
         if tries is None:
             cache = self.tx_objects if tx_objects is None else tx_objects
-            tries = fetch_block_tries(self.client, block, cache, self.facts.receipts(key))
+            tries = self.facts.tries(key) or self._fetched_tries(block, cache)
             if self.leaves is not None and not tries.unprovable:
                 number = int(str(block["number"]), 16)
                 leaves = BlockLeaves(
@@ -305,6 +313,15 @@ class ReceiptBuilder:
                 )
         self._keep(tries)
         return tries
+
+    def _fetched_tries(self, block: Mapping[str, Any], cache: TxObjectCache) -> BlockTries:
+        """Both tries of ``block`` from the node (the engine had not built them): answers that
+        do not rebuild the header's roots mark the endpoint inconsistent, as the engine does,
+        so health says why the receipt waits."""
+        try:
+            return fetch_block_tries(self.client, block, cache, self.facts.receipts(block["hash"]))
+        except ProofUnavailable as exc:
+            raise self.client.distrust(self.client.answering_endpoint(), str(exc)) from exc
 
     def _keep(self, tries: BlockTries) -> None:
         self._tries.pop(tries.block_hash, None)
