@@ -219,3 +219,22 @@ def test_odd_spellings_of_loopback_are_resolved_and_refused(url: str) -> None:
 def test_a_zone_id_does_not_hide_a_link_local_address() -> None:
     with pytest.raises(DestinationRefused, match="link-local"):
         check_url("http://[fe80::1%25eth0]/", AllowList(loopback=True))
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://example.com/a\r\nX: 1", "control character"),
+        ("http://example.com/\x00", "control character"),
+        ("http://example.com/" + "a" * 65_536, "longer than 65536 bytes"),
+        ("ftp://example.com/", "http:// or https://"),
+    ],
+)
+def test_a_url_that_cannot_be_a_request_line_is_refused_before_any_lookup(
+    url: str, reason: str
+) -> None:
+    def never(host: str, port: int) -> list[IPAddress]:
+        raise AssertionError("resolved a URL that is refused as written")
+
+    with pytest.raises(DestinationRefused, match=reason):
+        check_url(url, AllowList(), never)
