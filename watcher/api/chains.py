@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 
 from chains import pool
 from chains.errors import ChainError
@@ -15,12 +15,15 @@ from guard.hexes import parse_tx_hash
 from watcher.api.auth import Reader
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
+from watcher.api.live_limits import LiveLimits
 from watcher.api.models.errors import ERRORS
+from watcher.api.models.params import DIGITS_ONLY
 from watcher.api.models.settlements import TX_HASH
 from watcher.api.models.views import ChainView, ReorgView, TxView
 from watcher.api.views import chain_or_error, chain_settlement_view, endpoints, shown_error
 from watcher.config.chains import ChainConfig
 from watcher.config.secrets import configured_secrets
+from watcher.engine.live import LiveTimeout, live_view_within, lookup_cost, timed_out_view
 from watcher.store import ChainRecord, SettlementNotFound
 
 MAX_LIVE_CONFIRMATIONS = 2**31 - 1
@@ -30,15 +33,24 @@ MAX_LIVE_CONFIRMATIONS = 2**31 - 1
 def router(deps: ApiDeps) -> APIRouter:
     """The chain routes over ``deps``."""
     api = APIRouter()
+    limits = deps.config.api
+    live = LiveLimits(
+        [c.name for c in deps.config.chains],
+        limits.live_calls_per_minute,
+        limits.live_lookups_per_caller_per_minute,
+    )
 
     @api.get(
         "/v1/chains/{chain}/txs/{tx_hash}", response_model=TxView, response_model_exclude_unset=True
     )
     def get_tx(
+        request: Request,
         caller: Reader,
         chain: str,
-        tx_hash: Annotated[str, Path(pattern=TX_HASH)],
-        confirmations: int | None = Query(default=None, ge=1, le=MAX_LIVE_CONFIRMATIONS),
+        tx_hash: Annotated[str, Path(json_schema_extra={"pattern": TX_HASH})],
+        confirmations: Annotated[
+            int | None, Query(ge=1, le=MAX_LIVE_CONFIRMATIONS), DIGITS_ONLY
+        ] = None,
     ) -> dict[str, Any]:
         """Verdict for any tx hash: the caller's settlement, or a live answer from the node."""
         config = chain_or_error(deps, chain)
@@ -49,6 +61,8 @@ def router(deps: ApiDeps) -> APIRouter:
         registered = _registered_view(deps, chain, tx, caller.name)
         if registered is not None:
             return registered
+        who = caller.name if deps.config.api.tokens else f"{caller.name}@{_client_host(request)}"
+        live.admit(who, config.name, lookup_cost(config))
         try:
             return _live(deps, config, tx, confirmations)
         except ChainError as exc:
@@ -77,7 +91,7 @@ def router(deps: ApiDeps) -> APIRouter:
     def list_reorgs(
         caller: Reader,
         chain: str | None = None,
-        limit: int = Query(default=100, ge=1, le=1000),
+        limit: Annotated[int, Query(ge=1, le=1000), DIGITS_ONLY] = 100,
     ) -> list[dict[str, Any]]:
         """Reorgs seen, newest first: depth, common ancestor, the caller's touched settlements."""
         if chain is not None:
@@ -115,16 +129,19 @@ def _reorg_json(r: Any) -> dict[str, Any]:
 def _live(deps: ApiDeps, config: ChainConfig, tx: str, confirmations: int | None) -> dict[str, Any]:
     """The live view of an unregistered tx within ``[api] live_lookup_timeout_s``; past it,
     what the store knows (the recorded head), saying the live check timed out."""
-    from watcher.engine.live import LiveTimeout, live_view_within, timed_out_view
-
     limit = deps.config.api.live_lookup_timeout_s
-    client = deps.clients[config.name]
+    client = deps.live_clients[config.name]
     try:
         return live_view_within(limit, client, config, tx, confirmations, deps.clock())
     except LiveTimeout as exc:
         head = deps.store.chain(config.name)
         number = head.head_number if head is not None else None
         return timed_out_view(config, tx, confirmations, number, str(exc))
+
+
+def _client_host(request: Request) -> str:
+    """Who a caller is without tokens: the client's address (one limit per address)."""
+    return request.client.host if request.client is not None else "unknown"
 
 
 def _chain_json(

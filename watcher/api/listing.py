@@ -21,6 +21,7 @@ from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError, validation_body
 from watcher.api.json_answer import JsonAnswer
 from watcher.api.models.errors import ERRORS
+from watcher.api.models.params import DIGITS_ONLY
 from watcher.api.models.settlements import (
     MAX_PAGE,
     BatchItemResult,
@@ -35,6 +36,7 @@ from watcher.api.recorded_heads import HeadsOnce
 from watcher.api.registration import checked_settlement
 from watcher.api.source_settlements import checked_source_settlement, source_view
 from watcher.api.views import chain_settlement_view
+from watcher.config.source_kinds import known_kinds
 from watcher.store import NewSettlement, SettlementRecord
 from watcher.store.listing_store import EVM_KIND, listing
 from watcher.store.payment_records import NewPaymentSpec
@@ -47,6 +49,9 @@ CURSOR = r"^[0-9]{1,18}$"
 def router(deps: ApiDeps) -> APIRouter:
     """The listing and batch routes over ``deps``."""
     api = APIRouter()
+    kinds = sorted({*known_kinds(), PAYMENT_KIND, *(s.kind for s in deps.config.sources)})
+    """The kinds a settlement can have here: a filter naming another is a typo, not a kind
+    with no settlements."""
 
     @api.get(
         "/v1/settlements",
@@ -62,9 +67,15 @@ def router(deps: ApiDeps) -> APIRouter:
         cursor: Annotated[
             str | None, Query(description="next_cursor of the previous page.", pattern=CURSOR)
         ] = None,
-        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE), DIGITS_ONLY] = 100,
     ) -> JSONResponse:
         """The caller's registered settlements, oldest first, a page at a time."""
+        if kind is not None and kind not in kinds:
+            raise ApiError(
+                422,
+                f"kind: unknown kind {kind!r}; known kinds: {', '.join(kinds)}",
+                fields=["kind"],
+            )
         filters = {"chain": chain, "verdict": verdict, "kind": kind, "owner": caller.name}
         records = listing(deps.store).page(after_seq=_cursor(cursor), limit=limit, **filters)
         last = records[-1].seq if len(records) == limit else None

@@ -50,9 +50,10 @@ from watcher.store.instance_lock import lock_store
 
 @dataclass(frozen=True)
 class _Chains:
-    """Per chain: its client, budget (if any), engine and lock."""
+    """Per chain: its client, live look-up client, budget (if any), engine and lock."""
 
     clients: dict[str, RpcClient]
+    live_clients: dict[str, RpcClient]
     budgets: dict[str, CallBudget]
     watchers: dict[str, ChainWatcher]
     locks: dict[str, threading.Lock]
@@ -129,6 +130,7 @@ def _build(
         store=store,
         clock=clock,
         clients=chains.clients,
+        live_clients=chains.live_clients,
         budgets=chains.budgets,
         watchers=chains.watchers,
         chains=runner,
@@ -221,7 +223,7 @@ def _build_chains(
     plan: OutboxPlan,
 ) -> _Chains:
     """Each configured chain's budget, client (failover over its endpoints), engine and lock."""
-    built = _Chains({}, {}, {}, {})
+    built = _Chains({}, {}, {}, {}, {})
     for chain in config.chains:
         budget = None
         if chain.calls_per_minute is not None:
@@ -229,6 +231,8 @@ def _build_chains(
             built.budgets[chain.name] = budget
         client = _client(chain, budget)
         built.clients[chain.name] = client
+        # Live look-ups never spend the engine's budget (watcher/api/live_limits.py).
+        built.live_clients[chain.name] = client if budget is None else _client(chain, None)
         alert = event_recorder(store, chain.name, clock, lambda: plan)
         built.watchers[chain.name] = ChainWatcher(
             chain,

@@ -55,6 +55,9 @@ class App:
     store: Store
     clock: Clock
     clients: Mapping[str, RpcClient]
+    live_clients: Mapping[str, RpcClient]
+    """Each chain's client for live look-ups of unregistered txs: the engine's, or for a
+    chain with a call budget one of its own that never spends it."""
     budgets: Mapping[str, CallBudget]
     """Each budgeted chain's calls-per-minute budget."""
     watchers: Mapping[str, ChainWatcher]
