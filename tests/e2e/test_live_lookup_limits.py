@@ -16,7 +16,7 @@ import pytest
 
 from tests.e2e.helpers import unknown_hash
 from tests.support.anvil import Anvil
-from tests.support.daemon import CHAIN, Daemon
+from tests.support.daemon import CHAIN, Daemon, wait_for
 
 pytestmark = pytest.mark.anvil
 
@@ -81,6 +81,10 @@ class Flood:
                         self.retry_after.append(answer.headers.get("retry-after", ""))
                         self._check_429(answer.json())
 
+    def total(self) -> int:
+        with self._lock:
+            return sum(self.statuses.values())
+
     @staticmethod
     def _check_429(body: dict[str, Any]) -> None:
         assert "fields" in body and "live_lookups_per_caller_per_minute" in body["error"], body
@@ -100,6 +104,8 @@ def test_a_flood_of_live_look_ups_neither_delays_nor_times_out_a_registered_tx(
     daemon: Daemon, module_anvil: Anvil
 ) -> None:
     with Flood(daemon.url) as flood:
+        # More look-ups than the chain's whole budget could pay (300 calls, 3 a look-up).
+        wait_for(lambda: flood.total() >= 150, 30, what="the flood under way")
         tx = module_anvil.send()
         sid = daemon.register(tx, timeout_s=20)["settlement_id"]
         module_anvil.mine(3)
