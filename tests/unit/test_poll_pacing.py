@@ -205,3 +205,17 @@ def test_only_chains_polled_on_their_own_interval_are_paced() -> None:
 class NoJobs:
     def get_job(self, job_id: str) -> None:
         return None
+
+
+def test_settled_on_a_steady_chain_pacing_costs_at_most_one_call_in_twenty() -> None:
+    """Once settled, each probe that finds the phase at the block's edge already doubles the
+    gap to the next: the steady state costs a poll per block plus a few probes' retries."""
+    rng = random.Random(5)
+    arrivals = [a + rng.randrange(0, 8) for a in regular(phase=321, count=2_000)]
+    pacer = PollPacer(INTERVAL)
+    run = simulate(arrivals, pacer)
+    settle_ms = arrivals[100]
+    steady = [t for t, _ in run.polls if t >= settle_ms]
+    blocks = sum(1 for a in arrivals if a >= settle_ms)
+    assert len(steady) / blocks <= 1.05, (len(steady), blocks, pacer.retries)
+    assert statistics.median(run.lags[100:]) < pacer.step_ms  # and still within a step

@@ -49,8 +49,14 @@ SEARCH_STEPS = 2
 interval is crossed in at most :data:`STEP_FRACTION` / this many polls."""
 
 PROBE_EVERY = 8
-"""Settled, polls between two probes half a step earlier (the next poll probes again while
-a probe still finds its block)."""
+"""Settled, polls between two probes half a step earlier at first (the next poll probes
+again while a probe still finds its block)."""
+
+PROBE_EVERY_MAX = 64
+"""Most polls between two probes: each probe that finds nothing (the phase is at the
+block's edge already) doubles the gap up to this; one that finds its block (the blocks came
+earlier: a drift) brings it back to :data:`PROBE_EVERY`. Settled on a steady chain, probing
+then costs about one call in this many blocks instead of one in :data:`PROBE_EVERY`."""
 
 STEP_FRACTION = 8
 """The step is the interval over this (clamped to :data:`STEP_MIN_MS`..:data:`STEP_MAX_MS`):
@@ -82,6 +88,10 @@ class PollPacer:
         self.settled = False
         """Whether an empty poll found the block's edge since the chain became regular."""
         self._since_probe = 0
+        self.probe_every = PROBE_EVERY
+        """Polls between two probes now (:data:`PROBE_EVERY`..:data:`PROBE_EVERY_MAX`)."""
+        self._probing = False
+        """Whether the poll in flight is a probe (moved half a step earlier)."""
         self._found_ms: int | None = None
         """When the last poll that found its block ran: the phase known to be late enough."""
         self._due_ms: int | None = None
@@ -95,23 +105,29 @@ class PollPacer:
         """A poll started at ``at_ms`` found ``blocks`` new blocks (None: it did not run or
         failed), and the interval would run the next at ``next_ms``: the time to run it
         instead, or None to keep the schedule."""
+        probed, self._probing = self._probing, False
         if blocks is None:
             self._reset()
             return None
         if self._due_ms is not None:
             return self._after_retry(at_ms, blocks, self._due_ms)
         if blocks == 1:
+            if probed:  # the block came earlier than the phase: probe often again
+                self.probe_every = PROBE_EVERY
             self._found_ms = at_ms
             self.streak += 1
             self._since_probe += 1
-            if self.streak < REGULAR or (self.settled and self._since_probe < PROBE_EVERY):
+            if self.streak < REGULAR or (self.settled and self._since_probe < self.probe_every):
                 return None
             # A probe that found its block was late by half a step or more: probe again
             # at once (a block time a little shorter than the interval is followed).
-            self._since_probe = PROBE_EVERY - 1 if self.settled else 0
+            self._since_probe = self.probe_every - 1 if self.settled else 0
+            self._probing = self.settled
             move = self.step_ms // 2 if self.settled else SEARCH_STEPS * self.step_ms
             return self._moved(next_ms - move)
         if blocks == 0 and self.streak >= REGULAR and self._found_ms is not None:
+            if probed:  # at the block's edge already: probe less often
+                self.probe_every = min(2 * self.probe_every, PROBE_EVERY_MAX)
             # Early (the phase was moved before the block), or the block is late: retried
             # (see _retry_at), in this interval of the phase that found the last one.
             behind = max(1, -(-(at_ms - self._found_ms) // self.interval_ms))
@@ -151,6 +167,7 @@ class PollPacer:
 
     def _reset(self) -> None:
         self.streak, self.settled, self._since_probe, self._due_ms = 0, False, 0, None
+        self.probe_every, self._probing = PROBE_EVERY, False
 
 
 class PollJobs(Protocol):
