@@ -70,7 +70,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
         extra = exc.extra
-        if exc.status < 500 and "fields" not in extra:
+        if "fields" not in extra:
             extra = {**extra, "fields": named_fields(exc.message)}
         response = error_response(exc.status, exc.message, **extra)
         if exc.retry_after_s is not None:
