@@ -48,6 +48,17 @@ def held_port() -> Iterator[int]:
         yield sock.getsockname()[1]
 
 
+def beside(first: Daemon, tmp_path: Path, anvil: Anvil) -> Daemon:
+    """A second daemon, not started, on ``first``'s store with a signing key of its own."""
+    return Daemon(
+        tmp_path / "b",
+        anvil.url,
+        start=False,
+        store_url=first.store_url,
+        extra_config=signing(tmp_path, "key-b"),
+    )
+
+
 def listen_on(daemon: Daemon, port: int) -> None:
     """Point ``daemon``'s ``[api] listen`` at ``port``."""
     text = daemon.config_path.read_text()
@@ -65,13 +76,7 @@ def test_a_second_daemon_on_one_sqlite_store_exits_78_naming_the_holder(
 ) -> None:
     first = Daemon(tmp_path / "a", anvil.url, extra_config=signing(tmp_path, "key-a"))
     try:
-        second = Daemon(
-            tmp_path / "b",
-            anvil.url,
-            start=False,
-            store_url=first.store_url,
-            extra_config=signing(tmp_path, "key-b"),
-        )
+        second = beside(first, tmp_path, anvil)
         code, last = exit_of(second)
         assert code == EX_CONFIG, second.log_tail()
         assert "in use by another finality daemon" in last, last
@@ -100,13 +105,7 @@ def test_a_busy_api_port_exits_78_naming_it_before_anything_is_announced_or_reco
         running.terminate()
         signer = current_signers(running.db_path)
         with held_port() as port:
-            blocked = Daemon(
-                tmp_path / "b",
-                anvil.url,
-                start=False,
-                store_url=running.store_url,
-                extra_config=signing(tmp_path, "key-b"),
-            )
+            blocked = beside(running, tmp_path, anvil)
             listen_on(blocked, port)
             code, last = exit_of(blocked)
         assert code == EX_CONFIG, blocked.log_tail()
@@ -125,13 +124,7 @@ def test_a_busy_port_on_a_shared_store_leaves_the_running_instance_s_key_current
     )
     try:
         [signer] = [s["address"] for s in first.get("/v1/signers").json() if s["current"]]
-        second = Daemon(
-            tmp_path / "b",
-            anvil.url,
-            start=False,
-            store_url=pg_url,
-            extra_config=signing(tmp_path, "key-b"),
-        )
+        second = beside(first, tmp_path, anvil)
         listen_on(second, first.port)
         code, last = exit_of(second)
         assert code == EX_CONFIG, second.log_tail()

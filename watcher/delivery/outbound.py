@@ -86,7 +86,7 @@ class DeliveryClients:
 
 
 class AttemptLoop:
-    """A delivery worker's event loop and clients: :meth:`post` runs one attempt to its end
+    """A delivery worker's event loop and clients: :meth:`run` runs one attempt to its end
     or its deadline. Not thread-safe: each worker has its own."""
 
     def __init__(self, timeout_s: float) -> None:
@@ -94,17 +94,9 @@ class AttemptLoop:
         self.loop = asyncio.new_event_loop()
         self.clients = DeliveryClients(timeout_s)
 
-    def post(
-        self,
-        url: str,
-        allow: AllowList,
-        content: bytes,
-        headers: dict[str, str],
-        resolver: Resolver = resolve,
-    ) -> int:
-        """The status ``url`` answered within the deadline (:class:`AttemptDeadline` if it
-        did not); see :func:`post_checked` for what else it raises."""
-        attempt = post_checked(self.clients, url, allow, content, headers, resolver)
+    def run(self, attempt: Coroutine[Any, Any, int]) -> int:
+        """Run ``attempt`` (a :func:`post_checked` over :attr:`clients`) to its end: the
+        status it returns, or :class:`AttemptDeadline` once ``timeout_s`` has passed."""
         try:
             return self.loop.run_until_complete(_within(self.timeout_s, attempt))
         except TimeoutError:

@@ -57,7 +57,7 @@ from watcher.delivery.format import (
     headers,
 )
 from watcher.delivery.log_channel import EventLog
-from watcher.delivery.outbound import AttemptDeadline, AttemptLoop
+from watcher.delivery.outbound import AttemptDeadline, AttemptLoop, post_checked
 from watcher.delivery.plan import commit_key
 from watcher.destinations import (
     DEFAULT_PORTS,
@@ -346,7 +346,11 @@ class Sender:
         sent = self.clock()
         signed = headers(rec, data, self.config.secret, sent // 1000)
         try:
-            status = attempts.post(rec.url, self.destinations, data, signed, self.resolver)
+            status = attempts.run(
+                post_checked(
+                    attempts.clients, rec.url, self.destinations, data, signed, self.resolver
+                )
+            )
         except Unresolvable as exc:  # DNS may come back: an ordinary failed attempt
             return self._failed(rec, None, f"destination: {exc}")
         except DestinationRefused as exc:  # nothing was sent, and retrying cannot help
