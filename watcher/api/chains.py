@@ -41,7 +41,10 @@ def router(deps: ApiDeps) -> APIRouter:
     )
 
     @api.get(
-        "/v1/chains/{chain}/txs/{tx_hash}", response_model=TxView, response_model_exclude_unset=True
+        "/v1/chains/{chain}/txs/{tx_hash}",
+        response_model=TxView,
+        response_model_exclude_unset=True,
+        responses={429: ERRORS[429]},
     )
     def get_tx(
         request: Request,

@@ -92,6 +92,8 @@ class PollPacer:
         """Polls between two probes now (:data:`PROBE_EVERY`..:data:`PROBE_EVERY_MAX`)."""
         self._probing = False
         """Whether the poll in flight is a probe (moved half a step earlier)."""
+        self._caught_up = False
+        """Whether the last poll, settled, found two blocks or more (one is forgiven)."""
         self._found_ms: int | None = None
         """When the last poll that found its block ran: the phase known to be late enough."""
         self._due_ms: int | None = None
@@ -112,6 +114,7 @@ class PollPacer:
         if self._due_ms is not None:
             return self._after_retry(at_ms, blocks, self._due_ms)
         if blocks == 1:
+            self._caught_up = False
             if probed:  # the block came earlier than the phase: probe often again
                 self.probe_every = PROBE_EVERY
             self._found_ms = at_ms
@@ -133,6 +136,12 @@ class PollPacer:
             behind = max(1, -(-(at_ms - self._found_ms) // self.interval_ms))
             self._due_ms = self._found_ms + behind * self.interval_ms
             return self._retry_at(at_ms, self._due_ms)
+        if blocks > 1 and self.settled and self.streak >= PROBE_EVERY and not self._caught_up:
+            # Settled for a while, one poll that found two blocks ran late (a busy machine
+            # delays a run) or follows a block that came late: the phase stays; a second
+            # one in a row means faster blocks, and the search starts over.
+            self._caught_up = True
+            return None
         self._reset()  # two blocks or more (late, or faster blocks), or an irregular chain
         return None
 
@@ -167,7 +176,7 @@ class PollPacer:
 
     def _reset(self) -> None:
         self.streak, self.settled, self._since_probe, self._due_ms = 0, False, 0, None
-        self.probe_every, self._probing = PROBE_EVERY, False
+        self.probe_every, self._probing, self._caught_up = PROBE_EVERY, False, False
 
 
 class PollJobs(Protocol):
