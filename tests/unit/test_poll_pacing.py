@@ -223,8 +223,9 @@ def test_settled_on_a_steady_chain_pacing_costs_at_most_one_call_in_twenty() -> 
 
 def test_one_late_poll_keeps_the_phase_and_two_in_a_row_start_over() -> None:
     pacer = PollPacer(INTERVAL)
-    run = simulate(regular(phase=321, count=60), pacer)
-    assert pacer.settled
+    arrivals = regular(phase=321, count=60)
+    run = simulate(arrivals, pacer, until=arrivals[-1] + pacer.step_ms)
+    assert pacer.settled and run.polls[-1][1] == 1
     at = run.polls[-1][0]
     moves = pacer.moves
     # A run the scheduler started late found two blocks: the phase is kept, nothing moves.
