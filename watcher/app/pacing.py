@@ -15,12 +15,16 @@ block was there already, so it came earlier still). A poll that then finds nothi
 early: it is retried a step later but not past the phase that found the last block, then
 once a step past that phase (a block a little late); found, the phase stays there
 (*settled*, at most a step after the block comes). Settled, it probes half a step earlier
-every :data:`PROBE_EVERY` polls (at the next poll again while a probe still finds its
-block), so the phase closes in to within half a step and a drifting block time is
-followed; a probe that finds nothing costs a retry, about one call in ten in all. Nothing
-a step past the phase that found the last block means a missed slot or a stalled chain:
-that phase goes on an interval later, and the chain must be regular again before anything
-moves. An idle or irregular chain (a development node mining on demand, a poll interval
+every :data:`PROBE_EVERY` polls at first (at the next poll again while a probe still finds
+its block), so the phase closes in to within half a step and a drifting block time is
+followed. A probe that finds nothing costs a retry and shows the phase at the block's edge
+already, so the gap to the next probe doubles, up to :data:`PROBE_EVERY_MAX` polls; one
+that finds its block (a drift) brings it back. On a steady chain the settled state costs a
+few calls in a hundred blocks (``bench.pacing``, "once settled"). One poll that found two
+blocks (run late: a busy machine delays a scheduled run) keeps the phase; two in a row mean
+faster blocks, and the search starts over. Nothing a step past the phase that found the
+last block means a missed slot or a stalled chain: that phase goes on an interval later,
+and the chain must be regular again before anything moves. An idle or irregular chain (a development node mining on demand, a poll interval
 far from the block time) is polled on its interval and costs almost no extra call.
 
 Only the interval job's next run is moved: a poll reads the chain over JSON-RPC as always,
