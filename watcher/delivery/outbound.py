@@ -77,6 +77,11 @@ class DeliveryClients:
             self._closing.append(oldest)
         return client
 
+    async def close_evicted(self) -> None:
+        """Close the clients :meth:`for_url` let go of (on the loop they were used on)."""
+        while self._closing:
+            await self._closing.pop().aclose()
+
     async def aclose(self) -> None:
         """Close every client (the worker is stopping), on the loop they were used on."""
         for client in [self._plain, *self._tls.values(), *self._closing]:
@@ -136,6 +141,7 @@ async def post_checked(
     addresses = check_url(url, allow, resolver)
     target = httpx.URL(url)
     client = clients.for_url(target)
+    await clients.close_evicted()
     extensions: dict[str, Any] = {}
     sent = headers
     if not _is_literal(target.host):

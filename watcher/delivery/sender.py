@@ -256,6 +256,14 @@ class Sender:
         else:
             self._queue.put(rec)
 
+    def _release(self, rec: DeliveryRecord) -> None:
+        """``rec``'s attempt is over: its destination has room for one more."""
+        where = destination_of(rec.url)
+        with self._lock:
+            self._busy[where] -= 1
+            if self._busy[where] <= 0:
+                del self._busy[where]  # many destinations come and go: keep only busy ones
+
     def _record(self) -> None:
         """Write the outcomes the workers reported, in one transaction."""
         batch: list[Outcome] = []
@@ -320,8 +328,7 @@ class Sender:
                 else:
                     self._results.put(outcome)
                 finally:
-                    with self._lock:
-                        self._busy[destination_of(rec.url)] -= 1
+                    self._release(rec)
                 self.wake.set()
 
     def deliver(self, rec: DeliveryRecord, attempts: AttemptLoop) -> Outcome:
