@@ -63,7 +63,12 @@ def router(deps: ApiDeps) -> APIRouter:
         caller: Reader,
         chain: Annotated[str | None, Query(description="Chain (or source) name.")] = None,
         verdict: Annotated[Verdict | None, Query()] = None,
-        kind: Annotated[str | None, Query(description="evm_tx, evm_payment, a source's.")] = None,
+        kind: Annotated[
+            str | None,
+            Query(
+                description="evm_tx, evm_payment, a source's.", json_schema_extra={"enum": kinds}
+            ),
+        ] = None,
         cursor: Annotated[
             str | None, Query(description="next_cursor of the previous page.", pattern=CURSOR)
         ] = None,
