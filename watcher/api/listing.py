@@ -52,6 +52,12 @@ def router(deps: ApiDeps) -> APIRouter:
     kinds = sorted({*known_kinds(), PAYMENT_KIND, *(s.kind for s in deps.config.sources)})
     """The kinds a settlement can have here: a filter naming another is a typo, not a kind
     with no settlements."""
+    kind_filter = Query(
+        default=None,
+        description="evm_tx, evm_payment, a source's.",
+        json_schema_extra={"enum": kinds},
+    )
+    """A default, not an annotation: the known kinds exist only once the router is built."""
 
     @api.get(
         "/v1/settlements",
@@ -63,12 +69,7 @@ def router(deps: ApiDeps) -> APIRouter:
         caller: Reader,
         chain: Annotated[str | None, Query(description="Chain (or source) name.")] = None,
         verdict: Annotated[Verdict | None, Query()] = None,
-        kind: Annotated[
-            str | None,
-            Query(
-                description="evm_tx, evm_payment, a source's.", json_schema_extra={"enum": kinds}
-            ),
-        ] = None,
+        kind: str | None = kind_filter,
         cursor: Annotated[
             str | None, Query(description="next_cursor of the previous page.", pattern=CURSOR)
         ] = None,
