@@ -278,6 +278,16 @@ MAX_CACHED = 4096
 """Hosts a :class:`CachingResolver` remembers before it starts over."""
 
 
+def destination_of(url: str) -> str:
+    """What one destination is (a per-destination limit counts it): scheme, host and port."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or DEFAULT_PORTS.get(parts.scheme, 0)
+    except ValueError:
+        return url
+    return f"{parts.scheme}://{parts.hostname}:{port}"
+
+
 def check_url(url: str, allow: AllowList, resolver: Resolver = resolve) -> list[IPAddress]:
     """The addresses ``url`` may be sent to; :class:`DestinationRefused` naming the reason
     if any is refused, if it carries credentials, or if its host does not resolve."""

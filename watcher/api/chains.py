@@ -12,7 +12,7 @@ from chains import pool
 from chains.errors import ChainError
 from guard.errors import InvalidHash
 from guard.hexes import parse_tx_hash
-from watcher.api.auth import Reader
+from watcher.api.auth import Caller, Reader
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.live_limits import LiveLimits
@@ -30,15 +30,14 @@ MAX_LIVE_CONFIRMATIONS = 2**31 - 1
 """Largest N a live answer accepts (decisions encode integers below 2**53)."""
 
 
+LiveConfirmations = Annotated[int | None, Query(ge=1, le=MAX_LIVE_CONFIRMATIONS), DIGITS_ONLY]
+"""The ``confirmations`` query parameter of a live look-up."""
+
+
 def router(deps: ApiDeps) -> APIRouter:
     """The chain routes over ``deps``."""
     api = APIRouter()
-    limits = deps.config.api
-    live = LiveLimits(
-        [c.name for c in deps.config.chains],
-        limits.live_calls_per_minute,
-        limits.live_lookups_per_caller_per_minute,
-    )
+    live = LiveLimits.of(deps.config)
 
     @api.get(
         "/v1/chains/{chain}/txs/{tx_hash}",
@@ -51,9 +50,7 @@ def router(deps: ApiDeps) -> APIRouter:
         caller: Reader,
         chain: str,
         tx_hash: Annotated[str, Path(json_schema_extra={"pattern": TX_HASH})],
-        confirmations: Annotated[
-            int | None, Query(ge=1, le=MAX_LIVE_CONFIRMATIONS), DIGITS_ONLY
-        ] = None,
+        confirmations: LiveConfirmations = None,
     ) -> dict[str, Any]:
         """Verdict for any tx hash: the caller's settlement, or a live answer from the node."""
         config = chain_or_error(deps, chain)
@@ -64,16 +61,8 @@ def router(deps: ApiDeps) -> APIRouter:
         registered = _registered_view(deps, chain, tx, caller.name)
         if registered is not None:
             return registered
-        who = caller.name if deps.config.api.tokens else f"{caller.name}@{_client_host(request)}"
-        live.admit(who, config.name, lookup_cost(config))
-        try:
-            return _live(deps, config, tx, confirmations)
-        except ChainError as exc:
-            raise ApiError(
-                503,
-                f"chain {chain!r}: node unavailable for a live answer: "
-                f"{shown_error(str(exc), configured_secrets(deps.config))}",
-            ) from None
+        live.admit(_caller_key(deps, caller, request), config.name, lookup_cost(config))
+        return _live(deps, config, tx, confirmations)
 
     @api.get("/v1/chains", response_model=list[ChainView], response_model_exclude_unset=True)
     def list_chains(caller: Reader) -> list[dict[str, Any]]:
@@ -140,11 +129,20 @@ def _live(deps: ApiDeps, config: ChainConfig, tx: str, confirmations: int | None
         head = deps.store.chain(config.name)
         number = head.head_number if head is not None else None
         return timed_out_view(config, tx, confirmations, number, str(exc))
+    except ChainError as exc:
+        raise ApiError(
+            503,
+            f"chain {config.name!r}: node unavailable for a live answer: "
+            f"{shown_error(str(exc), configured_secrets(deps.config))}",
+        ) from None
 
 
-def _client_host(request: Request) -> str:
-    """Who a caller is without tokens: the client's address (one limit per address)."""
-    return request.client.host if request.client is not None else "unknown"
+def _caller_key(deps: ApiDeps, caller: Caller, request: Request) -> str:
+    """Who a live look-up is counted against: the token's name, or without tokens the
+    client's address (one limit per address)."""
+    if deps.config.api.tokens:
+        return caller.name
+    return f"{caller.name}@{request.client.host if request.client else 'unknown'}"
 
 
 def _chain_json(

@@ -61,6 +61,10 @@ def _owner_filter(caller: Caller) -> str | None:
     return None if "admin" in caller.scopes else caller.name
 
 
+DeliveryId = Annotated[int, Path(ge=1, le=MAX_ID), DIGITS_ONLY]
+"""The ``delivery_id`` path parameter."""
+
+
 def router(deps: ApiDeps) -> APIRouter:
     """The delivery routes over ``deps``."""
     api = APIRouter()
@@ -91,9 +95,7 @@ def router(deps: ApiDeps) -> APIRouter:
         response_model=DeliveryView,
         response_model_exclude_unset=True,
     )
-    def get_delivery(
-        caller: Reader, delivery_id: Annotated[int, Path(ge=1, le=MAX_ID), DIGITS_ONLY]
-    ) -> Any:
+    def get_delivery(caller: Reader, delivery_id: DeliveryId) -> Any:
         """One outbox row, with the body it sends."""
         try:
             return delivery_json(
@@ -108,9 +110,7 @@ def router(deps: ApiDeps) -> APIRouter:
         response_model_exclude_unset=True,
         responses={409: ERRORS[409]},
     )
-    def replay_delivery(
-        caller: Admin, delivery_id: Annotated[int, Path(ge=1, le=MAX_ID), DIGITS_ONLY]
-    ) -> Any:
+    def replay_delivery(caller: Admin, delivery_id: DeliveryId) -> Any:
         """Send a dead delivery again: pending now, attempts reset, same Idempotency-Key."""
         try:
             rec = outbox.replay(delivery_id, deps.clock())

@@ -48,8 +48,14 @@ _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 
 
 def error_response(status: int, message: str, **extra: Any) -> JSONResponse:
-    """The error shape as a response (for routes that answer instead of raising)."""
-    return JSONResponse({"error": printable(message), **extra}, status_code=status)
+    """The error shape as a response (for routes that answer instead of raising); without
+    ``fields``, the field the message starts with (:func:`named_fields`)."""
+    fields = extra.pop("fields", None)
+    if fields is None:
+        fields = named_fields(message)
+    return JSONResponse(
+        {"error": printable(message), "fields": fields, **extra}, status_code=status
+    )
 
 
 def printable(message: str) -> str:
@@ -69,10 +75,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        extra = exc.extra
-        if "fields" not in extra:
-            extra = {**extra, "fields": named_fields(exc.message)}
-        response = error_response(exc.status, exc.message, **extra)
+        response = error_response(exc.status, exc.message, **exc.extra)
         if exc.retry_after_s is not None:
             response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
         return response

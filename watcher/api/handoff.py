@@ -58,6 +58,12 @@ def handoff_json(row: dict[str, Any], full: bool = False) -> dict[str, Any]:
     return out
 
 
+HandoffId = Annotated[
+    int, Path(ge=1, le=MAX_ID, description="the takeover's id (GET /v1/handoffs)"), DIGITS_ONLY
+]
+"""The ``handoff_id`` path parameter."""
+
+
 def router(deps: ApiDeps) -> APIRouter:
     """The handoff routes over ``deps``."""
     api = APIRouter()
@@ -80,11 +86,7 @@ def router(deps: ApiDeps) -> APIRouter:
     )
     def get_handoff(
         caller: Admin,
-        handoff_id: Annotated[
-            int,
-            Path(ge=1, le=MAX_ID, description="the takeover's id (GET /v1/handoffs)"),
-            DIGITS_ONLY,
-        ],
+        handoff_id: HandoffId,
     ) -> Any:
         """One takeover with its recorded elements and their signed receipts."""
         row = ls.handoff(engine, handoff_id)

@@ -36,6 +36,7 @@ from watcher.api.recorded_heads import HeadsOnce
 from watcher.api.registration import checked_settlement
 from watcher.api.source_settlements import checked_source_settlement, source_view
 from watcher.api.views import chain_settlement_view
+from watcher.config.model import Config
 from watcher.config.source_kinds import known_kinds
 from watcher.store import NewSettlement, SettlementRecord
 from watcher.store.listing_store import EVM_KIND, listing
@@ -46,18 +47,40 @@ CURSOR = r"^[0-9]{1,18}$"
 """What a cursor looks like (a ``seq``)."""
 
 
-def router(deps: ApiDeps) -> APIRouter:
-    """The listing and batch routes over ``deps``."""
-    api = APIRouter()
-    kinds = sorted({*known_kinds(), PAYMENT_KIND, *(s.kind for s in deps.config.sources)})
-    """The kinds a settlement can have here: a filter naming another is a typo, not a kind
-    with no settlements."""
-    kind_filter = Query(
+CursorParam = Annotated[
+    str | None, Query(description="next_cursor of the previous page.", pattern=CURSOR)
+]
+"""The ``cursor`` query parameter."""
+
+
+def settlement_kinds(config: Config) -> list[str]:
+    """The kinds a settlement can have here (evm_tx, evm_payment, the sources' and the
+    installed source kinds): a filter naming another is a typo, not a kind with none."""
+    return sorted({*known_kinds(), PAYMENT_KIND, *(s.kind for s in config.sources)})
+
+
+def _kind_query(kinds: list[str]) -> Any:
+    """The ``kind`` query parameter, its known values documented as its enum."""
+    return Query(
         default=None,
         description="evm_tx, evm_payment, a source's.",
         json_schema_extra={"enum": kinds},
     )
-    """A default, not an annotation: the known kinds exist only once the router is built."""
+
+
+def _check_kind(kind: str | None, kinds: list[str]) -> None:
+    """A 422 naming ``kind`` and the known kinds if ``kind`` is none of them."""
+    if kind is not None and kind not in kinds:
+        raise ApiError(
+            422, f"kind: unknown kind {kind!r}; known kinds: {', '.join(kinds)}", fields=["kind"]
+        )
+
+
+def router(deps: ApiDeps) -> APIRouter:
+    """The listing and batch routes over ``deps``."""
+    api = APIRouter()
+    kinds = settlement_kinds(deps.config)
+    kind_query = _kind_query(kinds)  # a default, not an annotation: kinds is the router's
 
     @api.get(
         "/v1/settlements",
@@ -69,19 +92,12 @@ def router(deps: ApiDeps) -> APIRouter:
         caller: Reader,
         chain: Annotated[str | None, Query(description="Chain (or source) name.")] = None,
         verdict: Annotated[Verdict | None, Query()] = None,
-        kind: str | None = kind_filter,
-        cursor: Annotated[
-            str | None, Query(description="next_cursor of the previous page.", pattern=CURSOR)
-        ] = None,
+        kind: str | None = kind_query,
+        cursor: CursorParam = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE), DIGITS_ONLY] = 100,
     ) -> JSONResponse:
         """The caller's registered settlements, oldest first, a page at a time."""
-        if kind is not None and kind not in kinds:
-            raise ApiError(
-                422,
-                f"kind: unknown kind {kind!r}; known kinds: {', '.join(kinds)}",
-                fields=["kind"],
-            )
+        _check_kind(kind, kinds)
         filters = {"chain": chain, "verdict": verdict, "kind": kind, "owner": caller.name}
         records = listing(deps.store).page(after_seq=_cursor(cursor), limit=limit, **filters)
         last = records[-1].seq if len(records) == limit else None

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 
 from chains.budget import BudgetExhausted, CallBudget
 from watcher.api.errors import ApiError
+from watcher.config.model import Config
 
 MAX_CALLERS = 10_000
 """Callers remembered at once; beyond it, those with nothing left in their window go."""
@@ -45,6 +46,15 @@ class LiveLimits:
         self.clock = clock
         self._callers: dict[str, CallBudget] = {}
         self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, config: Config) -> LiveLimits:
+        """The limits ``[api]`` sets, for every configured chain."""
+        return cls(
+            [c.name for c in config.chains],
+            config.api.live_calls_per_minute,
+            config.api.live_lookups_per_caller_per_minute,
+        )
 
     def admit(self, caller: str, chain: str, calls: int) -> None:
         """Count one look-up of ``calls`` calls for ``caller`` on ``chain``, or raise a 429

@@ -44,7 +44,6 @@ import random
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -60,11 +59,11 @@ from watcher.delivery.log_channel import EventLog
 from watcher.delivery.outbound import AttemptDeadline, AttemptLoop, post_checked
 from watcher.delivery.plan import commit_key
 from watcher.destinations import (
-    DEFAULT_PORTS,
     AllowList,
     DestinationRefused,
     Resolver,
     Unresolvable,
+    destination_of,
     resolve,
 )
 from watcher.store.errors import StoreError
@@ -91,16 +90,6 @@ AHEAD = 4
 
 HELD_BACK_MS = 250
 """How long a row whose destination is at its limit waits before it is claimed again."""
-
-
-def destination_of(url: str) -> str:
-    """The destination a per-destination limit counts: scheme, host and port of ``url``."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return url
-    return f"{parts.scheme}://{parts.hostname}:{port or DEFAULT_PORTS.get(parts.scheme, 0)}"
 
 
 def backoff_ms(attempts: int, initial_s: float, max_s: float, rng: random.Random) -> int:

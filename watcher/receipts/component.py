@@ -115,11 +115,8 @@ class ReceiptIssuer:
     _thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Record the signer as current, then build receipts in a thread of their own, woken
-        after each poll: a burst of verdicts must not hold up the chain's next block (its
-        poll waits for ``after_poll``). The signer list changes here, once the daemon has
-        its port and its store, never at build: a daemon that then fails to start must not
-        retire the key of the one that runs."""
+        """Record the signer as current (only now: a daemon that fails to start must not retire
+        a running one's key); build receipts in a thread woken after each poll, not in it."""
         self.receipts.use_signer(self.signer.address, self.signer.source, self.clock())
         self._wake = threading.Event()
         self._stopping = threading.Event()
