@@ -12,10 +12,10 @@ from chains import pool
 from chains.errors import ChainError
 from guard.errors import InvalidHash
 from guard.hexes import parse_tx_hash
-from watcher.api.auth import Caller, Reader
+from watcher.api.auth import Reader
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
-from watcher.api.live_limits import LiveLimits
+from watcher.api.live_limits import LiveLimits, caller_key
 from watcher.api.models.errors import ERRORS
 from watcher.api.models.params import DIGITS_ONLY
 from watcher.api.models.settlements import TX_HASH
@@ -23,7 +23,6 @@ from watcher.api.models.views import ChainView, ReorgView, TxView
 from watcher.api.views import chain_or_error, chain_settlement_view, endpoints, shown_error
 from watcher.config.chains import ChainConfig
 from watcher.config.secrets import configured_secrets
-from watcher.engine.live import LiveTimeout, live_view_within, lookup_cost, timed_out_view
 from watcher.store import ChainRecord, SettlementNotFound
 
 MAX_LIVE_CONFIRMATIONS = 2**31 - 1
@@ -61,7 +60,7 @@ def router(deps: ApiDeps) -> APIRouter:
         registered = _registered_view(deps, chain, tx, caller.name)
         if registered is not None:
             return registered
-        live.admit(_caller_key(deps, caller, request), config.name, lookup_cost(config))
+        live.admit(caller_key(deps.config, caller.name, request), config)
         return _live(deps, config, tx, confirmations)
 
     @api.get("/v1/chains", response_model=list[ChainView], response_model_exclude_unset=True)
@@ -120,29 +119,24 @@ def _reorg_json(r: Any) -> dict[str, Any]:
 
 def _live(deps: ApiDeps, config: ChainConfig, tx: str, confirmations: int | None) -> dict[str, Any]:
     """The live view of an unregistered tx within ``[api] live_lookup_timeout_s``; past it,
-    what the store knows (the recorded head), saying the live check timed out."""
+    what the store knows (the recorded head), saying the live check timed out; a 503 if
+    the node failed."""
+    from watcher.engine.live import LiveTimeout, live_view_within, timed_out_view
+
     limit = deps.config.api.live_lookup_timeout_s
     client = deps.live_clients[config.name]
     try:
         return live_view_within(limit, client, config, tx, confirmations, deps.clock())
-    except LiveTimeout as exc:
-        head = deps.store.chain(config.name)
-        number = head.head_number if head is not None else None
-        return timed_out_view(config, tx, confirmations, number, str(exc))
     except ChainError as exc:
         raise ApiError(
             503,
             f"chain {config.name!r}: node unavailable for a live answer: "
             f"{shown_error(str(exc), configured_secrets(deps.config))}",
         ) from None
-
-
-def _caller_key(deps: ApiDeps, caller: Caller, request: Request) -> str:
-    """Who a live look-up is counted against: the token's name, or without tokens the
-    client's address (one limit per address)."""
-    if deps.config.api.tokens:
-        return caller.name
-    return f"{caller.name}@{request.client.host if request.client else 'unknown'}"
+    except LiveTimeout as exc:
+        head = deps.store.chain(config.name)
+        number = head.head_number if head is not None else None
+        return timed_out_view(config, tx, confirmations, number, str(exc))
 
 
 def _chain_json(

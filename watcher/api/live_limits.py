@@ -22,9 +22,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
+from starlette.requests import Request
+
 from chains.budget import BudgetExhausted, CallBudget
 from watcher.api.errors import ApiError
+from watcher.config.chains import ChainConfig
 from watcher.config.model import Config
+from watcher.engine.live import lookup_cost
 
 MAX_CALLERS = 10_000
 """Callers remembered at once; beyond it, those with nothing left in their window go."""
@@ -56,9 +60,11 @@ class LiveLimits:
             config.api.live_lookups_per_caller_per_minute,
         )
 
-    def admit(self, caller: str, chain: str, calls: int) -> None:
-        """Count one look-up of ``calls`` calls for ``caller`` on ``chain``, or raise a 429
-        :class:`ApiError` with its ``Retry-After`` (nothing counted on the chain)."""
+    def admit(self, caller: str, chain_config: ChainConfig) -> None:
+        """Count one look-up by ``caller`` on the chain (its calls: :func:`lookup_cost`), or
+        raise a 429 :class:`ApiError` with its ``Retry-After`` (nothing counted on the
+        chain)."""
+        chain, calls = chain_config.name, lookup_cost(chain_config)
         mine = self._caller(caller)
         try:
             mine.spend(1, "live look-up")
@@ -93,3 +99,11 @@ class LiveLimits:
                 budget = CallBudget(self.per_caller, clock=self.clock)
                 self._callers[caller] = budget
             return budget
+
+
+def caller_key(config: Config, caller: str, request: Request) -> str:
+    """Who a live look-up counts against: the token's name (``caller``), or, when the API
+    has no tokens and every caller is ``anonymous``, the client's address as well."""
+    if config.api.tokens:
+        return caller
+    return f"{caller}@{request.client.host if request.client else 'unknown'}"
