@@ -50,6 +50,8 @@ class ApiDeps:
     store: Store
     clock: Clock
     clients: Mapping[str, RpcClient]
+    live_clients: Mapping[str, RpcClient]
+    """What live look-ups read through: never a client that spends the engine's budget."""
     watchers: Mapping[str, ChainWatcher]
     budgets: Mapping[str, CallBudget]
     chains: ChainState
@@ -74,6 +76,7 @@ def deps_of(service: Service) -> ApiDeps:
         store=service.store,
         clock=service.clock,
         clients=service.clients,
+        live_clients=service.live_clients,
         watchers=service.watchers,
         budgets=service.budgets,
         chains=ChainState(

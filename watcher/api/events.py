@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
@@ -22,7 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from watcher.api.auth import Reader
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import error_response
-from watcher.api.models.params import MAX_ID
+from watcher.api.models.params import DIGITS_ONLY, MAX_ID
 from watcher.api.models.views import EventView
 from watcher.api.views import shown_event
 from watcher.config.secrets import configured_secrets
@@ -62,8 +62,8 @@ def router(deps: ApiDeps) -> APIRouter:
     def list_events(
         caller: Reader,
         request: Request,
-        after: int = Query(default=0, ge=0, le=MAX_ID),
-        limit: int = Query(default=100, ge=1, le=1000),
+        after: Annotated[int, Query(ge=0, le=MAX_ID), DIGITS_ONLY] = 0,
+        limit: Annotated[int, Query(ge=1, le=1000), DIGITS_ONLY] = 100,
     ) -> Any:
         """Alerts and lifecycle events in order; page with ``after`` = the last id seen.
 

@@ -21,6 +21,7 @@ from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError, validation_body
 from watcher.api.json_answer import JsonAnswer
 from watcher.api.models.errors import ERRORS
+from watcher.api.models.params import DIGITS_ONLY
 from watcher.api.models.settlements import (
     MAX_PAGE,
     BatchItemResult,
@@ -35,6 +36,8 @@ from watcher.api.recorded_heads import HeadsOnce
 from watcher.api.registration import checked_settlement
 from watcher.api.source_settlements import checked_source_settlement, source_view
 from watcher.api.views import chain_settlement_view
+from watcher.config.model import Config
+from watcher.config.source_kinds import known_kinds
 from watcher.store import NewSettlement, SettlementRecord
 from watcher.store.listing_store import EVM_KIND, listing
 from watcher.store.payment_records import NewPaymentSpec
@@ -44,9 +47,40 @@ CURSOR = r"^[0-9]{1,18}$"
 """What a cursor looks like (a ``seq``)."""
 
 
+CursorParam = Annotated[
+    str | None, Query(description="next_cursor of the previous page.", pattern=CURSOR)
+]
+"""The ``cursor`` query parameter."""
+
+
+def settlement_kinds(config: Config) -> list[str]:
+    """The kinds a settlement can have here (evm_tx, evm_payment, the sources' and the
+    installed source kinds): a filter naming another is a typo, not a kind with none."""
+    return sorted({*known_kinds(), PAYMENT_KIND, *(s.kind for s in config.sources)})
+
+
+def _kind_query(kinds: list[str]) -> Any:
+    """The ``kind`` query parameter, its known values documented as its enum."""
+    return Query(
+        default=None,
+        description="evm_tx, evm_payment, a source's.",
+        json_schema_extra={"enum": kinds},
+    )
+
+
+def _check_kind(kind: str | None, kinds: list[str]) -> None:
+    """A 422 naming ``kind`` and the known kinds if ``kind`` is none of them."""
+    if kind is not None and kind not in kinds:
+        raise ApiError(
+            422, f"kind: unknown kind {kind!r}; known kinds: {', '.join(kinds)}", fields=["kind"]
+        )
+
+
 def router(deps: ApiDeps) -> APIRouter:
     """The listing and batch routes over ``deps``."""
     api = APIRouter()
+    kinds = settlement_kinds(deps.config)
+    kind_query = _kind_query(kinds)  # a default, not an annotation: kinds is the router's
 
     @api.get(
         "/v1/settlements",
@@ -58,13 +92,12 @@ def router(deps: ApiDeps) -> APIRouter:
         caller: Reader,
         chain: Annotated[str | None, Query(description="Chain (or source) name.")] = None,
         verdict: Annotated[Verdict | None, Query()] = None,
-        kind: Annotated[str | None, Query(description="evm_tx, evm_payment, a source's.")] = None,
-        cursor: Annotated[
-            str | None, Query(description="next_cursor of the previous page.", pattern=CURSOR)
-        ] = None,
-        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+        kind: str | None = kind_query,
+        cursor: CursorParam = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE), DIGITS_ONLY] = 100,
     ) -> JSONResponse:
         """The caller's registered settlements, oldest first, a page at a time."""
+        _check_kind(kind, kinds)
         filters = {"chain": chain, "verdict": verdict, "kind": kind, "owner": caller.name}
         records = listing(deps.store).page(after_seq=_cursor(cursor), limit=limit, **filters)
         last = records[-1].seq if len(records) == limit else None

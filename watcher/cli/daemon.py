@@ -28,6 +28,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from chains.errors import ChainIdMismatch
     from watcher.api.server import create_app
     from watcher.app.build import build
+    from watcher.app.listen import ApiPortBusy
     from watcher.receipts.signer import SigningKeyError
     from watcher.store import StoreError
 
@@ -37,7 +38,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CliError(str(exc), EX_CONFIG) from None
     try:
         service.run(create_app)
-    except ChainIdMismatch as exc:
+    except (ChainIdMismatch, ApiPortBusy) as exc:
         raise CliError(str(exc), EX_CONFIG) from None
     return EX_OK
 

@@ -59,8 +59,8 @@ class ChainConfig(Strict):
     """Seconds between head polls; ``None`` → the registry's block time, else 1.0."""
     poll_pacing: bool = True
     """Move each poll to just after the node has the next block when the blocks come at the
-    poll interval (watcher/app/pacing.py; about one extra call in ten); false: strictly on
-    the interval."""
+    poll interval (watcher/app/pacing.py; settled, a few extra calls in a hundred blocks);
+    false: strictly on the interval."""
     timeout_s: float = Field(default=3600.0, gt=0, allow_inf_nan=False)
     """Settlement timeout used when a registration gives none."""
     max_wait_s: float = Field(default=86400.0, gt=0, allow_inf_nan=False)

@@ -4,6 +4,7 @@ own: they carry most of the rules)."""
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -15,6 +16,16 @@ from watcher.config.base import KeyedErrors, Strict
 from watcher.destinations import check_entries
 
 _STORE_SCHEMES = ("sqlite://", "postgresql://", "postgresql+psycopg://")
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported (found, and not blocked in ``sys.modules``),
+    without importing it: the config is checked before anything heavy loads."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a None entry in sys.modules: blocked
+        return False
+
 
 Severity = Literal["info", "warning", "critical"]
 
@@ -37,6 +48,12 @@ class StoreConfig(Strict):
             raise ValueError("must start with sqlite://, postgresql:// or postgresql+psycopg://")
         if value.startswith("postgresql") and not urlsplit(value).netloc:
             raise ValueError("a PostgreSQL URL needs a host, e.g. postgresql://user@host/db")
+        if value.startswith("postgresql") and not _installed("psycopg"):
+            raise ValueError(
+                "a PostgreSQL store needs the postgres extra (the psycopg driver), which is "
+                "not installed: pip install 'finality-watcher[postgres]' (from a checkout: "
+                "pip install '.[postgres]')"
+            )
         return value
 
 
@@ -71,9 +88,13 @@ class DeliveryConfig(Strict):
     backoff_max_s: float = Field(default=300.0, gt=0)
     """Cap on the retry delay."""
     timeout_s: float = Field(default=10.0, gt=0)
-    """HTTP timeout of one delivery attempt."""
+    """Deadline of one delivery attempt, whole (connect, send, answer): a receiver that
+    answers slowly fails the attempt once it passes."""
     workers: int = Field(default=4, ge=1)
     """Deliveries sent concurrently."""
+    max_per_destination: int = Field(default=2, ge=1)
+    """Attempts to one destination (scheme, host, port) at once: a slow receiver holds no
+    more workers than this, so other destinations' deliveries keep going."""
     receipt_wait_s: float = Field(default=30.0, ge=0)
     """After this, a commit/discard still waiting for its signed receipt is looked at less
     often (it never goes without it); a finality violation goes without its revocation."""

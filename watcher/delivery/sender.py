@@ -16,11 +16,19 @@ For one row, a worker:
    sends the same bytes; a commit a finality violation superseded (renamed
    ``fw:<settlement>:commit~<event>`` by :mod:`watcher.delivery.plan`) is never sent again:
    if its attempt in flight failed, its next claim cancels it;
-2. POSTs it, signed (:mod:`watcher.delivery.format`);
+2. POSTs it, signed (:mod:`watcher.delivery.format`), the whole attempt within
+   ``timeout_s`` and at most a few KiB of the answer read (:mod:`watcher.delivery.outbound`);
 3. reports the outcome, which the dispatcher records in batches: delivered on 2xx;
    otherwise due again after an exponential backoff with jitter, capped at
    ``backoff_max_s``; dead after ``max_attempts`` (replay it with
-   ``finality deliveries replay ID`` or ``POST /v1/deliveries/{id}/replay``).
+   ``finality deliveries replay ID`` or ``POST /v1/deliveries/{id}/replay``). The cap is
+   also checked at every claim, so an attempt that never reported (its lease ran out)
+   cannot be followed by more than the cap allows.
+
+One destination (scheme, host and port) gets at most ``max_per_destination`` attempts at
+once: a slow receiver, or one with a large backlog, holds that many workers and no more,
+so other callers' deliveries go out meanwhile; rows over the limit are given back, due a
+moment later (:data:`HELD_BACK_MS`), without counting as an attempt.
 
 Delivery is at least once on the wire and exactly once in effect for a receiver that
 dedupes by ``Idempotency-Key`` (``docs/delivery.md``).
@@ -49,9 +57,16 @@ from watcher.delivery.format import (
     headers,
 )
 from watcher.delivery.log_channel import EventLog
-from watcher.delivery.outbound import DeliveryClients, post_checked
+from watcher.delivery.outbound import AttemptDeadline, AttemptLoop, post_checked
 from watcher.delivery.plan import commit_key
-from watcher.destinations import AllowList, DestinationRefused, Resolver, Unresolvable, resolve
+from watcher.destinations import (
+    AllowList,
+    DestinationRefused,
+    Resolver,
+    Unresolvable,
+    destination_of,
+    resolve,
+)
 from watcher.store.errors import StoreError
 from watcher.store.outbox_store import (
     CANCELLED,
@@ -74,6 +89,12 @@ RECEIPT_POLL_MS = 200
 RECEIPT_LATE_POLL_MS = 5000
 """How often it looks again once ``receipt_wait_s`` has passed (it still waits: a commit or
 discard never goes without its receipt)."""
+
+AHEAD = 4
+"""Rows claimed ahead per worker, so workers never wait for the dispatcher."""
+
+HELD_BACK_MS = 250
+"""How long a row whose destination is at its limit waits before it is claimed again."""
 
 
 def backoff_ms(attempts: int, initial_s: float, max_s: float, rng: random.Random) -> int:
@@ -106,9 +127,9 @@ class Sender:
         self.clock = clock
         self.event_log = EventLog(store, log_channels)
         self.bodies = BodyAssembler(store, config.receipt_wait_s)
-        self.lease_ms = int((2 * config.timeout_s + 2) * 1000)
-        """A claim's lease: two request timeouts and a margin (a request is one timeout per
-        phase, so it can take a little more than one); past it the row is sent again."""
+        self.lease_ms = int(((AHEAD + 1) * config.timeout_s + 2) * 1000)
+        """A claim's lease: the attempts queued ahead of it and its own, each within its
+        deadline of ``timeout_s``, and a margin; past it the row is sent again."""
         self.outcomes: Counter[tuple[str, str]] = Counter()
         """Attempts by (channel, outcome): delivered, retry, dead, superseded, waiting,
         cancelled."""
@@ -117,6 +138,8 @@ class Sender:
         self._queue: queue.Queue[DeliveryRecord | None] = queue.Queue()
         self._results: queue.Queue[Outcome] = queue.Queue()
         self._in_flight = 0
+        self._busy: Counter[str] = Counter()
+        """Attempts queued or running per destination (:func:`destination_of`)."""
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
         self._threads: list[threading.Thread] = []
@@ -175,7 +198,7 @@ class Sender:
         A crash between a 2xx answer and its recording resends the row after its lease,
         under the same Idempotency-Key: the receiver's dedupe absorbs it."""
         workers = self.config.workers
-        capacity = 4 * workers
+        capacity = AHEAD * workers
         while not self._stopping.is_set():
             self.wake.clear()
             wait = IDLE_S
@@ -186,11 +209,25 @@ class Sender:
                     free = capacity - self._in_flight
                 if free >= workers:
                     now = self.clock()
-                    rows = self.outbox.claim(now, free, self.lease_ms)
+                    claimed = self.outbox.claim_within(
+                        now, free, self.lease_ms, self.config.max_attempts
+                    )
+                    for rec in claimed.buried:
+                        self._count(rec, "dead")
+                        log.warning(
+                            "delivery %d (%s %s) is dead: %s; replay it with "
+                            "`finality deliveries replay %d`",
+                            rec.id,
+                            rec.channel,
+                            rec.kind,
+                            rec.last_error,
+                            rec.id,
+                        )
+                    rows = claimed.rows
                     with self._lock:
                         self._in_flight += len(rows)
                     for row in rows:
-                        self._queue.put(row)
+                        self._hand_out(row, now)
                     if len(rows) == free:
                         continue  # there may be more due right now
                     due_at = self.outbox.next_due_at(now)
@@ -199,6 +236,27 @@ class Sender:
             except StoreError as exc:
                 log.warning("delivery: store unavailable, retrying in %.0f s: %s", IDLE_S, exc)
             self.wake.wait(wait)
+
+    def _hand_out(self, rec: DeliveryRecord, now: int) -> None:
+        """Queue ``rec`` for a worker, or give it back if its destination is at its limit."""
+        where = destination_of(rec.url)
+        with self._lock:
+            busy = self._busy[where] >= self.config.max_per_destination
+            if not busy:
+                self._busy[where] += 1
+        if busy:
+            later = now + HELD_BACK_MS
+            self._results.put(Outcome(rec, PENDING, now, due_at=later, attempted=False))
+        else:
+            self._queue.put(rec)
+
+    def _release(self, rec: DeliveryRecord) -> None:
+        """``rec``'s attempt is over: its destination has room for one more."""
+        where = destination_of(rec.url)
+        with self._lock:
+            self._busy[where] -= 1
+            if self._busy[where] <= 0:
+                del self._busy[where]  # many destinations come and go: keep only busy ones
 
     def _record(self) -> None:
         """Write the outcomes the workers reported, in one transaction."""
@@ -242,7 +300,7 @@ class Sender:
     # -- workers -------------------------------------------------------------------------
 
     def _work(self) -> None:
-        with DeliveryClients(self.config.timeout_s) as clients:
+        with AttemptLoop(self.config.timeout_s) as attempts:
             while True:
                 rec = self._queue.get()
                 if rec is None:
@@ -252,7 +310,7 @@ class Sender:
                         now = self.clock()
                         outcome = Outcome(rec, PENDING, now, due_at=now, attempted=False)
                     else:
-                        outcome = self.deliver(rec, clients)
+                        outcome = self.deliver(rec, attempts)
                 except Exception as exc:
                     # The row stays "sending": it is due again when its lease ends.
                     if isinstance(exc, StoreError):
@@ -263,9 +321,11 @@ class Sender:
                         self._in_flight -= 1
                 else:
                     self._results.put(outcome)
+                finally:
+                    self._release(rec)
                 self.wake.set()
 
-    def deliver(self, rec: DeliveryRecord, clients: DeliveryClients) -> Outcome:
+    def deliver(self, rec: DeliveryRecord, attempts: AttemptLoop) -> Outcome:
         """One attempt of a claimed row: the outcome to record (by the dispatcher)."""
         now = self.clock()
         if rec.kind == "commit" and rec.idempotency_key != commit_key(rec.settlement_id or ""):
@@ -289,19 +349,23 @@ class Sender:
         sent = self.clock()
         signed = headers(rec, data, self.config.secret, sent // 1000)
         try:
-            answer = post_checked(clients, rec.url, self.destinations, data, signed, self.resolver)
+            status = attempts.run(
+                post_checked(
+                    attempts.clients, rec.url, self.destinations, data, signed, self.resolver
+                )
+            )
         except Unresolvable as exc:  # DNS may come back: an ordinary failed attempt
             return self._failed(rec, None, f"destination: {exc}")
         except DestinationRefused as exc:  # nothing was sent, and retrying cannot help
             return Outcome(rec, DEAD, self.clock(), None, f"destination refused: {exc}")
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, AttemptDeadline) as exc:
             error = redact_text(f"{type(exc).__name__}: {exc}".rstrip(": "), [rec.url])
             return self._failed(rec, None, error)
-        if 200 <= answer.status_code < 300:
-            return Outcome(rec, DELIVERED, self.clock(), status=answer.status_code)
+        if 200 <= status < 300:
+            return Outcome(rec, DELIVERED, self.clock(), status=status)
         # The status only: the answer's body is never stored or shown (a destination's
         # words would make the outbox a way to read what answers at an address).
-        return self._failed(rec, answer.status_code, f"HTTP {answer.status_code}")
+        return self._failed(rec, status, f"HTTP {status}")
 
     def _failed(self, rec: DeliveryRecord, status: int | None, error: str) -> Outcome:
         now = self.clock()

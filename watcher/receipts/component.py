@@ -115,8 +115,9 @@ class ReceiptIssuer:
     _thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Build receipts in a thread of their own, woken after each poll: a burst of
-        verdicts must not hold up the chain's next block (its poll waits for ``after_poll``)."""
+        """Record the signer as current (only now: a daemon that fails to start must not retire
+        a running one's key); build receipts in a thread woken after each poll, not in it."""
+        self.receipts.use_signer(self.signer.address, self.signer.source, self.clock())
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._pending: set[str] = set()
@@ -363,12 +364,11 @@ def build_issuer(
     on_lost: Callable[[str, int], None],
     on_issued: Callable[[], None],
 ) -> ReceiptIssuer:
-    """The receipts component over ``signer`` (recorded here as the current signer): a
-    builder per chain (its client) and per source. With several instances on one store a
+    """The receipts component over ``signer`` (recorded as the current signer when it
+    starts): a builder per chain (its client) and per source. With several instances on one store a
     receipt is a processing write of its chain or source, fenced by its lease like a block
     (``fence_of``/``on_lost``: the handoff manager's); ``on_issued`` wakes the sender."""
     receipts = receipt_store(store)
-    receipts.use_signer(signer.address, signer.source, clock())
     builders: dict[str, ReceiptBuilder | SourceReceiptBuilder] = {
         c.name: chain_builder(c, clients[c.name], signer.address, store) for c in config.chains
     }

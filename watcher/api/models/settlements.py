@@ -15,6 +15,7 @@ from guard.errors import InvalidHash
 from guard.hexes import parse_tx_hash
 from watcher.api.models.limits import MAX_DEPTH, MAX_KEYS, lone_surrogate, shape_problem
 from watcher.api.models.params import MAX_ID
+from watcher.destinations import url_text_problem
 
 MAX_BATCH = 1000
 """Most registrations one ``POST /v1/settlements/batch`` takes."""
@@ -102,8 +103,9 @@ class SettlementRequest(BaseModel):
     @field_validator("commit_url")
     @classmethod
     def _check_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
+        problem = None if value is None else url_text_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
 
