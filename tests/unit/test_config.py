@@ -473,3 +473,14 @@ def test_handoff_renewal_too_rare_names_the_key_and_the_limit(tmp_path: Path) ->
     name, error = load_error(tmp_path, CHAIN + "[handoff]\nlease_s = 2.0\nrenew_s = 1.0\n")
     text = str(error)
     assert name in text and "handoff.renew_s" in text and "lease_s / 3" in text, text
+
+
+def test_a_whsec_delivery_secret_must_be_base64_and_is_never_echoed(tmp_path: Path) -> None:
+    name, error = load_error(tmp_path, CHAIN + '\n[delivery]\nsecret = "whsec_not*base64!"\n')
+    assert str(error).splitlines() == [
+        f"{name}: delivery.secret: a whsec_ secret must be base64 after the prefix"
+        " (value not shown)"
+    ]
+    assert "not*base64" not in str(error)
+    good = parse_config(CHAIN + '\n[delivery]\nsecret = "whsec_c2VjcmV0LWtleS1ieXRlcw=="\n')
+    assert good.delivery.secret == "whsec_c2VjcmV0LWtleS1ieXRlcw=="

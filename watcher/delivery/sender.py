@@ -122,8 +122,8 @@ class Sender:
         """Start the dispatcher and the workers."""
         if not self.config.secret:
             log.warning(
-                "[delivery] secret is not set: deliveries go out WITHOUT an "
-                "X-Finality-Signature header, and receivers cannot authenticate them"
+                "[delivery] secret is not set: deliveries go out WITHOUT signature headers "
+                "(webhook-signature), and receivers cannot authenticate them"
             )
         self._stopping.clear()
         self._threads = [
