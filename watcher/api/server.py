@@ -24,6 +24,7 @@ from watcher.api import (
 from watcher.api.auth import install_auth
 from watcher.api.body_limit import BodyLimit
 from watcher.api.deps import ApiDeps, deps_of
+from watcher.api.docs_pages import install_docs
 from watcher.api.errors import install
 from watcher.api.guards import Guards
 from watcher.api.hot_read import HotRead, HotReads
@@ -44,6 +45,8 @@ def build_app(deps: ApiDeps, hot_read: bool = True) -> FastAPI:
         # with lifespan off, so nothing reads the OTEL environment), yet asking whether they
         # are cost 11 us a request, every request (issue 14). Off: the one cheap check.
         telemetry={"tracing": False, "metrics": False, "logs": False},
+        docs_url=None,  # FastAPI's pages load from a CDN: ours serve local files
+        redoc_url=None,
     )
     install(app)
     app.add_middleware(BodyLimit)  # bodies capped before anything reads them
@@ -65,6 +68,7 @@ def build_app(deps: ApiDeps, hot_read: bool = True) -> FastAPI:
     ):
         app.include_router(topic.router(deps))
     install_openapi(app)
+    install_docs(app)
     return app
 
 
