@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
+from watcher import tracing
 from watcher.api import (
     chains,
     deliveries,
@@ -29,6 +30,7 @@ from watcher.api.errors import install
 from watcher.api.guards import Guards
 from watcher.api.hot_read import HotRead, HotReads
 from watcher.api.openapi_doc import install_openapi
+from watcher.api.tracing_middleware import RequestSpans
 
 if TYPE_CHECKING:
     from watcher.app.daemon import App
@@ -54,7 +56,9 @@ def build_app(deps: ApiDeps, hot_read: bool = True) -> FastAPI:
     app.state.hot_reads = HotReads()
     if hot_read:  # inside Guards: Host is checked first (watcher/api/hot_read.py)
         app.add_middleware(HotRead, deps=deps, callers=app.state.callers, reads=app.state.hot_reads)
-    app.add_middleware(Guards, api=deps.config.api)  # Host and JSON-only checks, outermost
+    app.add_middleware(Guards, api=deps.config.api)  # Host and JSON-only checks
+    if tracing.enabled():  # asked once: without a tracer provider, no cost per request
+        app.add_middleware(RequestSpans)  # outermost: refused requests are spans too
     for topic in (
         listing,
         settlements,
