@@ -18,28 +18,16 @@ import httpx
 import pytest
 
 from tests.support.anvil import ROOT, Anvil, free_port
-from tests.support.daemon import START_TIMEOUT_S, subprocess_env, wait_for
+from tests.support.daemon import START_TIMEOUT_S, run_cli, subprocess_env, wait_for
 from watcher.cli.init_config import config_text
 from watcher.config.loading import load_config
 
 pytestmark = pytest.mark.anvil
 
 
-def finality(*args: str, cwd: Path, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "watcher.cli", *args],
-        cwd=cwd,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
 def test_init_writes_a_config_the_daemon_starts_from(module_anvil: Anvil, tmp_path: Path) -> None:
     listen = f"127.0.0.1:{free_port()}"
-    made = finality("init", "--rpc", module_anvil.url, "--listen", listen, cwd=tmp_path)
+    made = run_cli("init", "--rpc", module_anvil.url, "--listen", listen, cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     config = tmp_path / "finality.toml"
     assert "finality run --config finality.toml" in made.stdout
@@ -71,7 +59,7 @@ def test_init_writes_a_config_the_daemon_starts_from(module_anvil: Anvil, tmp_pa
         daemon.terminate()
         daemon.wait(timeout=30)
 
-    again = finality("init", "--chain", "ethereum", cwd=tmp_path)
+    again = run_cli("init", "--chain", "ethereum", cwd=tmp_path)
     assert again.returncode == 64
     assert again.stderr.strip() == (
         "finality: init: finality.toml exists; not overwritten (choose another --output)"
@@ -93,7 +81,7 @@ def test_a_registry_chain_config_loads_with_its_variable_and_tokens_beyond_loopb
     ]
     assert [t.name for t in config.api.tokens] == ["backend"]
     assert "${FINALITY_BACKEND_TOKEN}" in text and "${BASE_RPC_URL}" in text
-    bad = finality("init", "--chain", "nowhere", cwd=tmp_path)
+    bad = run_cli("init", "--chain", "nowhere", cwd=tmp_path)
     assert bad.returncode == 64 and "--chain: unknown chain 'nowhere'" in bad.stderr
     assert not (tmp_path / "finality.toml").exists()
 

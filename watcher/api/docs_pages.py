@@ -28,22 +28,28 @@ def install_docs(app: FastAPI, openapi_url: str = "/openapi.json") -> None:
 
     @app.get("/docs", include_in_schema=False)
     def swagger_ui(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "")
+        spec, assets = _urls(request, openapi_url)
         return get_swagger_ui_html(
-            openapi_url=f"{root}{openapi_url}",
+            openapi_url=spec,
             title=f"{app.title} - Swagger UI",
-            swagger_js_url=f"{root}{ASSETS}/swagger-ui-bundle.js",
-            swagger_css_url=f"{root}{ASSETS}/swagger-ui.css",
-            swagger_favicon_url=f"{root}{ASSETS}/favicon.png",
+            swagger_js_url=f"{assets}/swagger-ui-bundle.js",
+            swagger_css_url=f"{assets}/swagger-ui.css",
+            swagger_favicon_url=f"{assets}/favicon.png",
         )
 
     @app.get("/redoc", include_in_schema=False)
     def redoc(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "")
+        spec, assets = _urls(request, openapi_url)
         return get_redoc_html(
-            openapi_url=f"{root}{openapi_url}",
+            openapi_url=spec,
             title=f"{app.title} - ReDoc",
-            redoc_js_url=f"{root}{ASSETS}/redoc.standalone.js",
-            redoc_favicon_url=f"{root}{ASSETS}/favicon.png",
+            redoc_js_url=f"{assets}/redoc.standalone.js",
+            redoc_favicon_url=f"{assets}/favicon.png",
             with_google_fonts=False,
         )
+
+
+def _urls(request: Request, openapi_url: str) -> tuple[str, str]:
+    """The document's and the assets' paths, under the app's root path (behind a proxy)."""
+    root = request.scope.get("root_path", "")
+    return f"{root}{openapi_url}", f"{root}{ASSETS}"
