@@ -107,9 +107,9 @@ def test_a_settlement_leaves_a_span_at_every_step_without_secrets(
 def test_without_the_package_tracing_is_a_shared_no_op() -> None:
     probe = (
         "import sys; sys.modules['opentelemetry'] = None\n"
-        "from watcher import tracing\n"
-        "assert not tracing.enabled()\n"
-        "assert tracing.span('a', {}) is tracing.span('b', {'x': 1})\n"
+        "from watcher import otel_tracing\n"
+        "assert not otel_tracing.enabled()\n"
+        "assert otel_tracing.span('a', {}) is otel_tracing.span('b', {'x': 1})\n"
         "print('off')\n"
     )
     done = subprocess.run(

@@ -110,6 +110,7 @@ def test_base_dependencies_are_ranges_and_the_daemon_an_extra() -> None:
         "httpx",
         "pydantic",
         "safe-pysha3",
+        "typing-extensions",
     ]
     extras = project["optional-dependencies"]
     for name, requirements in [("base", base), *extras.items()]:

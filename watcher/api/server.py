@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
-from watcher import tracing
+from watcher import otel_tracing
 from watcher.api import (
     chains,
     deliveries,
@@ -57,7 +57,7 @@ def build_app(deps: ApiDeps, hot_read: bool = True) -> FastAPI:
     if hot_read:  # inside Guards: Host is checked first (watcher/api/hot_read.py)
         app.add_middleware(HotRead, deps=deps, callers=app.state.callers, reads=app.state.hot_reads)
     app.add_middleware(Guards, api=deps.config.api)  # Host and JSON-only checks
-    if tracing.enabled():  # asked once: without a tracer provider, no cost per request
+    if otel_tracing.enabled():  # asked once: without a tracer provider, no cost per request
         app.add_middleware(RequestSpans)  # outermost: refused requests are spans too
     for topic in (
         listing,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from watcher import tracing
+from watcher import otel_tracing
 
 
 class RequestSpans:
@@ -23,7 +23,7 @@ class RequestSpans:
             await self.app(scope, receive, send)
             return
         attributes = {"http.method": str(scope["method"]), "url.path": str(scope["path"])}
-        with tracing.span("finality.api_request", attributes) as current:
+        with otel_tracing.span("finality.api_request", attributes) as current:
 
             async def send_noting_status(message: Message) -> None:
                 if message["type"] == "http.response.start":

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 import httpx
 
 from chains.redact import redact_text
-from watcher import tracing
+from watcher import otel_tracing
 from watcher.clock import Clock, wall_clock_ms
 from watcher.config.sections import AlertChannelConfig, DeliveryConfig
 from watcher.delivery.bodies import BodyAssembler
@@ -279,14 +279,14 @@ class Sender:
                 return Outcome(rec, PENDING, now, due_at=max(retry, now + 1), attempted=False)
             rec = self.outbox.set_body(rec, body, now)
         assert rec.body is not None
-        attributes: tracing.Attributes = {  # ids only: the URL may carry a token
+        attributes: otel_tracing.Attributes = {  # ids only: the URL may carry a token
             "finality.delivery_id": rec.id,
             "finality.settlement_id": rec.settlement_id or "",
             "finality.delivery_kind": rec.kind,
             "finality.channel": rec.channel,
             "finality.attempt": rec.attempts,
         }
-        with tracing.span("finality.delivery", attributes) as current:
+        with otel_tracing.span("finality.delivery", attributes) as current:
             outcome = self._send(rec, clients)
             if current is not None and outcome.status:
                 current.set_attribute("http.status_code", outcome.status)

@@ -43,7 +43,7 @@ from chains.rpc import RpcClient
 from chains.tracker import Advance, HeaderWindow, HeadTracker, Reorg
 from guard.settlement import SettlementPolicy
 from guard.types import BlockHash, BlockNumber
-from watcher import tracing
+from watcher import otel_tracing
 from watcher.clock import Clock, wall_clock_ms
 from watcher.config.chains import ChainConfig
 from watcher.delivery.plan import OutboxPlan
@@ -204,7 +204,7 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
             self.index.add(entry)
         self._load_payments()
         try:
-            with tracing.span("finality.poll", {"finality.chain": self.name}):
+            with otel_tracing.span("finality.poll", {"finality.chain": self.name}):
                 self._round(stats)
             self.last_error = None
             self.deferred = None
@@ -249,10 +249,10 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
         finalized: int | None,
         node_head: BlockHeader,
     ) -> int:
-        """:meth:`_commit_block` in a ``finality.block_commit`` span (watcher/tracing.py)."""
+        """:meth:`_commit_block` in a ``finality.block_commit`` span (watcher/otel_tracing.py)."""
         at = block.header if block is not None else (reorg.common_ancestor if reorg else None)
         attributes = {"finality.chain": self.name, "finality.block": at.number if at else -1}
-        with tracing.span("finality.block_commit", attributes):
+        with otel_tracing.span("finality.block_commit", attributes):
             return self._commit_block(block, reorg, finalized, node_head)
 
     def _advance(self, stats: PollStats, advance: Advance) -> bool:

@@ -47,7 +47,7 @@ from guard.receipts import (
     revocation_body,
 )
 from guard.verify import verify_receipt
-from watcher import tracing
+from watcher import otel_tracing
 from watcher.components import HasComponents, first_of
 from watcher.receipts.builder import ReceiptBuilder
 from watcher.receipts.due import BUILDS_PER_POLL, Due, block_of
@@ -267,7 +267,7 @@ class ReceiptIssuer:
         if rec.verdict not in TERMINAL or _has_current(stored, rec.digest):
             return None
         ids = {"finality.chain": chain, "finality.settlement_id": rec.settlement_id}
-        with tracing.span("finality.receipt_build", ids):
+        with otel_tracing.span("finality.receipt_build", ids):
             receipt, hashes = self.signer.seal(
                 self.builders[chain].decision_body(rec, self.clock())
             )
