@@ -4,7 +4,7 @@
 # Ctrl-C stops both. An anvil already listening on 8545 is reused, not restarted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/bootstrap.sh
+./scripts/bootstrap.sh run  # the daemon's packages and anvil, no test tools
 ANVIL=.tools/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil
 anvil_pid=""
 if ! curl -s -o /dev/null -X POST -H 'content-type: application/json' \

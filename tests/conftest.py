@@ -19,6 +19,7 @@ PG_BASE = os.environ.get("FINALITY_TEST_PG", "postgresql://postgres@127.0.0.1:54
 
 LONGEST_FIRST = (
     "tests/e2e/test_cli.py",
+    "tests/e2e/test_min_versions.py",  # its venv, when built: mostly waiting on downloads
     "tests/e2e/test_chaos_soak.py",
     "tests/integration/test_receipts_build.py",
     "tests/e2e/test_secrets.py",

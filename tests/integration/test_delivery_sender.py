@@ -186,8 +186,10 @@ def test_without_a_secret_requests_are_unsigned_and_the_daemon_says_so(
         wait_state(store, sid, "delivered")
         [request] = receiver.received()
         assert "x-finality-signature" not in request.headers
+        assert "webhook-signature" not in request.headers
+        assert request.headers["webhook-id"] == request.headers["idempotency-key"]
         assert request.headers["idempotency-key"] == f"fw:{sid}:commit"
-    assert any("WITHOUT an X-Finality-Signature" in r.getMessage() for r in caplog.records)
+    assert any("WITHOUT signature headers" in r.getMessage() for r in caplog.records)
 
 
 def test_a_commit_waits_for_its_receipt_and_carries_it(

@@ -14,10 +14,12 @@ from chains.redact import redact_text
 from watcher import logs
 from watcher.cli import (
     chains,
+    completion,
     daemon,
     delivery,
     demo,
     handoff,
+    init_config,
     listing,
     mcp_server,
     receipts,
@@ -36,6 +38,8 @@ GROUPS = (
     handoff.add_commands,
     mcp_server.add_commands,
     demo.add_commands,
+    init_config.add_commands,
+    completion.add_commands,
 )
 """Each command group registers its commands, in the order ``--help`` lists them."""
 
@@ -65,6 +69,7 @@ def build_parser(commands: Commands) -> argparse.ArgumentParser:
 
     for group in GROUPS:
         group(sub, commands, query)
+    parser.set_defaults(root_parser=parser)  # what `finality completion` reads the commands from
     return parser
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from watcher.client.async_client import AsyncFinalityClient
-    from watcher.client.common import TERMINAL
+    from watcher.client.common import TERMINAL, PaymentOptions, RegistrationOptions
     from watcher.client.errors import ClientError, Rejected, Unreachable
     from watcher.client.offline import Verification, verify
     from watcher.client.sync_client import FinalityClient
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 _HOME = {
     "AsyncFinalityClient": "async_client",
     "TERMINAL": "common",
+    "RegistrationOptions": "common",
+    "PaymentOptions": "common",
     "ClientError": "errors",
     "Rejected": "errors",
     "Unreachable": "errors",
@@ -44,6 +46,8 @@ __all__ = [
     "AsyncFinalityClient",
     "ClientError",
     "FinalityClient",
+    "PaymentOptions",
+    "RegistrationOptions",
     "Rejected",
     "Unreachable",
     "Verification",

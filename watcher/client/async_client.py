@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from watcher.api.models.settlements import BatchResponse, SettlementPage
+from watcher.api.models.views import SignerView
 from watcher.client import common
-from watcher.client.common import TERMINAL, Event, View
+from watcher.client.common import TERMINAL, Event, PaymentOptions, RegistrationOptions, View
 from watcher.client.errors import ClientError
 from watcher.client.sse import FrameParser
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.12
 
 AsyncProgress = Callable[[View], Awaitable[None] | None]
 """Called (and awaited, if it returns an awaitable) with each view a wait reads."""
@@ -61,14 +65,18 @@ class AsyncFinalityClient:
         return list(await self.request("GET", "/v1/chains"))
 
     async def register(
-        self, chain: str | None = None, tx_hash: str | None = None, **opts: Any
+        self,
+        chain: str | None = None,
+        tx_hash: str | None = None,
+        **opts: Unpack[RegistrationOptions],
     ) -> View:
-        """Register a tx or (``kind``/``ref``) a payment or job; idempotent."""
+        """Register a tx or (``kind``/``ref``) a payment or job; idempotent (see
+        ``FinalityClient.register``)."""
         body = common.registration(chain, tx_hash, **opts)
         return dict(await self.request("POST", "/v1/settlements", json=body))
 
     async def register_payment(
-        self, chain: str, to: str, asset: str, amount: int | str, **opts: Any
+        self, chain: str, to: str, asset: str, amount: int | str, **opts: Unpack[PaymentOptions]
     ) -> View:
         """Register a payment to an address (see ``FinalityClient.register_payment``)."""
         body = common.payment_registration(chain, to, asset, amount, **opts)
@@ -83,6 +91,10 @@ class AsyncFinalityClient:
         params = {"confirmations": confirmations} if confirmations else None
         path = f"/v1/chains/{chain}/txs/{tx_hash}"
         return dict(await self.request("GET", path, params=params))
+
+    async def signers(self) -> list[SignerView]:
+        """The daemon's receipt-signing addresses (see ``FinalityClient.signers``)."""
+        return [SignerView.model_validate(s) for s in await self.request("GET", "/v1/signers")]
 
     async def receipt(self, settlement_id: str) -> dict[str, Any]:
         """The settlement's signed receipt."""

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from watcher.api.models.settlements import BatchResponse, SettlementPage
+from watcher.api.models.views import SignerView
 from watcher.client import common
-from watcher.client.common import TERMINAL, Event, View
+from watcher.client.common import TERMINAL, Event, PaymentOptions, RegistrationOptions, View
 from watcher.client.errors import ClientError
 from watcher.client.sse import FrameParser
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.12
 
 Progress = Callable[[View], None]
 """Called with the settlement view each time a wait reads it."""
@@ -70,16 +74,23 @@ class FinalityClient:
         """The chains the daemon follows (``GET /v1/chains``)."""
         return list(self.request("GET", "/v1/chains"))
 
-    def register(self, chain: str | None = None, tx_hash: str | None = None, **opts: Any) -> View:
+    def register(
+        self,
+        chain: str | None = None,
+        tx_hash: str | None = None,
+        **opts: Unpack[RegistrationOptions],
+    ) -> View:
         """Register a tx (``chain``, ``tx_hash``) or, with ``kind``/``ref``, a payment or job.
 
-        Options: ``confirmations``, ``timeout_s``, ``dependent_state``, ``commit_url``,
-        ``kind``, ``ref``, ``source``. Idempotent on (chain, tx hash): the existing view."""
+        Options (typed: :class:`~watcher.client.common.RegistrationOptions`): ``confirmations``,
+        ``timeout_s``, ``dependent_state``, ``commit_url``, ``provisional``, ``sender`` and
+        ``nonce``, ``raw_tx``, ``kind``, ``ref``, ``source``. Idempotent on (chain, tx hash):
+        the existing view."""
         body = common.registration(chain, tx_hash, **opts)
         return dict(self.request("POST", "/v1/settlements", json=body))
 
     def register_payment(
-        self, chain: str, to: str, asset: str, amount: int | str, **opts: Any
+        self, chain: str, to: str, asset: str, amount: int | str, **opts: Unpack[PaymentOptions]
     ) -> View:
         """Register a payment of ``amount`` base units of ``asset`` (``"native"`` or a token
         contract) to ``to``: final once final transfers add up to it (docs/api.md).
@@ -98,6 +109,11 @@ class FinalityClient:
         """Where any tx hash stands on ``chain``, registered or not."""
         params = {"confirmations": confirmations} if confirmations else None
         return dict(self.request("GET", f"/v1/chains/{chain}/txs/{tx_hash}", params=params))
+
+    def signers(self) -> list[SignerView]:
+        """The daemon's receipt-signing addresses (``GET /v1/signers``), current first, then
+        the retired ones: pin them once and pass them to :func:`verify` as ``signers=``."""
+        return [SignerView.model_validate(s) for s in self.request("GET", "/v1/signers")]
 
     def receipt(self, settlement_id: str) -> dict[str, Any]:
         """The settlement's signed receipt, as ``finality verify`` and :func:`verify` take it."""

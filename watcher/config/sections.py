@@ -13,6 +13,7 @@ from pydantic import Field, field_validator, model_validator
 from watcher.config.api import ApiConfig as ApiConfig
 from watcher.config.api import split_listen as split_listen
 from watcher.config.base import KeyedErrors, Strict
+from watcher.config.webhook_secret import webhook_key
 from watcher.destinations import check_entries
 
 _STORE_SCHEMES = ("sqlite://", "postgresql://", "postgresql+psycopg://")
@@ -80,7 +81,8 @@ class DeliveryConfig(Strict):
     """The outbox sender: commits, discards and webhook alerts."""
 
     secret: str | None = None
-    """HMAC-SHA256 secret for the signature header (use "${FINALITY_WEBHOOK_SECRET}")."""
+    """HMAC-SHA256 key of the signature headers: ``"whsec_<base64>"``, the Standard Webhooks
+    form receivers' libraries take (use "${FINALITY_WEBHOOK_SECRET}")."""
     max_attempts: int = Field(default=8, ge=1)
     """Attempts before an entry is dead-lettered."""
     backoff_initial_s: float = Field(default=1.0, gt=0)
@@ -106,6 +108,16 @@ class DeliveryConfig(Strict):
     (``"10.1.0.0/16"``) or a host name (``"hooks.internal"``), each optionally with a port
     (``"hooks.internal:8443"``, ``"[fd00::1]:443"``). Loopback is allowed without an entry
     when every chain is a local development chain."""
+
+    @model_validator(mode="after")
+    def _check_secret(self) -> DeliveryConfig:
+        # Reported through KeyedErrors so the message never quotes the value.
+        if self.secret is not None:
+            try:
+                webhook_key(self.secret)
+            except ValueError as exc:
+                raise KeyedErrors([(("secret",), f"{exc} (value not shown)")]) from None
+        return self
 
     @field_validator("allow_destinations")
     @classmethod

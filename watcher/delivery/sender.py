@@ -49,6 +49,7 @@ from collections.abc import Sequence
 import httpx
 
 from chains.redact import redact_text
+from watcher import otel_tracing
 from watcher.clock import Clock, wall_clock_ms
 from watcher.config.sections import AlertChannelConfig, DeliveryConfig
 from watcher.delivery.bodies import BodyAssembler
@@ -150,8 +151,8 @@ class Sender:
         """Start the dispatcher and the workers."""
         if not self.config.secret:
             log.warning(
-                "[delivery] secret is not set: deliveries go out WITHOUT an "
-                "X-Finality-Signature header, and receivers cannot authenticate them"
+                "[delivery] secret is not set: deliveries go out WITHOUT signature headers "
+                "(webhook-signature), and receivers cannot authenticate them"
             )
         self._stopping.clear()
         self._threads = [
@@ -344,6 +345,22 @@ class Sender:
                 retry = min(now + step, deadline) if now < deadline else now + step
                 return Outcome(rec, PENDING, now, due_at=max(retry, now + 1), attempted=False)
             rec = self.outbox.set_body(rec, body, now)
+        assert rec.body is not None
+        attributes: otel_tracing.Attributes = {  # ids only: the URL may carry a token
+            "finality.delivery_id": rec.id,
+            "finality.settlement_id": rec.settlement_id or "",
+            "finality.delivery_kind": rec.kind,
+            "finality.channel": rec.channel,
+            "finality.attempt": rec.attempts,
+        }
+        with otel_tracing.span("finality.delivery", attributes) as current:
+            outcome = self._send(rec, clients)
+            if current is not None and outcome.status:
+                current.set_attribute("http.status_code", outcome.status)
+        return outcome
+
+    def _send(self, rec: DeliveryRecord, clients: DeliveryClients) -> Outcome:
+        """The request of one attempt of ``rec`` (its body assembled), and its outcome."""
         assert rec.body is not None
         data = body_bytes(rec.body)
         sent = self.clock()

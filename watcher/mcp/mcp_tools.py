@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -171,10 +171,16 @@ def verify_offline(receipt: Json, signer: str | None) -> Json:
     }
 
 
-def build_server(api_url: str, token: str | None = None) -> MCPServer:
+def build_server(
+    api_url: str,
+    token: str | None = None,
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING",
+) -> MCPServer:
     """The MCP server over the daemon at ``api_url`` (as the caller ``token`` names),
-    every tool registered."""
-    server: MCPServer = MCPServer(name="finality-watcher", instructions=text.INSTRUCTIONS)
+    every tool registered; the SDK logs at ``log_level`` (warnings only by default)."""
+    server: MCPServer = MCPServer(
+        name="finality-watcher", instructions=text.INSTRUCTIONS, log_level=log_level
+    )
     tools = Tools(DaemonApi(api_url, token=token))
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     for fn, description, hints in (

@@ -15,15 +15,15 @@ once) and the API's readers waiting for one (``signal``). Per chain, one lock:
    verifier; a batch (a block's settlements together) is stored in one transaction.
 
 Crash safety without bookkeeping: the cursor lives in memory and starts at 0, so a restarted
-daemon re-reads the events and builds only what is missing (one query per 500). A receipt
-that cannot be built yet (the node lags, or the chain moved away from the decision's
-evidence: never sign then) waits out a backoff, reset by each new decision; fresh decisions
-go before retries (watcher/receipts/due.py).
+daemon re-reads the events and builds only what is missing (one query per 500). A receipt that
+cannot be built yet (the node lags, or the chain moved away from the decision's evidence: never
+sign then) waits out a backoff, reset by each new decision; fresh decisions go before retries
+(watcher/receipts/due.py).
 
-Source settlements (Stripe, RQ, Celery) are receipted the same way, keyed by the source's
-name: their builder (watcher/receipts/sources.py) needs no node, only the stored decision
-and the settlement's events. The source poller calls ``after_poll(source)`` right after it
-stored a decision (poll job or webhook), so the commit usually finds its receipt at once.
+Source settlements (Stripe, RQ, Celery) are receipted the same way, keyed by the source's name:
+their builder (watcher/receipts/sources.py) needs no node, only the stored decision and the
+settlement's events. The source poller calls ``after_poll(source)`` right after it stored a
+decision (poll job or webhook), so the commit usually finds its receipt at once.
 
 The binding receipt is made at registration, by the API (:func:`binding_for`), and again
 on demand if a crash lost it."""
@@ -47,6 +47,7 @@ from guard.receipts import (
     revocation_body,
 )
 from guard.verify import verify_receipt
+from watcher import otel_tracing
 from watcher.components import HasComponents, first_of
 from watcher.receipts.builder import ReceiptBuilder
 from watcher.receipts.due import BUILDS_PER_POLL, Due, block_of
@@ -251,14 +252,8 @@ class ReceiptIssuer:
         wait = entry.postpone(self.clock())
         level = logging.INFO if isinstance(exc, BranchMoved) else logging.WARNING
         if entry.attempts in (1, 5) or entry.attempts % 50 == 0:
-            log.log(
-                level,
-                "receipt for %s not built yet (attempt %d, retry in %d s): %s",
-                sid,
-                entry.attempts,
-                wait // 1000,
-                exc,
-            )
+            message = "receipt for %s not built yet (attempt %d, retry in %d s): %s"
+            log.log(level, message, sid, entry.attempts, wait // 1000, exc)
 
     def _settle(
         self, chain: str, rec: SettlementRecord, entry: Due, stored: list[ReceiptRecord]
@@ -272,8 +267,12 @@ class ReceiptIssuer:
         entry.revoke.clear()
         if rec.verdict not in TERMINAL or _has_current(stored, rec.digest):
             return None
-        receipt, hashes = self.signer.seal(self.builders[chain].decision_body(rec, self.clock()))
-        verify_receipt(receipt, trusted_signers=[self.signer.address], signed_hashes=hashes)
+        ids = {"finality.chain": chain, "finality.settlement_id": rec.settlement_id}
+        with otel_tracing.span("finality.receipt_build", ids):
+            receipt, hashes = self.signer.seal(
+                self.builders[chain].decision_body(rec, self.clock())
+            )
+            verify_receipt(receipt, trusted_signers=[self.signer.address], signed_hashes=hashes)
         return receipt
 
     def _fence(self, name: str) -> tuple[str, str, int] | None:
