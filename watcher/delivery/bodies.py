@@ -7,7 +7,7 @@ without its receipt (unless the decision has none by design: a replacement or a 
 chain whose headers do not re-hash; ``receipt_unavailable`` then says so): the receipt is the proof the receiver can check, and a decision whose
 receipt cannot be built (the node's data does not rebuild the header's roots) is not one to
 act on. Past ``receipt_wait_s`` it is still waited for, only looked at less often
-(:meth:`BodyAssembler.receipt_overdue`). A violation goes without its revocation after
+(:meth:`BodyAssembler.look_again_at`). A violation goes without its revocation after
 ``receipt_wait_s`` (the withdrawal matters more than its proof) and says where to fetch it.
 Once assembled, the body is stored, so every retry sends the same bytes.
 """
@@ -31,6 +31,13 @@ from watcher.store.receipts_store import receipt_store
 from watcher.store.records import ReceiptRecord, SettlementRecord
 from watcher.store.store import Store
 
+RECEIPT_POLL_MS = 200
+"""How often a body waiting for its receipt looks again."""
+
+RECEIPT_LATE_POLL_MS = 5000
+"""How often it looks again once ``receipt_wait_s`` has passed (it still waits: a commit or
+discard never goes without its receipt)."""
+
 
 class BodyAssembler:
     """Builds commit, discard and violation bodies from the store (see the module doc)."""
@@ -45,6 +52,16 @@ class BodyAssembler:
         """When a violation stops waiting for its revocation and goes without; a commit or
         discard goes on waiting for its receipt after it, looked at less often."""
         return self._decided_at(rec) + int(self.receipt_wait_s * 1000)
+
+    def look_again_at(self, rec: DeliveryRecord, now: int) -> int:
+        """When a row whose body is not ready yet (:meth:`assemble` gave None) is due again:
+        every :data:`RECEIPT_POLL_MS` until :meth:`receipt_deadline` (and at it), then every
+        :data:`RECEIPT_LATE_POLL_MS`."""
+        deadline = self.receipt_deadline(rec)
+        retry = (
+            min(now + RECEIPT_POLL_MS, deadline) if now < deadline else now + RECEIPT_LATE_POLL_MS
+        )
+        return max(retry, now + 1)
 
     def _decided_at(self, rec: DeliveryRecord) -> int:
         if rec.event_id is not None:

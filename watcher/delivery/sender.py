@@ -53,10 +53,7 @@ from watcher import otel_tracing
 from watcher.clock import Clock, wall_clock_ms
 from watcher.config.sections import AlertChannelConfig, DeliveryConfig
 from watcher.delivery.bodies import BodyAssembler
-from watcher.delivery.format import (
-    body_bytes,
-    headers,
-)
+from watcher.delivery.format import body_bytes, headers
 from watcher.delivery.log_channel import EventLog
 from watcher.delivery.outbound import AttemptDeadline, AttemptLoop, post_checked
 from watcher.delivery.plan import commit_key
@@ -83,13 +80,6 @@ log = logging.getLogger("finality.delivery")
 
 IDLE_S = 1.0
 """Longest the dispatcher sleeps when nothing is due (new rows also wake it at once)."""
-
-RECEIPT_POLL_MS = 200
-"""How often a commit waiting for its receipt looks again."""
-
-RECEIPT_LATE_POLL_MS = 5000
-"""How often it looks again once ``receipt_wait_s`` has passed (it still waits: a commit or
-discard never goes without its receipt)."""
 
 AHEAD = 4
 """Rows claimed ahead per worker, so workers never wait for the dispatcher."""
@@ -215,15 +205,7 @@ class Sender:
                     )
                     for rec in claimed.buried:
                         self._count(rec, "dead")
-                        log.warning(
-                            "delivery %d (%s %s) is dead: %s; replay it with "
-                            "`finality deliveries replay %d`",
-                            rec.id,
-                            rec.channel,
-                            rec.kind,
-                            rec.last_error,
-                            rec.id,
-                        )
+                        self._log_dead(rec, rec.last_error)
                     rows = claimed.rows
                     with self._lock:
                         self._in_flight += len(rows)
@@ -277,18 +259,15 @@ class Sender:
         for outcome, ok in zip(batch, done, strict=True):
             self._count(outcome.rec, self._label(outcome) if ok else "superseded")
             if ok and outcome.state == DEAD:
-                rec = outcome.rec
-                log.warning(
-                    "delivery %d (%s %s to %s) is dead after %d attempts: %s; replay it with "
-                    "`finality deliveries replay %d`",
-                    rec.id,
-                    rec.channel,
-                    rec.kind,
-                    rec.url,
-                    rec.attempts,
-                    outcome.error,
-                    rec.id,
-                )
+                self._log_dead(outcome.rec, outcome.error)
+
+    @staticmethod
+    def _log_dead(rec: DeliveryRecord, error: str | None) -> None:
+        log.warning(
+            "delivery %d (%s %s to %s) is dead after %d attempts: %s; replay it with "
+            "`finality deliveries replay %d`",
+            *(rec.id, rec.channel, rec.kind, rec.url, rec.attempts, error, rec.id),
+        )
 
     @staticmethod
     def _label(outcome: Outcome) -> str:
@@ -340,10 +319,8 @@ class Sender:
             except ValueError as exc:  # nothing to build it from: retrying cannot help
                 return Outcome(rec, DEAD, now, None, f"cannot assemble the body: {exc}")
             if body is None:
-                deadline = self.bodies.receipt_deadline(rec)
-                step = RECEIPT_POLL_MS if now < deadline else RECEIPT_LATE_POLL_MS
-                retry = min(now + step, deadline) if now < deadline else now + step
-                return Outcome(rec, PENDING, now, due_at=max(retry, now + 1), attempted=False)
+                retry = self.bodies.look_again_at(rec, now)
+                return Outcome(rec, PENDING, now, due_at=retry, attempted=False)
             rec = self.outbox.set_body(rec, body, now)
         assert rec.body is not None
         attributes: otel_tracing.Attributes = {  # ids only: the URL may carry a token
@@ -354,12 +331,12 @@ class Sender:
             "finality.attempt": rec.attempts,
         }
         with otel_tracing.span("finality.delivery", attributes) as current:
-            outcome = self._send(rec, clients)
+            outcome = self._send(rec, attempts)
             if current is not None and outcome.status:
                 current.set_attribute("http.status_code", outcome.status)
         return outcome
 
-    def _send(self, rec: DeliveryRecord, clients: DeliveryClients) -> Outcome:
+    def _send(self, rec: DeliveryRecord, attempts: AttemptLoop) -> Outcome:
         """The request of one attempt of ``rec`` (its body assembled), and its outcome."""
         assert rec.body is not None
         data = body_bytes(rec.body)
