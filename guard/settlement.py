@@ -220,6 +220,24 @@ def _timed_out(
     )
 
 
+def waiting_directive(settlement_id: str, initiated_at: int, deadline: int, now: int) -> str:
+    """The ``AWAITING_FINALITY`` directive at ``now``: time elapsed and left. A view computes
+    it when it answers (the one stored with a decision is only true at that decision's
+    instant). Past the deadline, before the timeout is decided, it says the verdict is due
+    (a timeout, unless finality was observed before the deadline)."""
+    elapsed = max(0, now - initiated_at)
+    if now < deadline:
+        return (
+            f"WAIT: settlement {settlement_id} not final yet ({elapsed} ms elapsed, "
+            f"{deadline - now} ms left)."
+        )
+    return (
+        f"WAIT: settlement {settlement_id} not final yet ({elapsed} ms elapsed; the deadline "
+        f"passed {now - deadline} ms ago): its verdict is due, a timeout unless finality was "
+        "observed before the deadline."
+    )
+
+
 def evaluate_settlement(
     settlement: Settlement,
     observation: Observation,
@@ -267,7 +285,7 @@ def evaluate_settlement(
     remaining = deadline - now
     return _decide(
         Verdict.AWAITING_FINALITY,
-        f"WAIT: settlement {sid} not final yet ({elapsed} ms elapsed, {remaining} ms left).",
+        waiting_directive(sid, settlement.initiated_at, deadline, now),
         settlement,
         deadline,
         elapsed,

@@ -143,11 +143,13 @@ async def test_an_agent_waits_for_commit_and_verifies_its_receipt(
         )
         assert early["settlement_id"] == sid and early["verdict"] == "AWAITING_FINALITY"
 
-        module_anvil.mine(3)
+        module_anvil.mine(5)  # past the required depth: progress stops at its total
         seen: list[str | None] = []
+        numbers: list[tuple[float, float | None]] = []
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             seen.append(message)
+            numbers.append((progress, total))
 
         final = result(
             await mcp.call_tool(
@@ -158,6 +160,8 @@ async def test_an_agent_waits_for_commit_and_verifies_its_receipt(
         )
         assert final["verdict"] == "FINALITY_CONFIRMED" and final["confirmations"] >= 3
         assert seen and all("depth" in (m or "") for m in seen)
+        assert all(total is None or value <= total for value, total in numbers), numbers
+        assert [v for v, _ in numbers] == sorted(v for v, _ in numbers), numbers
         assert (
             result(await mcp.call_tool("get_settlement", {"settlement_id": sid}))["verdict"]
             == "FINALITY_CONFIRMED"

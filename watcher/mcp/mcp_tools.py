@@ -100,12 +100,15 @@ class Tools:
         timeout_s: Annotated[float, Field(gt=0, le=MAX_WAIT_S)] = 60.0,
     ) -> Json:
         sent: list[str] = []
+        shown = [0.0]
 
         async def report(view: Json) -> None:
             line = progress_line(view)
             if not sent or sent[-1] != line:
                 sent.append(line)
-                await ctx.report_progress(float(view.get("confirmations") or 0), _total(view), line)
+                total = _total(view)
+                shown[0] = progress_value(view, total, shown[0])
+                await ctx.report_progress(shown[0], total, line)
 
         view = await self.api.settlement(settlement_id)
         await report(view)
@@ -146,6 +149,14 @@ class Tools:
 def _total(view: Json) -> float | None:
     required = view.get("required_confirmations")
     return float(required) if isinstance(required, int) else None
+
+
+def progress_value(view: Json, total: float | None, before: float) -> float:
+    """The progress to notify: the depth, never past ``total`` (depth goes on growing past
+    the required one) and never below what was sent ``before`` (the protocol asks progress
+    to increase; a reorg's lost depth is in the message, not in the number)."""
+    depth = float(view.get("confirmations") or 0)
+    return max(before, depth if total is None else min(depth, total))
 
 
 def verify_offline(receipt: object, signer: str | None) -> Json:
