@@ -48,16 +48,32 @@ class InvalidPolicy(GuardError, ValueError):
 
 
 class ReceiptInvalid(GuardError, ValueError):
-    """A receipt failed verification; ``reason`` is the one-line, precise cause."""
+    """A receipt failed verification; ``reason`` is the one-line, precise cause. A reason
+    quotes values from the receipt, which anyone writes: any character that is not
+    printable (a newline, a terminal control, a lone surrogate) is shown escaped, so the
+    reason stays one line that any terminal or log can print."""
 
     def __init__(self, reason: str) -> None:
+        reason = printable(reason)
         super().__init__(reason)
         self.reason = reason
 
 
+def printable(text: str) -> str:
+    """``text`` with each character that is not printable written as its escape (``\n``,
+    ``\x1b``, ``\ud800``)."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
+
+
 class ReceiptUnreadable(GuardError, ValueError):
-    """A receipt's text is not JSON (not UTF-8, a syntax error); ``reason`` says where."""
+    """A receipt's text is not JSON (not UTF-8, a syntax error); ``reason`` says where (one
+    printable line, as :class:`ReceiptInvalid`'s)."""
 
     def __init__(self, reason: str) -> None:
+        reason = printable(reason)
         super().__init__(reason)
         self.reason = reason

@@ -172,7 +172,7 @@ def answer(receipt: Any) -> VerifiedReceipt | str:
     try:
         return verify_receipt(receipt)
     except ReceiptInvalid as exc:
-        assert exc.reason and "\n" not in exc.reason
+        assert exc.reason and exc.reason.isprintable()
         return exc.reason
 
 
@@ -286,6 +286,14 @@ def test_a_fact_the_verifier_does_not_know_is_not_presented_as_proven() -> None:
     assert verified.claims == (
         "evidence.facts gas_used: the decision's record, not checked against the proofs",
     )
+
+
+def test_a_reason_is_one_printable_line_whatever_the_receipt_holds() -> None:
+    hostile = "0x\n\x1b[2Jvalid: forged\u2028"
+    reason = answer(_set(receipts()["finality_depth"], ("proof", "headers", 0, "hash"), hostile))
+    assert isinstance(reason, str)
+    assert reason.startswith("header 1: hash 0x\\n\\x1b[2Jvalid: forged\\u2028 does not match")
+    assert reason.isprintable()
 
 
 def test_a_nest_200000_deep_is_refused_as_text_and_as_a_value() -> None:
