@@ -77,6 +77,10 @@ def test_a_waiting_view_says_what_the_rule_waits_for_and_its_times_now(
     view = wait_for(included, LINE_S, interval=0.05, what="the inclusion")
     assert view["verdict"] == "AWAITING_FINALITY"
     assert view["waiting_for"] == f"the finalized block to reach {block}; finalized now {block - 2}"
+    [listed] = [
+        v for v in daemon.get("/v1/settlements").json()["items"] if v["settlement_id"] == sid
+    ]
+    assert listed["waiting_for"] == view["waiting_for"]  # a page reads the chains once
     status = daemon.cli("status", tx)
     assert status.returncode == 0, status.stderr
     assert f"waiting for the finalized block to reach {block}; finalized now {block - 2}" in (

@@ -10,7 +10,7 @@ from typing import Any
 from chains.redact import redact_text, redact_url
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
-from watcher.api.recorded_heads import recorded_head
+from watcher.api.recorded_heads import HeadsOnce, recorded_head
 from watcher.config.chains import ChainConfig
 from watcher.config.errors import UnknownChainName
 from watcher.delivery.format import event_json
@@ -117,7 +117,7 @@ def chain_settlement_view(
     now. ``heads``: the head already read (a ``HeadsOnce`` of a batch, or the head read with
     the row); without it the head is read from the store."""
     head = heads(rec.chain) if heads is not None else head_of(deps, rec.chain)
-    finalized = finalized_for(deps, rec)
+    finalized = finalized_for(deps, rec, heads)
     return settlement_view(
         rec, head, **view_parts(deps, rec), now=deps.clock(), finalized=finalized
     )
@@ -133,10 +133,15 @@ def waits_on_finalized(rec: SettlementRecord) -> bool:
     )
 
 
-def finalized_for(deps: ApiDeps, rec: SettlementRecord) -> int | None:
-    """The chain's recorded ``finalized`` block, read only when the view says it."""
+def finalized_for(
+    deps: ApiDeps, rec: SettlementRecord, heads: Callable[[str], int | None] | None = None
+) -> int | None:
+    """The chain's recorded ``finalized`` block, read only when the view says it (from a
+    page's or batch's one read of the chains when ``heads`` is that read)."""
     if not waits_on_finalized(rec):
         return None
+    if isinstance(heads, HeadsOnce):
+        return heads.finalized(rec.chain)
     record = deps.store.chain(rec.chain)
     return None if record is None else record.finalized_number
 
