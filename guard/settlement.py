@@ -40,6 +40,7 @@ import enum
 from dataclasses import dataclass, field
 
 from guard.canonical import digest
+from guard.directive import waiting_directive
 from guard.errors import InvalidPolicy
 from guard.types import SettlementId, UnixMillis
 
@@ -217,24 +218,6 @@ def _timed_out(
         0,
         observation.progress,
         finality,
-    )
-
-
-def waiting_directive(settlement_id: str, initiated_at: int, deadline: int, now: int) -> str:
-    """The ``AWAITING_FINALITY`` directive at ``now``: time elapsed and left. A view computes
-    it when it answers (the one stored with a decision is only true at that decision's
-    instant). Past the deadline, before the timeout is decided, it says the verdict is due
-    (a timeout, unless finality was observed before the deadline)."""
-    elapsed = max(0, now - initiated_at)
-    if now < deadline:
-        return (
-            f"WAIT: settlement {settlement_id} not final yet ({elapsed} ms elapsed, "
-            f"{deadline - now} ms left)."
-        )
-    return (
-        f"WAIT: settlement {settlement_id} not final yet ({elapsed} ms elapsed; the deadline "
-        f"passed {now - deadline} ms ago): its verdict is due, a timeout unless finality was "
-        "observed before the deadline."
     )
 
 

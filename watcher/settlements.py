@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from guard.canonical import canonical_json
+from guard.directive import waiting_directive
 from guard.settlement import (
     Observation,
     Settlement,
@@ -16,7 +17,6 @@ from guard.settlement import (
     deadline_of,
     decision_as_json,
     evaluate_settlement,
-    waiting_directive,
 )
 from guard.types import SettlementId, UnixMillis
 from watcher.config.chains import ChainConfig

@@ -98,10 +98,9 @@ def event_stream(deps: ApiDeps, request: Request, after: int, owner: str) -> Res
             fields=["min_severity"],
         )
     floor = SEVERITY_RANK[min_severity]
-    heads = request.query_params.get("heads", "false")
-    if heads not in ("true", "false"):
-        return error_response(422, f"heads: must be true or false, got {heads!r}", fields=["heads"])
-    shown_heads: dict[str, int | None] | None = {} if heads == "true" else None
+    shown_heads = _heads_wanted(request)
+    if isinstance(shown_heads, Response):
+        return shown_heads
 
     async def frames() -> AsyncIterator[bytes]:
         loop = asyncio.get_running_loop()
@@ -112,10 +111,9 @@ def event_stream(deps: ApiDeps, request: Request, after: int, owner: str) -> Res
         while loop.time() < end:
             if await request.is_disconnected():
                 return
-            if shown_heads is not None:
-                for frame in head_frames(await run_in_threadpool(deps.store.chains), shown_heads):
-                    yield frame
-                    quiet_since = loop.time()
+            for frame in await _moved_heads(deps, shown_heads):
+                yield frame
+                quiet_since = loop.time()
             events = await run_in_threadpool(deps.store.events, None, tail.last, 200)
             ready = tail.take(events)
             if ready:
@@ -142,6 +140,22 @@ def event_stream(deps: ApiDeps, request: Request, after: int, owner: str) -> Res
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+def _heads_wanted(request: Request) -> dict[str, int | None] | Response | None:
+    """``?heads=true``: the heads shown so far (none yet); ``false`` or absent: None; else a
+    422 answer naming ``heads``."""
+    heads = request.query_params.get("heads", "false")
+    if heads not in ("true", "false"):
+        return error_response(422, f"heads: must be true or false, got {heads!r}", fields=["heads"])
+    return {} if heads == "true" else None
+
+
+async def _moved_heads(deps: ApiDeps, shown: dict[str, int | None] | None) -> list[bytes]:
+    """The head frames due now (none when the stream was not asked for heads)."""
+    if shown is None:
+        return []
+    return head_frames(await run_in_threadpool(deps.store.chains), shown)
 
 
 def head_frames(chains: Mapping[str, ChainRecord], shown: dict[str, int | None]) -> list[bytes]:

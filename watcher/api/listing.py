@@ -97,10 +97,8 @@ def router(deps: ApiDeps) -> APIRouter:
         stored = listing(deps.store).register_batch([new for _, new in valid], first)
         _kick_sources(deps, [rec.chain for rec, created in stored if created])
         heads = HeadsOnce(deps.store)  # one head read for the batch, after its commit
-        for (index, new), (rec, created) in zip(valid, stored, strict=True):
-            results[index] = _stored_result(
-                deps, (index, new), rec, created, specs.get(index), heads
-            )
+        for one, (rec, created) in zip(valid, stored, strict=True):
+            results[one[0]] = _stored_result(deps, one, rec, created, specs.get(one[0]), heads)
         # Plain dicts, as GET answers (the models document them): no validation round trip.
         return JsonAnswer({"results": [r for r in results if r is not None]})
 
