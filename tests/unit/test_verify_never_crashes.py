@@ -176,7 +176,7 @@ def answer(receipt: Any) -> VerifiedReceipt | str:
         return exc.reason
 
 
-@settings(max_examples=300, deadline=None, database=None)
+@settings(max_examples=600, deadline=None, database=None)
 @given(mutated())
 def test_any_mutation_of_a_real_receipt_is_valid_or_a_reason(case: tuple[str, Any]) -> None:
     _, receipt = case
