@@ -85,7 +85,8 @@ class Rig:
     def view(self, settlement_id: str) -> dict[str, Any]:
         """The public view, at the watcher's head."""
         head = self.watcher.head
-        return settlement_view(self.store.settlement(settlement_id), head.number if head else None)
+        rec, number = self.store.settlement(settlement_id), head.number if head else None
+        return settlement_view(rec, number, now=self.clock())
 
     def events(self, settlement_id: str | None = None, kind: str | None = None) -> list[Any]:
         """Stored events, optionally filtered."""

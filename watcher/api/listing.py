@@ -33,7 +33,7 @@ from watcher.api.models.settlements import (
 )
 from watcher.api.payments import checked_payment, parsed_payment, payment_view
 from watcher.api.recorded_heads import HeadsOnce
-from watcher.api.registration import checked_settlement
+from watcher.api.registration import checked_settlement, same_terms
 from watcher.api.source_settlements import checked_source_settlement, source_view
 from watcher.api.views import chain_settlement_view
 from watcher.config.model import Config
@@ -130,8 +130,8 @@ def router(deps: ApiDeps) -> APIRouter:
         stored = listing(deps.store).register_batch([new for _, new in valid], first)
         _kick_sources(deps, [rec.chain for rec, created in stored if created])
         heads = HeadsOnce(deps.store)  # one head read for the batch, after its commit
-        for (index, _), (rec, created) in zip(valid, stored, strict=True):
-            results[index] = _stored_result(deps, index, rec, created, specs.get(index), heads)
+        for one, (rec, created) in zip(valid, stored, strict=True):
+            results[one[0]] = _stored_result(deps, one, rec, created, specs.get(one[0]), heads)
         # Plain dicts, as GET answers (the models document them): no validation round trip.
         return JsonAnswer({"results": [r for r in results if r is not None]})
 
@@ -149,20 +149,26 @@ def _cursor(cursor: str | None) -> int:
 
 def _stored_result(
     deps: ApiDeps,
-    index: int,
+    item: tuple[int, NewSettlement],
     rec: SettlementRecord,
     created: bool,
     spec: NewPaymentSpec | None,
     heads: HeadsOnce,
 ) -> dict[str, Any]:
     """The result of a stored item: 201, 200 (already registered), or 409 for a payment
-    whose reference names a stored payment that differs."""
+    whose reference names a stored payment that differs, or any repeat with other terms."""
+    index, new = item
     if spec is not None and not created:
         field = spec_conflict(deps.store.payment_spec(rec.settlement_id), rec.chain, spec)
         if field is not None:
             problem = PaymentConflict(rec.settlement_id, field)
             refused = _refused(index, ApiError(409, str(problem), fields=["reference", field]))
             return refused.model_dump(exclude_unset=True)
+    if not created:
+        try:
+            same_terms(rec, new)
+        except ApiError as exc:
+            return _refused(index, exc).model_dump(exclude_unset=True)
     view = _view(deps, rec, heads)
     status = 201 if created else 200
     return {"index": index, "status": status, "settlement": view, "error": None, "fields": []}

@@ -14,14 +14,15 @@ from watcher.api.models.limits import shape_problem
 from watcher.api.models.settlements import SettlementRequest
 from watcher.api.sender_facts import FieldProblem, sender_facts
 from watcher.api.views import chain_or_error
-from watcher.settlements import ANONYMOUS_OWNER, Registration, new_settlement
-from watcher.store import NewSettlement
+from watcher.settlements import ANONYMOUS_OWNER, Registration, differing_terms, new_settlement
+from watcher.store import NewSettlement, SettlementRecord
 
 __all__ = [
     "MAX_DEPENDENT_STATE_BYTES",
     "SettlementRequest",
     "check_dependent_state",
     "checked_settlement",
+    "same_terms",
 ]
 
 MAX_DEPENDENT_STATE_BYTES = 64 * 1024
@@ -99,3 +100,19 @@ def checked_settlement(
     new = new_settlement(registration, deps.clock())
     # ``replace`` copies every field: a fifth of this function's time in a batch of 1,000.
     return replace(new, provisional=True) if body.provisional else new
+
+
+def same_terms(stored: SettlementRecord, new: NewSettlement) -> None:
+    """A repeated registration must ask for the stored settlement's terms: else a 409
+    :class:`ApiError` naming each field that differs (the stored settlement is unchanged;
+    its id is in the answer)."""
+    fields = differing_terms(stored, new)
+    if fields:
+        raise ApiError(
+            409,
+            f"{', '.join(fields)}: settlement {stored.settlement_id} is already registered "
+            f"with other {', '.join(fields)} (its terms are in GET /v1/settlements/"
+            f"{stored.settlement_id}); repeat it with the same terms",
+            fields=fields,
+            settlement_id=stored.settlement_id,
+        )

@@ -147,7 +147,7 @@ class AsyncFinalityClient:
         while True:
             parser = FrameParser(last_id=cursor)
             view: View | None = None
-            async for event in self._stream(cursor, deadline, parser, opened=True):
+            async for event in self._stream(cursor, deadline, parser, opened=True, heads=True):
                 if event.get("opened") or (view is not None and common.concerns(event, view)):
                     view = await self._read(settlement_id, on_progress)
                 if view is not None and view["verdict"] in TERMINAL:
@@ -173,6 +173,7 @@ class AsyncFinalityClient:
         parser: FrameParser | None = None,
         *,
         opened: bool = False,
+        heads: bool = False,
     ) -> AsyncIterator[Event]:
         """One connection of the event stream (see the sync client's ``_stream``)."""
         parser = parser or FrameParser(last_id=after)
@@ -181,7 +182,11 @@ class AsyncFinalityClient:
         timeout = httpx.Timeout(10.0, read=read_s)
         try:
             async with self.http.stream(
-                "GET", "/v1/events", headers=headers, timeout=timeout
+                "GET",
+                "/v1/events",
+                headers=headers,
+                params={"heads": "true"} if heads else None,
+                timeout=timeout,
             ) as response:
                 if response.status_code != 200:
                     text = (await response.aread()).decode()

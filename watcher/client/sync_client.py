@@ -164,7 +164,7 @@ class FinalityClient:
         while True:
             parser = FrameParser(last_id=cursor)
             view: View | None = None
-            for event in self._stream(cursor, deadline, parser, opened=True):
+            for event in self._stream(cursor, deadline, parser, opened=True, heads=True):
                 if event.get("opened") or (view is not None and common.concerns(event, view)):
                     view = self._read(settlement_id, on_progress)
                 if view is not None and view["verdict"] in TERMINAL:
@@ -188,16 +188,22 @@ class FinalityClient:
         parser: FrameParser | None = None,
         *,
         opened: bool = False,
+        heads: bool = False,
     ) -> Iterator[Event]:
         """One connection of the event stream from ``after``: its events until the daemon
         ends it (or the deadline passes). ``opened``: first yield ``{"opened": True}`` once
-        the daemon has accepted the subscription."""
+        the daemon has accepted the subscription; ``heads``: ask for a frame at each new
+        head of a chain too (a wait re-reads its settlement then: each new depth shows)."""
         parser = parser or FrameParser(last_id=after)
         read_s = 30.0 if deadline is None else max(0.05, min(30.0, deadline - self.clock()))
         headers = {**common.SSE_HEADERS, "Last-Event-ID": str(after)}
         try:
             with self.http.stream(
-                "GET", "/v1/events", headers=headers, timeout=httpx.Timeout(10.0, read=read_s)
+                "GET",
+                "/v1/events",
+                headers=headers,
+                params={"heads": "true"} if heads else None,
+                timeout=httpx.Timeout(10.0, read=read_s),
             ) as response:
                 if response.status_code != 200:
                     raise common.stream_error(self.base, response, response.read().decode())

@@ -100,12 +100,15 @@ class Tools:
         timeout_s: Annotated[float, Field(gt=0, le=MAX_WAIT_S)] = 60.0,
     ) -> Json:
         sent: list[str] = []
+        shown = [0.0]
 
         async def report(view: Json) -> None:
             line = progress_line(view)
             if not sent or sent[-1] != line:
                 sent.append(line)
-                await ctx.report_progress(float(view.get("confirmations") or 0), _total(view), line)
+                total = _total(view)
+                shown[0] = progress_value(view, total, shown[0])
+                await ctx.report_progress(shown[0], total, line)
 
         view = await self.api.settlement(settlement_id)
         await report(view)
@@ -135,7 +138,9 @@ class Tools:
 
     async def verify_receipt(
         self,
-        receipt: Annotated[Json, Field(description="the receipt document, as served")],
+        receipt: Annotated[
+            Any, Field(description="the receipt document, as served (or its JSON text)")
+        ],
         signer: Annotated[str | None, Field(description="accept only this 0x address")] = None,
     ) -> Json:
         return verify_offline(receipt, signer)
@@ -146,20 +151,35 @@ def _total(view: Json) -> float | None:
     return float(required) if isinstance(required, int) else None
 
 
-def verify_offline(receipt: Json, signer: str | None) -> Json:
-    """guard's complete offline check; a malformed ``signer`` is a bad argument."""
-    from guard.errors import InvalidAddress, ReceiptInvalid
-    from guard.hexes import parse_address
-    from guard.verify import verify_receipt
+def progress_value(view: Json, total: float | None, before: float) -> float:
+    """The progress to notify: the depth, never past ``total`` (depth goes on growing past
+    the required one) and never below what was sent ``before`` (the protocol asks progress
+    to increase; a reorg's lost depth is in the message, not in the number)."""
+    depth = float(view.get("confirmations") or 0)
+    return max(before, depth if total is None else min(depth, total))
+
+
+def verify_offline(receipt: object, signer: str | None) -> Json:
+    """The client's offline check (:func:`watcher.client.verify`): any document is an answer,
+    ``{"valid": false, "reason"}`` when it is no valid receipt; a malformed ``signer`` is a
+    bad argument (a tool error naming it)."""
+    from guard.errors import InvalidAddress
+    from guard.hexes import parse_checked_address
+    from watcher.client.offline import verify
 
     try:
-        trusted = None if signer is None else [str(parse_address(signer, "signer"))]
+        trusted = None if signer is None else [str(parse_checked_address(signer, "signer"))]
     except InvalidAddress as exc:
         raise ToolError(str(exc)) from None
-    try:
-        verified = verify_receipt(receipt, trusted_signers=trusted)
-    except ReceiptInvalid as exc:
-        return {"valid": False, "reason": exc.reason}
+    if not isinstance(receipt, dict | str):
+        return {
+            "valid": False,
+            "reason": f"receipt: must be a JSON object, got {type(receipt).__name__}",
+        }
+    answer = verify(receipt, signers=trusted)
+    verified = answer.receipt
+    if not answer.valid or verified is None:
+        return {"valid": False, "reason": answer.reason}
     return {
         "valid": True,
         "kind": verified.kind,

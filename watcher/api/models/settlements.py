@@ -137,7 +137,16 @@ class SettlementView(BaseModel):
         "to an address, whose transfers are in 'transfers')."
     )
     verdict: Verdict
-    directive: str | None = None
+    directive: str | None = Field(
+        default=None,
+        description="What to do now and why, computed when answering (time elapsed and left).",
+    )
+    waiting_for: str | None = Field(
+        default=None,
+        description="What the finality rule still waits for, in words (null once terminal): "
+        "'inclusion in a block', 'depth 8; now 3', or 'the finalized block to reach 812; "
+        "finalized now 760'.",
+    )
     block_number: int | None = None
     block_hash: str | None = None
     status: int | None = Field(default=None, description="Receipt status: 1 success, 0 revert.")
