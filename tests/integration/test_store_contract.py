@@ -33,7 +33,7 @@ def store(store_url: str) -> Iterator[Store]:
 
 
 def test_migrate_twice_is_a_no_op(store: Store, store_url: str) -> None:
-    assert store.revision() == SCHEMA_REVISION == "0009"
+    assert store.revision() == SCHEMA_REVISION == "0010_workflows"
     rec = register_tx(store, CHAIN, random_tx_hash(), now=START_MS)
 
     store.migrate()

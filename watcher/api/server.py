@@ -20,6 +20,7 @@ from watcher.api import (
     receipts,
     settlements,
     sources,
+    workflows,
 )
 from watcher.api.auth import install_auth
 from watcher.api.body_limit import BodyLimit
@@ -62,6 +63,7 @@ def build_app(deps: ApiDeps, hot_read: bool = True) -> FastAPI:
         deliveries,
         sources,
         handoff,
+        workflows,
     ):
         app.include_router(topic.router(deps))
     install_openapi(app)

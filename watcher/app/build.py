@@ -45,6 +45,8 @@ from watcher.receipts.signer import Signer, load_signer
 from watcher.sources.inbox import WebhookInbox
 from watcher.sources.poller import SourcePoller
 from watcher.store import Store
+from watcher.workflows.lapses import WorkflowLapses
+from watcher.workflows.service import WorkflowService
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ def _build(config: Config, store: Store, clock: Clock, monotonic: Callable[[], f
     )
     ws = [c for c in config.chains if c.heads == "ws"]
     heads = HeadsWaker(ws, runner.poll, scheduler, stopping) if ws else None
+    workflows = WorkflowService(store, signer, clock, lambda: plan)
     return App(
         config=config,
         store=store,
@@ -123,7 +126,8 @@ def _build(config: Config, store: Store, clock: Clock, monotonic: Callable[[], f
         sources=parts.sources,
         inbox=parts.inbox,
         heads=heads,
-        components=parts.in_start_order(heads),
+        components=[*parts.in_start_order(heads), WorkflowLapses(workflows)],
+        workflows=workflows,
         started_at=started_at,
     )
 

@@ -41,6 +41,7 @@ from watcher.receipts.component import ReceiptIssuer
 from watcher.sources.inbox import WebhookInbox
 from watcher.sources.poller import SourcePoller
 from watcher.store import Store, StoreError
+from watcher.workflows.service import WorkflowService
 
 log = logging.getLogger("finality.service")
 
@@ -73,6 +74,8 @@ class App:
     """The WebSocket new-heads component (None when every chain polls)."""
     components: Sequence[Component]
     """Every component, in start order."""
+    workflows: WorkflowService
+    """Callers' workflows under the handoff guard (``/v1/workflows``)."""
     started_at: int
 
     # -- chains (see watcher.app.chains) -------------------------------------------------

@@ -46,6 +46,9 @@ def add_commands(
     verify.add_argument(
         "--dependent-state", metavar="FILE", help="check the receipt binds this JSON state"
     )
+    verify.add_argument(
+        "--workflow", metavar="ID", help="check the receipt is one of this workflow's four"
+    )
     verify.add_argument("--json", action="store_true", help="machine-readable output")
     commands["verify"] = cmd_verify
 
@@ -78,6 +81,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from guard.canonical import CanonicalError, digest
     from guard.errors import ReceiptInvalid
     from guard.verify import verify_receipt
+    from guard.workflow_receipts import verify_workflow_receipt
 
     receipt = _read_json(args.receipt, "receipt")
     trusted = _signers(args.signer)
@@ -88,7 +92,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
         except CanonicalError as exc:
             raise CliError(f"verify: dependent state has no canonical form: {exc}") from None
     try:
-        verified = verify_receipt(receipt, trusted_signers=trusted)
+        if args.workflow:
+            verified = verify_workflow_receipt(receipt, args.workflow, trusted)
+        else:
+            verified = verify_receipt(receipt, trusted_signers=trusted)
     except ReceiptInvalid as exc:
         raise CliError(f"invalid: {exc.reason}", EX_FAILED) from None
     lines = [f"valid: {verified.summary()}"]

@@ -60,7 +60,14 @@ class EventQueries:
             query = query.where(t.c.settlement_id == settlement_id)
         if owner is not None:
             theirs = select(s.settlements.c.settlement_id).where(s.settlements.c.owner == owner)
-            query = query.where(or_(t.c.settlement_id.is_(None), t.c.settlement_id.in_(theirs)))
+            flows = select(s.workflows.c.workflow_id).where(s.workflows.c.owner == owner)
+            query = query.where(
+                or_(
+                    t.c.settlement_id.is_(None),
+                    t.c.settlement_id.in_(theirs),
+                    t.c.settlement_id.in_(flows),
+                )
+            )
         with self._reader.connect() as conn:
             rows = conn.execute(query).mappings().all()
         found = [from_row(EventRecord, r) for r in rows]
@@ -73,6 +80,7 @@ class EventQueries:
         named = {e.settlement_id for e in events if e.settlement_id is not None}
         named.update(i for e in events for i in _touched(e))
         mine = owned_ids(self._reader, named, owner) if named else set()
+        mine |= owned_workflows(self._reader, named, owner) if named else set()
         shown: list[EventRecord] = []
         for event in events:
             if event.settlement_id is not None and event.settlement_id not in mine:
@@ -82,6 +90,22 @@ class EventQueries:
                 event = replace(event, payload={**event.payload, "touched": touched})
             shown.append(event)
         return shown
+
+
+def owned_workflows(db: Db, ids: set[str], owner: str) -> set[str]:
+    """Those of ``ids`` that are ``owner``'s workflows (a workflow's event names it in its
+    ``settlement_id``: another caller never sees it)."""
+    t = s.workflows
+    wanted = sorted(ids)
+    found: set[str] = set()
+    with db.connect() as conn:
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            rows = conn.execute(
+                select(t.c.workflow_id).where(t.c.workflow_id.in_(chunk), t.c.owner == owner)
+            ).all()
+            found.update(str(r[0]) for r in rows)
+    return found
 
 
 def _touched(event: EventRecord) -> list[str]:
