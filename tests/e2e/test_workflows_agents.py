@@ -1,0 +1,160 @@
+"""Two agent processes hand a workflow off through the real daemon, bound to real anvil txs.
+
+Agent A (a process using the client) begins ``charge`` bound to a settlement of a real tx
+and dies (SIGKILL); agent B (another process) takes over once A's lease lapses, learns from
+the watcher that ``charge`` is ``pending`` and then ``completed`` once the tx is final (the
+finality receipt as evidence, checked offline), and completes the rest. A second A begins a
+charge whose tx reverted and is frozen (SIGSTOP); B learns the charge ``failed`` (the
+failure receipt) and never re-runs it; the frozen A, thawed (SIGCONT), gets 409 on every
+write. Once on one daemon over SQLite, once on PostgreSQL with two daemons, A talking to
+one and B to the other: the lease lives in the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.handoff_helpers import pg_daemon
+from tests.support.anvil import ROOT, Anvil
+from tests.support.daemon import Daemon, subprocess_env
+
+LEASE_S = 2.0
+"""Agent A's lease: short, so B takes over soon after A stops renewing."""
+
+
+class Agent:
+    """``python -m tests.support.workflow_agent ARGS`` as a process: JSON lines out, commands
+    in (see that module)."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.workflow_agent", *args],
+            cwd=ROOT,
+            env=subprocess_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        assert self.proc.stdout is not None
+        out = self.proc.stdout
+        threading.Thread(target=lambda: [self.lines.put(x) for x in out], daemon=True).start()
+
+    def line(self, timeout: float = 60.0) -> dict[str, Any]:
+        """The agent's next JSON line (fails with its stderr if none comes)."""
+        try:
+            return dict(json.loads(self.lines.get(timeout=timeout)))
+        except queue.Empty:
+            self.proc.kill()
+            assert self.proc.stderr is not None
+            raise AssertionError(
+                f"agent said nothing for {timeout} s: {self.proc.stderr.read()}"
+            ) from None
+
+    def signal(self, sig: signal.Signals) -> None:
+        os.kill(self.proc.pid, sig)
+
+    def tell(self, command: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+def handoffs(anvil: Anvil, api_a: str, api_b: str) -> None:
+    """Both handoffs (see the module doc): A's requests go to ``api_a``, B's to ``api_b``."""
+    agents: list[Agent] = []
+
+    def agent(*args: str) -> Agent:
+        agents.append(Agent(*args))
+        return agents[-1]
+
+    try:
+        # A charge whose tx will be final: A killed outright.
+        tx = anvil.send()
+        anvil.receipt(tx)
+        a1 = agent("first", api_a, tx, str(LEASE_S))
+        w1 = a1.line()
+        a1.signal(signal.SIGKILL)
+        b1 = agent("successor", api_b, w1["workflow_id"], "10")
+        taken = b1.line()
+        assert (taken["verdict"], taken["fencing_token"], taken["charge"]) == (
+            "HANDOFF_SAFE",
+            2,
+            ["pending"],
+        ), taken
+        assert len(taken["receipts"]) == 4
+        anvil.mine(3)
+        learned = b1.line(timeout=120)
+        assert learned["seen"] == ["pending", "completed"], learned
+        assert learned["receipt_kind"] == "settlement_finality_receipt"
+        assert learned["receipt_valid"] is True
+        done = b1.line()
+        assert done["final"] == [
+            ["charge", "completed"],
+            ["ship", "completed"],
+            ["notify", "completed"],
+        ]
+        assert done["holder"] == "agent-b"
+
+        # A charge whose tx reverted: A frozen, B takes over, A thawed writes nothing.
+        tx2 = anvil.send_revert()
+        anvil.receipt(tx2)
+        a2 = agent("first", api_a, tx2, str(LEASE_S))
+        w2 = a2.line()
+        a2.signal(signal.SIGSTOP)
+        b2 = agent("successor", api_b, w2["workflow_id"], "10")
+        taken2 = b2.line()
+        assert (taken2["verdict"], taken2["charge"]) == ("HANDOFF_SAFE", ["pending"]), taken2
+        anvil.mine(3)
+        learned2 = b2.line(timeout=120)
+        assert learned2["seen"] == ["pending", "failed"], learned2
+        assert learned2["receipt_kind"] == "settlement_failure_receipt"
+        assert learned2["receipt_valid"] is True
+        left = b2.line()
+        assert left["final"] == [
+            ["charge", "in_flight"],
+            ["ship", "pending"],
+            ["notify", "pending"],
+        ]
+        a2.signal(signal.SIGCONT)
+        a2.tell("write")
+        statuses = a2.line()["statuses"]
+        assert statuses == [[409, "fencing_token: stale (current 2)"]] * 5, statuses
+    finally:
+        for each in agents:
+            each.close()
+
+
+def test_agents_hand_off_on_one_daemon_over_sqlite(
+    module_anvil: Anvil, make_daemon: Callable[..., Daemon]
+) -> None:
+    daemon = make_daemon(module_anvil.url, poll_interval_s=0.1)
+    handoffs(module_anvil, daemon.url, daemon.url)
+
+
+def test_agents_hand_off_across_two_daemons_over_postgresql(
+    module_anvil: Anvil, pg_url: str, tmp_path: Path
+) -> None:
+    daemons = [pg_daemon(tmp_path, module_anvil.url, pg_url, name) for name in ("d1", "d2")]
+    try:
+        for daemon in daemons:
+            daemon.start()
+        handoffs(module_anvil, daemons[0].url, daemons[1].url)
+    finally:
+        for daemon in daemons:
+            daemon.close()
