@@ -46,9 +46,11 @@ class Agent:
             text=True,
         )
         self.lines: queue.Queue[str] = queue.Queue()
-        assert self.proc.stdout is not None
-        out = self.proc.stdout
-        threading.Thread(target=lambda: [self.lines.put(x) for x in out], daemon=True).start()
+        threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()
+
+    def _read(self, out: Any) -> None:
+        for text in out:
+            self.lines.put(text)
 
     def line(self, timeout: float = 60.0) -> dict[str, Any]:
         """The agent's next JSON line (fails with its stderr if none comes)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from watcher.client import FinalityClient, Rejected, verify
@@ -42,13 +43,14 @@ def first(client: FinalityClient, tx_hash: str, lease_s: float) -> None:
     if sys.stdin.readline().strip() != "write":
         return
     statuses = []
-    for call in (
+    writes: list[Callable[[], object]] = [
         lambda: client.renew_workflow_lease(wid, token),
         lambda: client.complete_step(wid, "charge", token),
         lambda: client.begin_step(wid, "ship", token, "ship order 812"),
         lambda: client.complete_step(wid, "notify", token),
         lambda: client.release_workflow(wid, token),
-    ):
+    ]
+    for call in writes:
         try:
             call()
             statuses.append([200, ""])
