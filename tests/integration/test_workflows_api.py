@@ -493,3 +493,28 @@ def test_every_change_is_an_event_and_a_lapse_is_noticed_with_nobody_asking(
         "workflow_lease_expired",  # once: the takeover saw it noted
         "workflow_taken_over",
     ]
+
+
+# -- CLI --------------------------------------------------------------------------------------
+
+
+def test_the_cli_lists_and_shows_workflows_and_refuses_a_bad_id(
+    app: LiveApp, handed: dict[str, Any], tmp_path: Path
+) -> None:
+    wid = handed["workflow"]["workflow_id"]
+    listed = run_cli("workflows", "--api", app.url, "--limit", "1000")
+    assert listed.returncode == 0, listed.stderr
+    assert f"{wid} (order-r)  agent-b token 2 (held)  1/3 completed, in flight: notify" in (
+        listed.stdout
+    )
+    shown = run_cli("workflow", wid, "--api", app.url, "--receipt", "handoff_lock_signature")
+    assert shown.returncode == 0, shown.stderr
+    path = tmp_path / "lock.json"
+    path.write_text(shown.stdout)
+    assert run_cli("verify", str(path), "--workflow", wid).returncode == 0
+    detail = run_cli("workflow", wid, "--api", app.url)
+    assert "notify           in_flight  do notify  -> recovery: pending" in detail.stdout
+    for bad in ("../v1/chains", "wf_nope"):
+        refused = run_cli("workflow", bad, "--api", app.url)
+        assert refused.returncode == 64, refused
+        assert len(refused.stderr.strip().splitlines()) == 1 and "workflow" in refused.stderr
