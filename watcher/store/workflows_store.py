@@ -12,11 +12,12 @@ deliveries they call for) are written in that same transaction.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 
 from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
@@ -68,6 +69,27 @@ class WorkflowRecord:
     """Last write (ms)."""
 
 
+_BY_ID = select(s.workflows).where(
+    s.workflows.c.workflow_id == bindparam("b_id"), s.workflows.c.owner == bindparam("b_owner")
+)
+"""One caller's workflow by id, built once (every request reads one)."""
+_LOCKED_PG = _BY_ID.with_for_update()
+"""The same, holding the row until the transaction ends (PostgreSQL)."""
+
+
+@functools.cache
+def _update_of(columns: tuple[str, ...]) -> Any:
+    """The update of a workflow's ``columns`` (and ``updated_at``) as bound parameters
+    ``b_<column>`` of the columns' own types, built once per set of columns."""
+    t = s.workflows
+    values = {c: bindparam("b_" + c, type_=t.c[c].type) for c in columns}
+    return (
+        update(t)
+        .where(t.c.workflow_id == bindparam("b_id"))
+        .values({**values, "updated_at": bindparam("b_now")})
+    )
+
+
 class WorkflowTxn:
     """The writes of one workflow request, inside the transaction holding its row."""
 
@@ -76,17 +98,17 @@ class WorkflowTxn:
         """The workflow as locked (None: no such workflow of this caller)."""
         self.events = BlockTxn(conn, EVENTS_CHAIN, now)
         """Where its events and their alert deliveries are written."""
+        self.now = now
+        """The request's instant (every change's ``updated_at``)."""
         self._conn = conn
-        self._now = now
 
     def update(self, **values: Any) -> None:
         """Change the locked workflow's row."""
         assert self.record is not None
-        t = s.workflows
+        params = {"b_" + k: v for k, v in values.items()}
+        statement = _update_of(tuple(sorted(values)))
         self._conn.execute(
-            update(t)
-            .where(t.c.workflow_id == self.record.workflow_id)
-            .values(**values, updated_at=self._now)
+            statement, {**params, "b_id": self.record.workflow_id, "b_now": self.now}
         )
 
 
@@ -131,10 +153,8 @@ class WorkflowStore:
 
     def get(self, workflow_id: str, owner: str) -> WorkflowRecord | None:
         """``owner``'s workflow (None for an unknown id or another caller's)."""
-        t = s.workflows
-        query = select(t).where(t.c.workflow_id == workflow_id, t.c.owner == owner)
         with self._reader.connect() as conn:
-            row = conn.execute(query).mappings().first()
+            row = conn.execute(_BY_ID, {"b_id": workflow_id, "b_owner": owner}).mappings().first()
         return None if row is None else _record(row)
 
     def page(self, owner: str, after_seq: int, limit: int) -> list[WorkflowRecord]:
@@ -151,12 +171,9 @@ class WorkflowStore:
     def locked(self, workflow_id: str, owner: str, now: int) -> Iterator[WorkflowTxn]:
         """One write transaction holding ``owner``'s workflow row: committed on exit, rolled
         back (nothing changed) when the body raises."""
-        t = s.workflows
-        query = select(t).where(t.c.workflow_id == workflow_id, t.c.owner == owner)
-        if self._writer.dialect.name == "postgresql":
-            query = query.with_for_update()
+        query = _LOCKED_PG if self._writer.dialect.name == "postgresql" else _BY_ID
         with self._writer.begin() as conn:
-            row = conn.execute(query).mappings().first()
+            row = conn.execute(query, {"b_id": workflow_id, "b_owner": owner}).mappings().first()
             yield WorkflowTxn(conn, None if row is None else _record(row), now)
 
     def lapsed(self, now: int, limit: int = 100) -> list[tuple[str, str]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from watcher.clock import Clock
@@ -155,10 +156,10 @@ class WorkflowService:
             self._check_settlement(recovery["settlement_id"], owner)
         with self._fenced(owner, workflow_id, token) as (txn, rec):
             changed = steps.begun(rec.steps, step, operation, recovery, workflow_id)
-            self._store_steps(txn, changed)
+            stored = self._store_steps(txn, rec, changed)
             payload = {"step": step, "operation": operation, "recovery": recovery}
             self._event(txn, rec, steps.STEP_BEGUN, "info", payload)
-        return self.view(self.record(owner, workflow_id))
+        return self.view(stored)
 
     def complete(
         self,
@@ -171,10 +172,10 @@ class WorkflowService:
         """Mark ``step`` completed under ``token``; the checkpoint records its side effects."""
         with self._fenced(owner, workflow_id, token) as (txn, rec):
             changed = steps.completed(rec.steps, step, side_effects, workflow_id)
-            self._store_steps(txn, changed)
+            stored = self._store_steps(txn, rec, changed)
             payload = {"step": step, "side_effects": side_effects or {}}
             self._event(txn, rec, steps.STEP_COMPLETED, "info", payload)
-        return self.view(self.record(owner, workflow_id))
+        return self.view(stored)
 
     def renew(self, owner: str, workflow_id: str, token: int) -> dict[str, Any]:
         """Extend the lease by its length from now (only under the current token)."""
@@ -281,8 +282,13 @@ class WorkflowService:
             steps.check_token(workflow_id, token, rec.token, rec.lease_expires_at)
             yield txn, rec
 
-    def _store_steps(self, txn: WorkflowTxn, changed: list[dict[str, Any]]) -> None:
-        txn.update(steps=changed, checkpoint_digest=steps.steps_digest(changed))
+    def _store_steps(
+        self, txn: WorkflowTxn, rec: WorkflowRecord, changed: list[dict[str, Any]]
+    ) -> WorkflowRecord:
+        """Store the steps and their digest (the checkpoint); the workflow as now stored."""
+        digest = steps.steps_digest(changed)
+        txn.update(steps=changed, checkpoint_digest=digest)
+        return replace(rec, steps=changed, checkpoint_digest=digest, updated_at=txn.now)
 
     def _event(
         self,
