@@ -54,14 +54,21 @@ def _answered(call: Callable[[], dict[str, Any]], status: int = 200) -> JsonAnsw
 
 def router(deps: ApiDeps) -> APIRouter:
     """The workflow routes over ``deps``."""
-    api = APIRouter()
     flows = deps.workflows
-    limit_bytes = deps.config.delivery.max_dependent_state_bytes
 
     def service() -> WorkflowService:
         if flows is None:
             raise ApiError(503, "workflows: not served by this daemon", fields=[])
         return flows
+
+    api = APIRouter()
+    _step_routes(api, service, deps.config.delivery.max_dependent_state_bytes)
+    _lock_routes(api, service)
+    return api
+
+
+def _step_routes(api: APIRouter, service: Callable[[], WorkflowService], limit_bytes: int) -> None:
+    """Create a workflow, begin and complete its steps."""
 
     @api.post("/v1/workflows", status_code=201, **_WRITE)
     def create_workflow(caller: Registrar, body: WorkflowCreate) -> JsonAnswer:
@@ -104,6 +111,10 @@ def router(deps: ApiDeps) -> APIRouter:
             )
         )
 
+
+def _lock_routes(api: APIRouter, service: Callable[[], WorkflowService]) -> None:
+    """Renew, release, take over; read one workflow or a page of them."""
+
     @api.post("/v1/workflows/{workflow_id}/lease", **_WRITE)
     def renew_lease(caller: Registrar, workflow_id: WorkflowId, body: Fenced) -> JsonAnswer:
         """Renew the lease for its length from now."""
@@ -138,5 +149,3 @@ def router(deps: ApiDeps) -> APIRouter:
         """The caller's workflows, oldest first, a page at a time."""
         after = 0 if cursor is None else int(cursor)
         return _answered(lambda: service().page(caller.name, after, limit))
-
-    return api

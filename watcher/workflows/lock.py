@@ -159,8 +159,26 @@ def record(facts: Facts, change: LockChange, at: int, signer: Sealer) -> dict[st
         verdict=decision.verdict.value,
         decision_digest=decision.digest,
     )
+    elements = _elements(facts, change, name)
+    return {
+        "verdict": decision.verdict.value,
+        "directive": directive_of(decision, facts),
+        "exception_applied": decision.exception_applied,
+        "decision_digest": decision.digest,
+        "fencing_token": change.to_token,
+        "reason": change.reason,
+        "at": at,
+        "recovery": facts.resolved,
+        "receipts": {
+            kind: signed_element(signer, kind, body, takeover) for kind, body in elements.items()
+        },
+    }
+
+
+def _elements(facts: Facts, change: LockChange, name: str) -> dict[str, dict[str, Any]]:
+    """The four recorded elements of ``change``, in the order they are recorded."""
     idempotent = set(facts.idempotent)
-    elements: dict[str, dict[str, Any]] = {
+    return {
         CHECKPOINT: {
             "name": name,
             "kind": WORKFLOW_KIND,
@@ -196,17 +214,4 @@ def record(facts: Facts, change: LockChange, at: int, signer: Sealer) -> dict[st
             "reason": change.reason,
         },
         RECOVERY: {"name": name, "checks": _checks(facts)},
-    }
-    return {
-        "verdict": decision.verdict.value,
-        "directive": directive_of(decision, facts),
-        "exception_applied": decision.exception_applied,
-        "decision_digest": decision.digest,
-        "fencing_token": change.to_token,
-        "reason": change.reason,
-        "at": at,
-        "recovery": facts.resolved,
-        "receipts": {
-            kind: signed_element(signer, kind, body, takeover) for kind, body in elements.items()
-        },
     }
