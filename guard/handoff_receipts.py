@@ -38,11 +38,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from guard.canonical import CanonicalError, digest
+from guard.canonical import digest
 from guard.errors import ReceiptInvalid
 from guard.fields import (
     array,
     child,
+    digest_of,
     digest_text,
     field,
     integer,
@@ -219,13 +220,7 @@ def verify_handoff(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, list
         raise ReceiptInvalid(f"issued_at: is before the takeover (handoff.at {at})")
 
     element = child(body, "element", "")
-    claimed = digest_text(body, "element_digest", "")
-    try:
-        actual = digest(element)
-    except CanonicalError as exc:
-        raise ReceiptInvalid(f"element: has no canonical JSON form: {exc}") from exc
-    if claimed != actual:
-        raise ReceiptInvalid(f"element_digest: {claimed} does not match the element ({actual})")
+    digest_of(body, "element_digest", "", element, "element")
     if text(element, "name", "element") != name:
         raise ReceiptInvalid(f"element.name: {element.get('name')!r} is not handoff.name {name!r}")
     what, claims = _ELEMENTS[kind](element, section)

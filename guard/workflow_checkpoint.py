@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from guard.canonical import CanonicalError, digest
 from guard.errors import ReceiptInvalid
-from guard.fields import array, digest_text, field, keys, obj, strings, text
+from guard.fields import array, digest_of, field, keys, obj, strings, text
 
 WORKFLOW_PREFIX = "workflow:"
 """A workflow's handoff name is this prefix and its id."""
@@ -74,13 +73,7 @@ def verify_workflow_checkpoint(element: Mapping[str, Any]) -> tuple[str, list[st
     unknown = set(strings(element, "idempotent_steps", "element")) - set(names)
     if unknown:
         raise ReceiptInvalid(f"element.idempotent_steps: {sorted(unknown)[0]!r} is not a step")
-    claimed = digest_text(element, "steps_digest", "element")
-    try:
-        actual = digest(steps)
-    except CanonicalError as exc:
-        raise ReceiptInvalid(f"element.steps: has no canonical JSON form: {exc}") from exc
-    if claimed != actual:
-        raise ReceiptInvalid(f"element.steps_digest: {claimed} does not match the steps ({actual})")
+    digest_of(element, "steps_digest", "element", steps, "steps")
     done = sum(1 for s in steps if s["state"] == "completed")
     flying = sum(1 for s in steps if s["state"] == "in_flight")
     return (

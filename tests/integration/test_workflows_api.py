@@ -339,7 +339,7 @@ def test_bad_creations_name_the_field_and_store_nothing(
 ) -> None:
     count = len(app.http.get("/v1/workflows", params={"limit": 1000}).json()["items"])
     r = app.http.post("/v1/workflows", json=body)
-    assert r.status_code == 422 and r.json()["fields"][0] == field, r.text
+    assert r.status_code == 422 and r.json()["fields"][0].startswith(field), r.text
     assert len(app.http.get("/v1/workflows", params={"limit": 1000}).json()["items"]) == count
 
 

@@ -21,6 +21,7 @@ from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError, validation_body
 from watcher.api.json_answer import JsonAnswer
 from watcher.api.models.errors import ERRORS
+from watcher.api.models.params import CURSOR
 from watcher.api.models.settlements import (
     MAX_PAGE,
     BatchItemResult,
@@ -39,9 +40,6 @@ from watcher.store import NewSettlement, SettlementRecord
 from watcher.store.listing_store import EVM_KIND, listing
 from watcher.store.payment_records import NewPaymentSpec
 from watcher.store.payments_store import PaymentConflict, spec_conflict
-
-CURSOR = r"^[0-9]{1,18}$"
-"""What a cursor looks like (a ``seq``)."""
 
 
 def router(deps: ApiDeps) -> APIRouter:

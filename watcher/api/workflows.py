@@ -20,8 +20,8 @@ from watcher.api.auth import Reader, Registrar
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.json_answer import JsonAnswer
-from watcher.api.listing import CURSOR
 from watcher.api.models.errors import ERRORS
+from watcher.api.models.params import CURSOR
 from watcher.api.models.workflows import (
     Fenced,
     StepBegin,

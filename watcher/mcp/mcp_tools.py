@@ -1,5 +1,5 @@
 """The MCP server: seven settlement tools (and the workflow tools of
-:mod:`watcher.mcp.workflow_tools`) over a running daemon, results as structured JSON objects.
+:mod:`watcher.mcp.mcp_workflows`) over a running daemon, results as structured JSON objects.
 
 Bad arguments are tool errors naming the field (the SDK's schema check, or the daemon's
 own ``{"error"}`` message passed on); the server keeps serving. ``verify_receipt`` is
@@ -22,7 +22,7 @@ from watcher.client.common import payment_registration, registration
 from watcher.mcp import descriptions as text
 from watcher.mcp.decide import decision, is_terminal, progress_line
 from watcher.mcp.mcp_backend import DaemonApi
-from watcher.mcp.workflow_tools import add_workflow_tools
+from watcher.mcp.mcp_workflows import add_workflow_tools
 
 MAX_WAIT_S = 3600.0
 PROGRESS_S = 1.0

@@ -7,3 +7,6 @@ from __future__ import annotations
 
 MAX_ID = 2**63 - 1
 """Largest row id / ``after`` cursor (a signed 64-bit integer)."""
+
+CURSOR = r"^[0-9]{1,18}$"
+"""What a listing's cursor looks like (the ``seq`` of a page's last row, as digits)."""

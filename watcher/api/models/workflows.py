@@ -7,12 +7,12 @@ field, never a silently ignored option.
 
 from __future__ import annotations
 
-import re
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from watcher.api.models.limits import lone_surrogate
+from watcher.api.models.params import MAX_ID
 
 MAX_STEPS = 100
 """Most steps in one workflow."""
@@ -30,14 +30,19 @@ class _Body(BaseModel):
     def _storable(cls, value: Any, info: ValidationInfo) -> Any:
         if lone_surrogate(value):
             raise ValueError("holds a lone surrogate (not UTF-8)")
+        if info.field_name == "fencing_token" and isinstance(value, float) and value.is_integer():
+            return int(value)  # JSON has one number type: 2.0 is the integer 2 (not "2")
         return value
 
 
 class WorkflowCreate(_Body):
     """Body of ``POST /v1/workflows``."""
 
-    steps: list[str] = Field(
-        min_length=1, max_length=MAX_STEPS, description="Step names, in order."
+    steps: list[Annotated[str, Field(pattern=STEP_NAME)]] = Field(
+        min_length=1,
+        max_length=MAX_STEPS,
+        description="Step names, in order (each once).",
+        json_schema_extra={"uniqueItems": True},
     )
     holder: str = Field(min_length=1, max_length=128, description="Who takes the lock (an agent).")
     lease_s: float = Field(gt=0, le=MAX_LEASE_S, allow_inf_nan=False, description="Lease length.")
@@ -55,9 +60,6 @@ class WorkflowCreate(_Body):
     @field_validator("steps")
     @classmethod
     def _names(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if not re.match(STEP_NAME, name):
-                raise ValueError(f"{name!r} is not a step name ({STEP_NAME})")
         if len(set(value)) != len(value):
             raise ValueError("a step name is listed twice")
         return value
@@ -92,7 +94,7 @@ class Recovery(_Body):
 class StepBegin(_Body):
     """Body of ``POST /v1/workflows/{id}/steps/{step}/begin``."""
 
-    fencing_token: int = Field(ge=1, description="The lock's current fencing token.")
+    fencing_token: int = Field(ge=1, le=MAX_ID, description="The lock's current fencing token.")
     operation: str = Field(min_length=1, max_length=1000, description="What the step does.")
     recovery: Recovery | None = None
 
@@ -100,7 +102,7 @@ class StepBegin(_Body):
 class StepComplete(_Body):
     """Body of ``POST /v1/workflows/{id}/steps/{step}/complete``."""
 
-    fencing_token: int = Field(ge=1)
+    fencing_token: int = Field(ge=1, le=MAX_ID)
     side_effects: dict[str, Any] | None = Field(
         default=None, description="What the step committed (JSON, bounded like dependent_state)."
     )
@@ -109,7 +111,7 @@ class StepComplete(_Body):
 class Fenced(_Body):
     """Body of ``POST /v1/workflows/{id}/lease`` and ``/release``."""
 
-    fencing_token: int = Field(ge=1)
+    fencing_token: int = Field(ge=1, le=MAX_ID)
 
 
 class TakeOver(_Body):
