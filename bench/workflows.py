@@ -11,6 +11,8 @@ key) then completed, so a step is two writes. Figures per store:
   (target ≥ 1,000 on SQLite); and the same writes made in this process through the service
   (the daemon's parts built here over another store of the same kind, no HTTP): the write
   path's own share;
+- each also per second of CPU time (the daemon's process over HTTP; this one in process):
+  what one core gives, however busy the machine is with other work;
 - **takeover latency**: a workflow whose lease has lapsed (a step in flight) taken over;
   the time from sending the request to its answer (the guard's verdict, recovery, four
   signed receipts), median and max of ``--takeovers`` (target: answered within 50 ms).
@@ -60,8 +62,14 @@ def drive(client: FinalityClient, workflows: int, steps: int) -> int:
     return writes
 
 
-def http_writes(url: str, workflows: int, steps: int, clients: int) -> float:
-    """Step writes per second over HTTP, ``clients`` threads at once."""
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def http_writes(url: str, workflows: int, steps: int, clients: int) -> tuple[float, int]:
+    """(step writes per second over HTTP, ``clients`` threads at once; writes made)."""
     per = max(1, workflows // clients)
     counts: list[int] = []
     lock = threading.Lock()
@@ -78,14 +86,15 @@ def http_writes(url: str, workflows: int, steps: int, clients: int) -> float:
         t.start()
     for t in threads:
         t.join()
-    return sum(counts) / (time.perf_counter() - started)
+    return sum(counts) / (time.perf_counter() - started), sum(counts)
 
 
-def service_writes(app: LiveApp, workflows: int, steps: int) -> float:
-    """Step writes per second through the service in process (no HTTP)."""
+def service_writes(app: LiveApp, workflows: int, steps: int) -> tuple[float, float]:
+    """(step writes per second through the service in process, no HTTP; per second of this
+    process's CPU time: what one core gives, whatever else the machine runs)."""
     service = app.service.workflows
     writes = 0
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for _ in range(workflows):
         view, _ = service.create("bench", steps_of(steps), "bench", 600, [], None)
         wid = view["workflow_id"]
@@ -93,7 +102,7 @@ def service_writes(app: LiveApp, workflows: int, steps: int) -> float:
             service.begin("bench", wid, step, 1, "work", {"idempotency_key": step})
             service.complete("bench", wid, step, 1, {"done": step})
             writes += 2
-    return writes / (time.perf_counter() - started)
+    return writes / (time.perf_counter() - started), writes / (time.process_time() - cpu)
 
 
 def takeover_latency(url: str, samples: int) -> list[float]:
@@ -115,18 +124,22 @@ def takeover_latency(url: str, samples: int) -> list[float]:
 def run(name: str, store_url: str, tmp: Path, anvil: Anvil, args: argparse.Namespace) -> None:
     daemon = Daemon(tmp / "daemon", anvil.url, store_url=store_url)
     try:
+        assert daemon.proc is not None
         drive(FinalityClient(daemon.url), 2, args.steps)  # warm up
-        http = http_writes(daemon.url, args.workflows, args.steps, args.clients)
+        before = cpu_s(daemon.proc.pid)
+        http, writes = http_writes(daemon.url, args.workflows, args.steps, args.clients)
+        per_core = writes / (cpu_s(daemon.proc.pid) - before)
         latency = takeover_latency(daemon.url, args.takeovers)
     finally:
         daemon.close()
     local = tmp / "local"
     local.mkdir()
     with LiveApp(config_file(local, store_url)) as app:
-        inproc = service_writes(app, max(1, args.workflows // 4), args.steps)
+        inproc, inproc_core = service_writes(app, max(1, args.workflows // 4), args.steps)
     print(
-        f"{name}: step writes/s over HTTP ({args.clients} clients) {http:,.0f}; "
-        f"in process {inproc:,.0f}; takeover after lapse: median "
+        f"{name}: step writes/s over HTTP ({args.clients} clients) {http:,.0f} "
+        f"(per second of the daemon's CPU {per_core:,.0f}); in process {inproc:,.0f} "
+        f"(per CPU second {inproc_core:,.0f}); takeover after lapse: median "
         f"{statistics.median(latency):.1f} ms, max {max(latency):.1f} ms "
         f"({len(latency)} takeovers); load average {os.getloadavg()[0]:.1f}"
     )
