@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from tests.e2e.handoff_helpers import pg_daemon
 from tests.support.anvil import ROOT, Anvil
 from tests.support.daemon import Daemon, subprocess_env
@@ -137,6 +139,13 @@ def handoffs(anvil: Anvil, api_a: str, api_b: str) -> None:
         a2.tell("write")
         statuses = a2.line()["statuses"]
         assert statuses == [[409, "fencing_token: stale (current 2)"]] * 5, statuses
+
+        # Each lapse was recorded once, whichever instance noticed it first.
+        events = httpx.get(f"{api_b}/v1/events", params={"limit": 1000}).json()
+        for wid in (w1["workflow_id"], w2["workflow_id"]):
+            kinds = [e["kind"] for e in events if e["settlement_id"] == wid]
+            assert kinds.count("workflow_lease_expired") == 1, kinds
+            assert kinds.count("workflow_taken_over") == 1, kinds
     finally:
         for each in agents:
             each.close()
@@ -160,3 +169,24 @@ def test_agents_hand_off_across_two_daemons_over_postgresql(
     finally:
         for daemon in daemons:
             daemon.close()
+
+
+def test_a_daemon_killed_mid_workflow_loses_nothing(
+    module_anvil: Anvil, make_daemon: Callable[..., Daemon]
+) -> None:
+    daemon = make_daemon(module_anvil.url)
+    body = {"steps": ["charge", "ship"], "holder": "agent-a", "lease_s": 600}
+    wf = daemon.post("/v1/workflows", json=body).json()
+    wid = wf["workflow_id"]
+    path = f"/v1/workflows/{wid}/steps/charge"
+    assert daemon.post(f"{path}/begin", json={"fencing_token": 1, "operation": "x"}).is_success
+    done = daemon.post(f"{path}/complete", json={"fencing_token": 1, "side_effects": {"a": 1}})
+    assert done.is_success, done.text
+    before = daemon.get(f"/v1/workflows/{wid}").json()
+    daemon.kill9()
+    daemon.start()
+    after = daemon.get(f"/v1/workflows/{wid}").json()
+    assert after["steps"] == before["steps"] and after["receipts"] == before["receipts"]
+    assert after["fencing_token"] == 1 and after["lease_expires_at"] == wf["lease_expires_at"]
+    stale = daemon.post(f"/v1/workflows/{wid}/lease", json={"fencing_token": 2})
+    assert stale.status_code == 409
