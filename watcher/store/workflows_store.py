@@ -119,20 +119,15 @@ class WorkflowStore:
         self._writer = writer
         self._reader = reader
 
-    def create(
-        self, values: Mapping[str, Any], first_events: list[tuple[str, str, dict[str, Any]]]
-    ) -> tuple[WorkflowRecord, bool]:
-        """Insert a workflow (``values``: every column but ``seq``) with its events; (record,
-        True). A workflow of the same owner and reference exists: (that one, False)."""
+    def create(self, values: Mapping[str, Any]) -> tuple[WorkflowRecord, bool]:
+        """Insert a workflow (``values``: every column but ``seq``); (record, True). A
+        workflow of the same owner and reference exists: (that one, False)."""
         existing = self._by_reference(values)
         if existing is not None:
             return existing, False
         try:
             with self._writer.begin() as conn:
                 conn.execute(insert(s.workflows).values(**values))
-                events = BlockTxn(conn, EVENTS_CHAIN, int(values["created_at"]))
-                for kind, severity, payload in first_events:
-                    events.record_event(kind, severity, payload, str(values["workflow_id"]))
         except StoreConflict:
             raced = self._by_reference(values)  # created by a concurrent request
             if raced is None:

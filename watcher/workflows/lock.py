@@ -57,12 +57,19 @@ class LockChange:
     """Who held the lock and who holds it now (the lock element)."""
 
     from_holder: str | None
+    """The predecessor (None: the creator takes the lock first)."""
     from_token: int | None
+    """The predecessor's fencing token."""
     from_expires_at: int | None
+    """When the predecessor's lease ended (0: released)."""
     to_holder: str
+    """The new holder."""
     to_token: int
+    """The new fencing token (the predecessor's plus one)."""
     acquired_at: int
+    """When the new holder took the lock (ms)."""
     expires_at: int
+    """When its lease lapses unless renewed (ms)."""
     reason: str
     """``first``, ``released`` or ``expired``."""
 

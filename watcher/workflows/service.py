@@ -137,7 +137,7 @@ class WorkflowService:
             "created_at": now,
             "updated_at": now,
         }
-        rec, created = self.flows.create(values, [])
+        rec, created = self.flows.create(values)
         if not created:
             _same_request(rec, names, holder, idempotent)
         return {**self.view(rec), "lock": _lock_of(rec)}, created
