@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 from watcher.store import schema as s
 from watcher.store.db import Db
 from watcher.store.records import EventRecord, ReorgRecord, from_row
-from watcher.store.settlements_store import owned_ids
+from watcher.store.settlements_store import owned_ids, owned_rows
 
 
 class EventQueries:
@@ -95,17 +95,7 @@ class EventQueries:
 def owned_workflows(db: Db, ids: set[str], owner: str) -> set[str]:
     """Those of ``ids`` that are ``owner``'s workflows (a workflow's event names it in its
     ``settlement_id``: another caller never sees it)."""
-    t = s.workflows
-    wanted = sorted(ids)
-    found: set[str] = set()
-    with db.connect() as conn:
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
-            rows = conn.execute(
-                select(t.c.workflow_id).where(t.c.workflow_id.in_(chunk), t.c.owner == owner)
-            ).all()
-            found.update(str(r[0]) for r in rows)
-    return found
+    return owned_rows(db, s.workflows.c.workflow_id, s.workflows.c.owner, ids, owner)
 
 
 def _touched(event: EventRecord) -> list[str]:
