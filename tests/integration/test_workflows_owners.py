@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.sources_app import LiveApp, source_config_file
+from watcher.client import FinalityClient
 
 TOKENS = {
     "alice": ("alice-token-0123456789abcdef", ["read", "register"]),
@@ -61,6 +62,11 @@ def test_another_callers_workflow_is_a_404_and_its_events_are_not_shown(app: Liv
     ] == []
     seen = app.http.get("/v1/events", headers=auth("alice")).json()
     assert [(e["kind"], e["settlement_id"]) for e in seen] == [("workflow_step_begun", wid)]
+    with FinalityClient(app.url, token=TOKENS["alice"][0]) as client:  # the SSE stream too
+        stream = client.events(follow=True)
+        streamed = next(stream)
+        stream.close()
+    assert (streamed["kind"], streamed["settlement_id"]) == ("workflow_step_begun", wid)
 
     # The same reference is another caller's own workflow, not a conflict with alice's.
     theirs = app.http.post("/v1/workflows", json=body, headers=auth("bob"))
