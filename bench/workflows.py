@@ -13,6 +13,9 @@ key) then completed, so a step is two writes. Figures per store:
   path's own share;
 - each also per second of CPU time (the daemon's process over HTTP; this one in process):
   what one core gives, however busy the machine is with other work;
+- the CPU a write costs through the whole API (the application ``finality run`` serves,
+  called through ASGI in this process, no socket: middlewares, auth, validation, the route,
+  the answer), the best of 5 workflows;
 - **takeover latency**: a workflow whose lease has lapsed (a step in flight) taken over;
   the time from sending the request to its answer (the guard's verdict, recovery, four
   signed receipts), median and max of ``--takeovers`` (target: answered within 50 ms).
@@ -21,6 +24,8 @@ key) then completed, so a step is two writes. Figures per store:
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
 import statistics
 import tempfile
@@ -28,11 +33,16 @@ import threading
 import time
 from pathlib import Path
 
+from bench.api_cost import asgi_caller
+from bench.api_cost import config as cost_config
 from tests.conftest import fresh_pg_schema
 from tests.support.anvil import Anvil, free_port
 from tests.support.daemon import Daemon, config_text, toml_value
 from tests.support.sources_app import UNUSED_RPC, LiveApp
+from watcher.api.server import create_app
+from watcher.app.build import build
 from watcher.client import FinalityClient
+from watcher.config.loading import parse_config
 
 
 def config_file(tmp: Path, store_url: str) -> Path:
@@ -105,6 +115,34 @@ def service_writes(app: LiveApp, workflows: int, steps: int) -> tuple[float, flo
     return writes / (time.perf_counter() - started), writes / (time.process_time() - cpu)
 
 
+def asgi_writes(steps: int, rounds: int = 5) -> float:
+    """CPU milliseconds per step write through the whole API in process (the application
+    ``finality run`` serves, SQLite, called through ASGI without a socket, as
+    :mod:`bench.api_cost` does): the best of ``rounds`` workflows."""
+    with tempfile.TemporaryDirectory() as tmp:
+        built = build(parse_config(cost_config(Path(tmp)), "<bench>"))
+        call = asgi_caller(create_app(built))
+
+        async def one() -> float:
+            body = {"steps": steps_of(steps), "holder": "bench", "lease_s": 600}
+            status, answer = await call("POST", "/v1/workflows", json.dumps(body).encode())
+            assert status == 201, answer
+            wid = json.loads(answer)["workflow_id"]
+            cpu = time.process_time()
+            for step in steps_of(steps):
+                for verb, extra in (("begin", {"operation": "work"}), ("complete", {})):
+                    request = json.dumps({"fencing_token": 1, **extra}).encode()
+                    path = f"/v1/workflows/{wid}/steps/{step}/{verb}"
+                    status, answer = await call("POST", path, request)
+                    assert status == 200, answer
+            return (time.process_time() - cpu) * 1000 / (2 * steps)
+
+        try:
+            return min(asyncio.run(one()) for _ in range(rounds))
+        finally:
+            built.stop()
+
+
 def takeover_latency(url: str, samples: int) -> list[float]:
     """Milliseconds from sending a takeover of a lapsed lease to its answer."""
     out = []
@@ -153,6 +191,9 @@ def main() -> None:
     parser.add_argument("--takeovers", type=int, default=20)
     parser.add_argument("--only", choices=["sqlite", "postgresql"])
     args = parser.parse_args()
+    print(
+        f"through the whole API in process (ASGI, SQLite): {asgi_writes(args.steps):.2f} ms CPU a write"
+    )
     with Anvil() as anvil, tempfile.TemporaryDirectory() as tmp:
         if args.only in (None, "sqlite"):
             base = Path(tmp) / "sqlite"

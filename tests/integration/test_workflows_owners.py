@@ -65,7 +65,7 @@ def test_another_callers_workflow_is_a_404_and_its_events_are_not_shown(app: Liv
     with FinalityClient(app.url, token=TOKENS["alice"][0]) as client:  # the SSE stream too
         stream = client.events(follow=True)
         streamed = next(stream)
-        stream.close()
+        stream.close()  # type: ignore[attr-defined]  # a generator: ends its connection
     assert (streamed["kind"], streamed["settlement_id"]) == ("workflow_step_begun", wid)
 
     # The same reference is another caller's own workflow, not a conflict with alice's.
