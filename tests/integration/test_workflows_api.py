@@ -211,6 +211,18 @@ def test_an_in_flight_step_nothing_can_check_is_in_flight_untracked(
     assert [(o["id"], o["tracked"]) for o in registry["operations"]] == [("charge", False)]
 
 
+def test_untracked_but_all_idempotent_work_is_handoff_safe_by_the_exception(
+    app: LiveApp, clock: Clock
+) -> None:
+    wid = create(app, steps=["sync", "notify"], idempotent_steps=["sync", "notify"])["workflow_id"]
+    begin(app, wid, "sync", 1)  # no recovery: nothing can check it, but it is idempotent
+    expire(app, clock, wid)
+    status, answer = take_over(app, wid)
+    assert status == 200, answer
+    assert (answer["verdict"], answer["exception_applied"]) == ("HANDOFF_SAFE", True)
+    assert [(r["step"], r["state"]) for r in answer["recovery"]] == [("sync", "pending")]
+
+
 def test_steps_that_no_longer_match_their_checkpoint_are_checkpoint_missing(
     app: LiveApp, clock: Clock
 ) -> None:
