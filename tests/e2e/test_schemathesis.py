@@ -33,11 +33,18 @@ from tests.support.daemon import Daemon
 
 pytestmark = pytest.mark.anvil
 
-SEMANTIC = {"POST /v1/settlements"}
+SEMANTIC = {
+    "POST /v1/settlements",
+    "POST /v1/workflows",
+    "POST /v1/workflows/{workflow_id}/steps/{step}/begin",
+    "POST /v1/workflows/{workflow_id}/steps/{step}/complete",
+}
 """Operations whose valid bodies a schema cannot fully say (``raw_tx`` must be the signed tx
-of ``tx_hash``, ``sender`` and ``nonce`` go together, ``dependent_state`` has no floats,
-``confirmations`` stays below the chain's header window): schemathesis' "schema-valid
-request accepted" check is off for them; every other check, and the 4xx shape, still runs."""
+of ``tx_hash``, ``sender`` and ``nonce`` go together, ``dependent_state`` and a step's
+``side_effects`` have no floats, ``confirmations`` stays below the chain's header window; a
+workflow's ``idempotent_steps`` name its steps, a step's ``recovery`` holds exactly one of
+its keys and its settlement is the caller's): schemathesis' "schema-valid request accepted"
+check is off for them; every other check, and the 4xx shape, still runs."""
 
 MAX_EXAMPLES = 8
 """Requests per operation and mode: the whole run stays under 60 s on a busy 2-core machine."""

@@ -49,8 +49,12 @@ ROUTE_BYTES: Mapping[str, int] = {
 }
 """Limits by exact path."""
 
-PREFIX_BYTES: Mapping[str, int] = {"/v1/webhooks/": REGISTRATION_BYTES}
-"""Limits by path prefix (a payment processor's event can carry a whole object)."""
+PREFIX_BYTES: Mapping[str, int] = {
+    "/v1/webhooks/": REGISTRATION_BYTES,
+    "/v1/workflows/": REGISTRATION_BYTES,
+}
+"""Limits by path prefix (a payment processor's event can carry a whole object; a workflow
+step's ``side_effects`` have their own, smaller limit, as ``dependent_state``)."""
 
 
 MAX_NESTING = 128

@@ -15,6 +15,7 @@ from watcher.delivery.sender import Sender
 from watcher.engine.heads import HeadsWaker
 from watcher.receipts.component import ReceiptIssuer
 from watcher.sources.poller import SourcePoller
+from watcher.workflows.service import WorkflowService
 
 if TYPE_CHECKING:
     from chains.budget import CallBudget
@@ -66,6 +67,8 @@ class ApiDeps:
     """The WebSocket new-heads component (None when every chain polls)."""
     inbox: WebhookInbox | None
     """The sources' webhook inbox (None without ``[[sources]]``)."""
+    workflows: WorkflowService | None = None
+    """Callers' workflows under the handoff guard (``/v1/workflows``)."""
 
 
 def deps_of(service: Service) -> ApiDeps:
@@ -91,4 +94,5 @@ def deps_of(service: Service) -> ApiDeps:
         sources=next((c for c in components if isinstance(c, SourcePoller)), None),
         heads=next((c for c in components if isinstance(c, HeadsWaker)), None),
         inbox=service.inbox,
+        workflows=service.workflows,
     )

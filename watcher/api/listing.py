@@ -21,7 +21,7 @@ from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError, validation_body
 from watcher.api.json_answer import JsonAnswer
 from watcher.api.models.errors import ERRORS
-from watcher.api.models.params import DIGITS_ONLY
+from watcher.api.models.params import CURSOR, DIGITS_ONLY
 from watcher.api.models.settlements import (
     MAX_PAGE,
     BatchItemResult,
@@ -42,10 +42,6 @@ from watcher.store import NewSettlement, SettlementRecord
 from watcher.store.listing_store import EVM_KIND, listing
 from watcher.store.payment_records import NewPaymentSpec
 from watcher.store.payments_store import PaymentConflict, spec_conflict
-
-CURSOR = r"^[0-9]{1,18}$"
-"""What a cursor looks like (a ``seq``)."""
-
 
 CursorParam = Annotated[
     str | None, Query(description="next_cursor of the previous page.", pattern=CURSOR)

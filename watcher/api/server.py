@@ -23,6 +23,7 @@ from watcher.api import (
     receipts,
     settlements,
     sources,
+    workflows,
 )
 from watcher.api.auth import install_auth
 from watcher.api.body_limit import BodyLimit
@@ -72,6 +73,7 @@ def build_app(deps: ApiDeps, hot_read: bool = True) -> FastAPI:
         sources,
         handoff,
         console_reads,
+        workflows,
     ):
         app.include_router(topic.router(deps))
     app.include_router(console.router())  # /ui/: the operator console's static page

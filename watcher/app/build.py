@@ -47,6 +47,8 @@ from watcher.sources.inbox import WebhookInbox
 from watcher.sources.poller import SourcePoller
 from watcher.store import Store
 from watcher.store.instance_lock import lock_store
+from watcher.workflows.lapses import WorkflowLapses
+from watcher.workflows.service import WorkflowService
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ def _build(
     )
     ws = [c for c in config.chains if c.heads == "ws"]
     heads = HeadsWaker(ws, runner.poll, scheduler, stopping) if ws else None
+    workflows = WorkflowService(store, signer, clock, lambda: plan)
     return App(
         config=config,
         store=store,
@@ -144,7 +147,8 @@ def _build(
         sources=parts.sources,
         inbox=parts.inbox,
         heads=heads,
-        components=parts.in_start_order(heads),
+        components=[*parts.in_start_order(heads), WorkflowLapses(workflows)],
+        workflows=workflows,
         started_at=started_at,
     )
 

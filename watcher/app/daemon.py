@@ -43,6 +43,7 @@ from watcher.sources.inbox import WebhookInbox
 from watcher.sources.poller import SourcePoller
 from watcher.store import Store, StoreError
 from watcher.store.instance_lock import InstanceLock
+from watcher.workflows.service import WorkflowService
 
 log = logging.getLogger("finality.service")
 
@@ -78,6 +79,8 @@ class App:
     """The WebSocket new-heads component (None when every chain polls)."""
     components: Sequence[Component]
     """Every component, in start order."""
+    workflows: WorkflowService
+    """Callers' workflows under the handoff guard (``/v1/workflows``)."""
     started_at: int
     instance_lock: InstanceLock | None = None
     """This daemon's hold on its SQLite store (None on PostgreSQL), freed when it stops."""

@@ -26,6 +26,7 @@ from watcher.cli import (
     mcp_server,
     receipts,
     settlements,
+    workflows,
 )
 from watcher.cli.common import DEFAULT_API, CliError, Commands, Parser
 
@@ -38,6 +39,7 @@ GROUPS = (
     receipts.add_commands,
     delivery.add_commands,
     handoff.add_commands,
+    workflows.add_commands,
     mcp_server.add_commands,
     demo.add_commands,
     init_config.add_commands,

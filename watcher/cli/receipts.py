@@ -62,6 +62,9 @@ def add_commands(
         metavar="0xROOT",
         help="a beacon block root you trust: check the receipt's finality by Ethereum consensus",
     )
+    verify.add_argument(
+        "--workflow", metavar="ID", help="check the receipt is one of this workflow's four"
+    )
     verify.add_argument("--json", action="store_true", help="machine-readable output")
     commands["verify"] = cmd_verify
 
@@ -118,12 +121,16 @@ def _signers(values: list[str] | None) -> list[str] | None:
 def cmd_verify(args: argparse.Namespace) -> int:
     from guard.errors import ReceiptInvalid
     from guard.verify import verify_receipt
+    from guard.workflow_receipts import verify_workflow_receipt
 
     trusted = _signers(args.signer)
     receipt = _read_receipt(args.receipt)
     state_digest = _state_digest(args.dependent_state) if args.dependent_state else None
     try:
-        verified = verify_receipt(receipt, trusted_signers=trusted)
+        if args.workflow:
+            verified = verify_workflow_receipt(receipt, args.workflow, trusted)
+        else:
+            verified = verify_receipt(receipt, trusted_signers=trusted)
     except ReceiptInvalid as exc:
         raise CliError(f"invalid: {exc.reason}", EX_FAILED) from None
     lines = [f"valid: {verified.summary()}"]

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from watcher.client.errors import ClientError, Rejected, Unreachable
     from watcher.client.offline import Verification, verify
     from watcher.client.sync_client import FinalityClient
+    from watcher.client.workflows import verify_workflow
 
 _HOME = {
     "AsyncFinalityClient": "async_client",
@@ -37,6 +38,7 @@ _HOME = {
     "FinalityClient": "sync_client",
     "Verification": "offline",
     "verify": "offline",
+    "verify_workflow": "workflows",
 }
 """Where each re-exported name lives: imported on first use, so a caller that needs only
 the HTTP calls does not pay for guard's verification code at start-up."""
@@ -52,6 +54,7 @@ __all__ = [
     "Unreachable",
     "Verification",
     "verify",
+    "verify_workflow",
 ]
 
 

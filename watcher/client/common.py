@@ -130,7 +130,12 @@ def answer(base: str, response: httpx.Response) -> Any:
         message = str(body.get("error", body)) if isinstance(body, Mapping) else str(body)
         fields = body.get("fields") if isinstance(body, Mapping) else None
         kind = Unreachable if response.status_code >= 500 else Rejected
-        raise kind(message, response.status_code, fields if isinstance(fields, list) else None)
+        raise kind(
+            message,
+            response.status_code,
+            fields if isinstance(fields, list) else None,
+            dict(body) if isinstance(body, Mapping) else None,
+        )
     return body
 
 

@@ -9,7 +9,7 @@ concerns it (its own, or a reorg on its chain), and again once after every recon
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -17,6 +17,7 @@ import httpx
 from watcher.api.models.settlements import BatchResponse, SettlementPage
 from watcher.api.models.views import SignerView
 from watcher.client import common
+from watcher.client import workflows as wf
 from watcher.client.common import TERMINAL, Event, PaymentOptions, RegistrationOptions, View
 from watcher.client.errors import ClientError
 from watcher.client.sse import FrameParser
@@ -174,6 +175,74 @@ class FinalityClient:
             cursor = parser.last_id or cursor
             if deadline is not None and self.clock() >= deadline:
                 return view if view is not None else self.get(settlement_id)
+
+    # -- workflows (docs/workflows.md; the requests are watcher.client.workflows') -------------
+
+    def start_workflow(
+        self,
+        steps: Sequence[str],
+        holder: str,
+        lease_s: float,
+        *,
+        idempotent_steps: Sequence[str] | None = None,
+        reference: str | None = None,
+    ) -> View:
+        """Create a workflow held by ``holder``: its view and ``lock`` (fencing token 1)."""
+        method, path, kw = wf.start(steps, holder, lease_s, idempotent_steps, reference)
+        return dict(self.request(method, path, **kw))
+
+    def begin_step(
+        self,
+        workflow_id: str,
+        step: str,
+        fencing_token: int,
+        operation: str,
+        *,
+        recovery: Mapping[str, str] | None = None,
+    ) -> View:
+        """Put ``step`` in flight; ``recovery``: ``{"settlement_id": ...}`` or
+        ``{"idempotency_key": ...}`` (how a successor learns its real state)."""
+        method, path, kw = wf.begin(workflow_id, step, fencing_token, operation, recovery)
+        return dict(self.request(method, path, **kw))
+
+    def complete_step(
+        self,
+        workflow_id: str,
+        step: str,
+        fencing_token: int,
+        *,
+        side_effects: Mapping[str, Any] | None = None,
+    ) -> View:
+        """Mark an in-flight ``step`` completed with what it committed."""
+        method, path, kw = wf.complete(workflow_id, step, fencing_token, side_effects)
+        return dict(self.request(method, path, **kw))
+
+    def renew_workflow_lease(self, workflow_id: str, fencing_token: int) -> View:
+        """Renew the lease (409 once the token is stale)."""
+        method, path, kw = wf.renew(workflow_id, fencing_token)
+        return dict(self.request(method, path, **kw))
+
+    def release_workflow(self, workflow_id: str, fencing_token: int) -> View:
+        """Hand the workflow off now: a successor may take over at once."""
+        method, path, kw = wf.release(workflow_id, fencing_token)
+        return dict(self.request(method, path, **kw))
+
+    def take_over_workflow(self, workflow_id: str, holder: str, lease_s: float) -> View:
+        """Take over a released or lapsed workflow: verdict, directive, ``fencing_token``,
+        ``recovery`` per in-flight step, the four ``receipts``. While the lease is live:
+        :class:`~watcher.client.errors.Rejected` (409) whose ``body`` names the holder."""
+        method, path, kw = wf.take_over(workflow_id, holder, lease_s)
+        return dict(self.request(method, path, **kw))
+
+    def get_workflow(self, workflow_id: str) -> View:
+        """One workflow's view, its in-flight steps' ``recovery`` resolved now."""
+        method, path, kw = wf.get(workflow_id)
+        return dict(self.request(method, path, **kw))
+
+    def workflows(self, *, cursor: str | None = None, limit: int | None = None) -> View:
+        """One page of the caller's workflows (``items``, ``next_cursor``)."""
+        method, path, kw = wf.page(cursor, limit)
+        return dict(self.request(method, path, **kw))
 
     def _read(self, settlement_id: str, on_progress: Progress | None) -> View:
         view = self.get(settlement_id)

@@ -37,6 +37,7 @@ from typing import Any
 from watcher.config.webhook_secret import webhook_key
 from watcher.store import SettlementRecord
 from watcher.store.outbox_store import DeliveryRecord, ReceiptRow
+from watcher.workflows.steps import EVENT_KINDS as WORKFLOW_EVENTS
 
 BODY_VERSION = 1
 """Bumped on an incompatible change of the body layout."""
@@ -70,6 +71,7 @@ EVENT_KINDS = (
     "failure_evidence_reorged",
     "payment_transfer_reorged",
     "decision_restated",
+    *WORKFLOW_EVENTS,
 )
 """Every event kind the daemon emits (alerts filter on these)."""
 

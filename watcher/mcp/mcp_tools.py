@@ -1,4 +1,5 @@
-"""The MCP server: seven tools over a running daemon, results as structured JSON objects.
+"""The MCP server: seven settlement tools (and the workflow tools of
+:mod:`watcher.mcp.mcp_workflows`) over a running daemon, results as structured JSON objects.
 
 Bad arguments are tool errors naming the field (the SDK's schema check, or the daemon's
 own ``{"error"}`` message passed on); the server keeps serving. ``verify_receipt`` is
@@ -21,6 +22,7 @@ from watcher.client.common import payment_registration, registration
 from watcher.mcp import descriptions as text
 from watcher.mcp.decide import decision, is_terminal, progress_line
 from watcher.mcp.mcp_backend import DaemonApi
+from watcher.mcp.mcp_workflows import add_workflow_tools
 
 MAX_WAIT_S = 3600.0
 PROGRESS_S = 1.0
@@ -201,7 +203,8 @@ def build_server(
     server: MCPServer = MCPServer(
         name="finality-watcher", instructions=text.INSTRUCTIONS, log_level=log_level
     )
-    tools = Tools(DaemonApi(api_url, token=token))
+    api = DaemonApi(api_url, token=token)
+    tools = Tools(api)
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     for fn, description, hints in (
         (
@@ -217,4 +220,5 @@ def build_server(
         (tools.verify_receipt, text.VERIFY, reads),
     ):
         server.add_tool(fn, description=description, annotations=hints, structured_output=True)
+    add_workflow_tools(server, api)  # multi-step work handed between agents
     return server

@@ -22,6 +22,7 @@ from watcher.store.inbox_store import Inbox
 from watcher.store.outbox_store import Outbox
 from watcher.store.payments_store import PaymentQueries
 from watcher.store.settlements_store import SettlementQueries
+from watcher.store.workflows_store import WorkflowStore
 
 __all__ = ["BlockTxn", "Store"]
 
@@ -101,3 +102,7 @@ class Store(ChainQueries, SettlementQueries, EventQueries, PaymentQueries):
     def inbox(self) -> Inbox:
         """The webhook inbox over this store's connections (see ``inbox_store``)."""
         return Inbox(self._writer, self._reader)
+
+    def workflows(self) -> WorkflowStore:
+        """Callers' workflows over this store's connections (see ``workflows_store``)."""
+        return WorkflowStore(self._writer, self._reader)

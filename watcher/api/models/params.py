@@ -27,3 +27,6 @@ _DIGITS = re.compile(r"-?[0-9]+")
 DIGITS_ONLY = BeforeValidator(_decimal_text)
 """Last in an integer query or path parameter's ``Annotated`` (after ``Query``/``Path``,
 whose bounds /openapi.json documents only then): digits only (:func:`_decimal_text`)."""
+
+CURSOR = r"^[0-9]{1,18}$"
+"""What a listing's cursor looks like (the ``seq`` of a page's last row, as digits)."""
