@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import secrets
+import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from chains.rpc import connect
@@ -19,6 +21,16 @@ from watcher.store import Store
 
 if TYPE_CHECKING:
     from watcher.app.daemon import App
+
+
+def median_ms(action: Callable[[], object], runs: int) -> float:
+    """Median wall-clock milliseconds of ``runs`` calls of ``action``."""
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
 
 
 def chain_config(rpc: str, **overrides: object) -> ChainConfig:

@@ -75,6 +75,8 @@ class Side:
     calls_per_block: float
     heads_per_block: float
     """``eth_getBlockByNumber`` calls per block: the polls (and their retries)."""
+    steady_heads_per_block: float
+    """The same once both services settled (after :data:`SETTLE_S`): the steady state."""
     missing: int
 
 
@@ -96,9 +98,16 @@ def one_round(
     start_block = clock.head()
     started = time.monotonic()
     watched: list[tuple[dict[str, str], int]] = []
+    steady: dict[str, int] = {}
+    steady_block = 0
     try:
         for _ in range(blocks):
             number = clock.head()
+            if not steady and time.monotonic() - started > SETTLE_S:
+                steady_block = number
+                steady = {
+                    n: proxy.calls["eth_getBlockByNumber"] for n, (_, proxy, _) in sides.items()
+                }
             tx = anvil.send()
             mined = anvil.receipt(tx)
             block = int(mined["blockNumber"], 16)
@@ -125,7 +134,10 @@ def one_round(
                 if ids[name] in verdicts.final
             ]
             heads = proxy.calls["eth_getBlockByNumber"] / span
-            out[name] = Side(lat, proxy.total() / span, heads, len(watched) - len(lat))
+            settled = (proxy.calls["eth_getBlockByNumber"] - steady.get(name, 0)) / max(
+                1, clock.head() - steady_block
+            )
+            out[name] = Side(lat, proxy.total() / span, heads, settled, len(watched) - len(lat))
         return out, sides["paced"][0].pacing.report("local")
     finally:
         for service, proxy, verdicts in sides.values():
@@ -153,6 +165,7 @@ def main() -> None:
     every: dict[str, list[float]] = {"paced": [], "unpaced": []}
     calls: dict[str, list[float]] = {"paced": [], "unpaced": []}
     heads: dict[str, list[float]] = {"paced": [], "unpaced": []}
+    steady: dict[str, list[float]] = {"paced": [], "unpaced": []}
     print(
         f"== depth-N block -> FINALITY_CONFIRMED stored, a block every {args.block_time} s, "
         f"N = {N}, poll_interval_s = the block time, {args.rounds} rounds of {args.blocks} blocks"
@@ -165,17 +178,20 @@ def main() -> None:
                 every[name] += side.latencies
                 calls[name].append(side.calls_per_block)
                 heads[name].append(side.heads_per_block)
+                steady[name].append(side.steady_heads_per_block)
                 note = f" ({side.missing} without a verdict in time)" if side.missing else ""
                 print(
                     f"   {_line(name, side.latencies)}, {side.calls_per_block:.2f} calls/block"
-                    f" ({side.heads_per_block:.2f} eth_getBlockByNumber){note}"
+                    f" ({side.heads_per_block:.2f} eth_getBlockByNumber, "
+                    f"{side.steady_heads_per_block:.3f} once settled){note}"
                 )
     paced, unpaced = every["paced"], every["unpaced"]
     print("-- all rounds")
     for name in ("paced", "unpaced"):
         print(
             f"   {_line(name, every[name])}, {statistics.mean(calls[name]):.2f} calls/block"
-            f" ({statistics.mean(heads[name]):.2f} eth_getBlockByNumber)"
+            f" ({statistics.mean(heads[name]):.2f} eth_getBlockByNumber,"
+            f" {statistics.mean(steady[name]):.3f} once settled)"
         )
     print(
         f"   paced / unpaced: median {statistics.median(paced) / statistics.median(unpaced):.2f}x,"

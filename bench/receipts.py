@@ -20,14 +20,11 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import statistics
 import tempfile
-import time
-from collections.abc import Callable
 from typing import Any
 
 import watcher.receipts.builder
-from bench.common import Anvil
+from bench.common import Anvil, median_ms
 from chains.proofs import (
     BlockTries,
     Trie,
@@ -45,15 +42,6 @@ from guard.verify import verify_receipt
 from tests.integration.helpers import make_watcher
 from tests.integration.receipts_helpers import TxFactory, receipts_for
 from watcher.receipts.builder import ReceiptBuilder
-
-
-def _median_ms(action: Callable[[], object], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        action()
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
 
 
 def _chain_with_block_of(anvil: Anvil, count: int) -> list[str]:
@@ -150,20 +138,20 @@ def build_500(runs: int) -> None:
             verify_receipt(receipt, trusted_signers=[receipts.signer.address])
 
         ours()  # warm the HTTP connections, as in the daemon
-        cold = _median_ms(ours, runs)
+        cold = median_ms(ours, runs)
         held, builder.tx_objects = builder.tx_objects, TxObjectCache()  # as after a restart
         ours()
-        unheld = _median_ms(ours, runs)
+        unheld = median_ms(ours, runs)
         builder.tx_objects = held
         setattr(watcher.receipts.builder, "fetch_block_tries", _previous_tries)  # noqa: B010
         try:
             ours()
-            previous = _median_ms(ours, runs)
+            previous = median_ms(ours, runs)
         finally:
             setattr(watcher.receipts.builder, "fetch_block_tries", fetch_block_tries)  # noqa: B010
         other = rig.register(hashes[251]).settlement_id
         rig.watcher.catch_up()
-        warm = _median_ms(lambda: ours(rig.settlement(other), cold=False), runs)
+        warm = median_ms(lambda: ours(rig.settlement(other), cold=False), runs)
         client = builder.client
         block = client.raw_blocks([1])[0]
         assert block is not None
@@ -176,8 +164,8 @@ def build_500(runs: int) -> None:
         def fetch_now() -> tuple[Any, Any]:
             return fetch_receipts_and_block(client, block_hash)
 
-        node_before = _median_ms(fetch_before, runs)
-        node_now = _median_ms(fetch_now, runs)
+        node_before = median_ms(fetch_before, runs)
+        node_now = median_ms(fetch_now, runs)
         answers, full = fetch_now()
         body = builder.decision_body(rec, rig.clock())
 
@@ -190,8 +178,8 @@ def build_500(runs: int) -> None:
             receipt = receipts.signer.sign(body)
             verify_receipt(receipt, trusted_signers=[receipts.signer.address])
 
-        own = _median_ms(compute, runs)
-        naive = _median_ms(lambda: _naive_build(anvil.url, hashes, watched), max(1, runs // 3))
+        own = median_ms(compute, runs)
+        naive = median_ms(lambda: _naive_build(anvil.url, hashes, watched), max(1, runs // 3))
         print("== building a finality receipt, tx 250 of a 500-tx block (target <= 150 ms)")
         print(f"   ours, end to end, first tx of the block: {cold:7.1f} ms")
         print("     (tx objects kept from head tracking: one eth_getBlockReceipts call)")
@@ -231,8 +219,8 @@ def verify_64(runs: int) -> None:
             rig.store.close()
         receipt = receipts_by_n[64]
         signer = receipt["signer"]
-        mine = _median_ms(lambda: verify_receipt(receipt, trusted_signers=[signer]), runs)
-        naive = _median_ms(lambda: _naive_verify(receipt), max(1, runs // 5))
+        mine = median_ms(lambda: verify_receipt(receipt, trusted_signers=[signer]), runs)
+        naive = median_ms(lambda: _naive_verify(receipt), max(1, runs // 5))
         print("== verifying a receipt with 64 headers (target <= 10 ms)")
         print(f"   ours:  {mine:7.2f} ms  (guard.verify_receipt: own RLP, headers, MPT walk)")
         print(f"   naive: {naive:7.2f} ms  (pyrlp + py-trie + eth-account recover_message)")

@@ -10,9 +10,10 @@ module keeps them, fed by the client's observers, so that building a receipt cos
   those fields re-hash to the block's hash; :func:`header_from_compact` gives back the
   header object a receipt carries, exactly as the node spelled it (canonical hex);
 * :class:`BlockFacts` holds, per client, the compact headers of the last blocks parsed, the
-  raw receipts of the last blocks whose receipts were fetched, and which tx hashes the last
-  full blocks held (a registration that knows its sender finds its tx there without a
-  probe).
+  raw receipts of the last blocks whose receipts were fetched (and checked against the
+  header: chains/block_checks.py), the tries that check built, the tx objects of recent full
+  blocks, and which tx hashes the last full blocks held (a registration that knows its sender
+  finds its tx there without a probe).
 
 A block hash names its content for good, so nothing here can go stale; a reorg only makes
 some entries useless, and the bounded maps forget them.
@@ -26,17 +27,13 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
+from chains.block_tries import BlockTries
+from chains.header_hash import rehashed
 from chains.rpc import RpcClient
+from chains.tx_cache import TxObjectCache
 from guard import rlp
 from guard.hashing import keccak256
-from guard.headers import (
-    OPTIONAL_FIELDS,
-    QUANTITY,
-    REQUIRED_FIELDS,
-    HeaderError,
-    header_fields,
-    header_json,
-)
+from guard.headers import OPTIONAL_FIELDS, QUANTITY, REQUIRED_FIELDS
 
 COMPACT_VERSION = 1
 """First byte of a compact header: the format of what follows."""
@@ -55,14 +52,10 @@ TX_BLOCKS_HELD = 128
 def compact_header(block: Mapping[str, Any]) -> bytes | None:
     """``version, presence mask, rlp(fields)`` of a JSON-RPC block, or None when its fields do
     not hash to its ``hash`` (a chain whose header this version cannot re-hash)."""
-    try:
-        header = header_json(block)
-        fields = header_fields(header)
-    except (HeaderError, KeyError):
+    checked = rehashed(block)
+    if checked is None:
         return None
-    encoded = rlp.encode(list(fields))
-    if "0x" + keccak256(encoded).hex() != header["hash"]:
-        return None
+    header, encoded = checked
     mask = sum(1 << i for i, (name, _) in enumerate(OPTIONAL_FIELDS) if name in header)
     return bytes([COMPACT_VERSION, mask]) + encoded
 
@@ -101,6 +94,10 @@ class BlockFacts:
         self._receipts: OrderedDict[str, list[Mapping[str, Any]]] = OrderedDict()
         self._tx_blocks: OrderedDict[str, tuple[int, list[str]]] = OrderedDict()
         self._tx_at: dict[str, str] = {}
+        self._tries: OrderedDict[str, BlockTries] = OrderedDict()
+        self.tx_objects = TxObjectCache()
+        """The tx objects of recent full blocks (their txs are checked against
+        ``transactionsRoot`` without fetching them again)."""
 
     # -- fed by the client -----------------------------------------------------------------
 
@@ -109,6 +106,7 @@ class BlockFacts:
         block_hash = block.get("hash")
         if not isinstance(block_hash, str):
             return
+        self.tx_objects.offer(block)
         with self._lock:
             known = block_hash in self._headers
         compact = None if known else compact_header(block)
@@ -145,7 +143,20 @@ class BlockFacts:
             while len(self._receipts) > RECEIPTS_HELD:
                 self._receipts.popitem(last=False)
 
+    def offer_tries(self, tries: BlockTries) -> None:
+        """Both tries of a block, checked against its header (the receipt builder proves
+        from them instead of building them again)."""
+        with self._lock:
+            self._tries[tries.block_hash] = tries
+            while len(self._tries) > RECEIPTS_HELD:
+                self._tries.popitem(last=False)
+
     # -- read ----------------------------------------------------------------------------------
+
+    def tries(self, block_hash: str) -> BlockTries | None:
+        """The checked tries of ``block_hash``, if the engine built them."""
+        with self._lock:
+            return self._tries.get(block_hash)
 
     def header(self, block_hash: str) -> bytes | None:
         """The compact header of ``block_hash``, if the client parsed it (and it re-hashes)."""

@@ -8,6 +8,7 @@
     │   ├── RpcErrorResponse             a JSON-RPC error object (also inside HTTP 200)
     │   └── RpcMalformedResponse(ValueError)  an answer without the expected shape
     ├── ChainInconsistent                the node's answers contradict each other
+    ├── NodeDataInvalid                  an answer fails a check (hash, root, what was asked)
     ├── ReorgTooDeep                     no common ancestor inside the header window
     ├── ChainIdMismatch                  the node serves another chain than configured
     ├── BranchMoved                      a proof's blocks are not (or no longer) canonical
@@ -59,6 +60,19 @@ class ChainInconsistent(ChainError):
 
     Usually a node switching forks between two calls; the tracker waits and retries.
     """
+
+
+class NodeDataInvalid(ChainError):
+    """An endpoint's answer fails a check it must pass: a header whose fields do not hash to
+    its ``hash``, receipts or txs that do not rebuild the header's root, a tx or block that is
+    not the one asked for. Its data is not believed: the endpoint is marked ``inconsistent``
+    and, where there is another, the chain is read from that one."""
+
+    def __init__(self, endpoint: str, detail: str) -> None:
+        detail = redact_text(detail, [endpoint])
+        super().__init__(f"endpoint {redact_url(endpoint)} is inconsistent: {detail}")
+        self.endpoint = endpoint
+        self.detail = detail
 
 
 class ReorgTooDeep(ChainError):

@@ -16,7 +16,10 @@ its head stopped moving while another endpoint's went on): it is left for a back
 open circuit, then checked again and used once it has caught up; or ``forked`` (it answers,
 but its chain cannot be joined to the one we follow: no block of our header window is on it,
 while another endpoint's chain joins): it is left for a backoff too, and only the head
-tracker, which holds the window, can tell when it is back on our chain. Health is bookkeeping
+tracker, which holds the window, can tell when it is back on our chain; or ``inconsistent``
+(an answer failed a check: a header that does not re-hash, receipts or txs that do not
+rebuild the header's roots, a tx that is not the one asked for): nothing it says is believed
+for a backoff (doubling per inconsistency, capped), then it is tried again. Health is bookkeeping
 only: the failover transport (chains.multi) decides with it.
 """
 
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from chains.redact import redact_url
@@ -81,6 +84,13 @@ class EndpointHealth:
     forked: str | None = None
     """Why the endpoint is left as forked (its chain does not join the one followed), else
     None. Uses the stall backoff: ``stalled`` holds the same reason while it is set."""
+    inconsistent: str | None = None
+    """The last check the endpoint's data failed, else None (kept for views after its
+    backoff ends)."""
+    inconsistencies: int = 0
+    """Times its data failed a check (drives the backoff)."""
+    inconsistent_until: float = 0.0
+    """Monotonic time until which an inconsistent endpoint is not used."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -92,9 +102,12 @@ class EndpointHealth:
 
     @property
     def state(self) -> str:
-        """``closed``, ``open``, ``half_open``, ``wrong_chain``, ``forked`` or ``stalled``."""
+        """``closed``, ``open``, ``half_open``, ``wrong_chain``, ``inconsistent``, ``forked``
+        or ``stalled``."""
         if self.wrong_chain is not None:
             return "wrong_chain"
+        if self.distrusted:
+            return "inconsistent"
         if self.forked is not None:
             return "forked"
         if self.stalled is not None:
@@ -105,7 +118,7 @@ class EndpointHealth:
     def usable(self) -> bool:
         """True when a call may be sent (closed, or half-open for a probe; a stalled endpoint
         once its stall backoff has passed, as a last resort until it is checked again)."""
-        if self.wrong_chain is not None or self.circuit == "open":
+        if self.wrong_chain is not None or self.circuit == "open" or self.distrusted:
             return False
         return self.stalled is None or self.stall_due
 
@@ -113,6 +126,22 @@ class EndpointHealth:
     def stall_due(self) -> bool:
         """True when the endpoint is stalled and its stall backoff has passed: check it."""
         return self.stalled is not None and self.clock() >= self.stalled_until
+
+    @property
+    def distrusted(self) -> bool:
+        """True while the endpoint is left as inconsistent (its backoff has not passed)."""
+        return self.inconsistent is not None and self.clock() < self.inconsistent_until
+
+    def mark_inconsistent(self, reason: str) -> None:
+        """Its data failed a check: not used for a backoff (doubling, capped like the
+        circuit's), then tried again; a failed check then marks it again, for longer."""
+        with self._lock:
+            self.inconsistent = reason
+            self.last_error = reason
+            self.errors += 1
+            self.inconsistencies += 1
+            backoff = min(self.max_backoff_s, self.base_backoff_s * 2 ** (self.inconsistencies - 1))
+            self.inconsistent_until = self.clock() + backoff
 
     def head_age_s(self) -> float | None:
         """Seconds since ``head`` last went up; None before any head."""
@@ -229,8 +258,23 @@ class EndpointHealth:
             "last_error": self.last_error,
             "stalled": self.stalled,
             "forked": self.forked,
+            "inconsistent": self.inconsistent,
             "rate_limit": self.rate_limit,
         }
+
+
+def why_unused(entry: Mapping[str, object]) -> str:
+    """Why an endpoint of a health report (:meth:`EndpointHealth.snapshot`) is not used, in
+    its state's own words (what failed a check, why it was left, its last error)."""
+    state = entry.get("state")
+    reason = (
+        (entry.get("inconsistent") if state == "inconsistent" else None)
+        or entry.get("forked")
+        or entry.get("stalled")
+        or entry.get("last_error")
+        or state
+    )
+    return str(reason)
 
 
 def redact(url: str) -> str:

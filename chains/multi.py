@@ -40,7 +40,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from chains.budget import RateLimited
-from chains.errors import RpcError, RpcUnavailable
+from chains.errors import NodeDataInvalid, RpcError, RpcUnavailable
 from chains.health import EndpointHealth
 from chains.rpc import RpcClient
 from chains.stall import MIN_STALL_S, StallWatch, reads_head, stall_period
@@ -257,16 +257,36 @@ def _wait_of(member: TrackedTransport, calls: int) -> float:
     return member.limiter.wait_s(calls) if member.limiter is not None else 0.0
 
 
+class MemberClient(RpcClient):
+    """A client of one member endpoint (the quorum gate asks each one): data of its
+    endpoint that fails a check marks that endpoint ``inconsistent`` in the shared health."""
+
+    transport: TrackedTransport
+
+    def distrust(self, endpoint: str, detail: str) -> NodeDataInvalid:
+        self.transport.health.mark_inconsistent(detail)
+        return super().distrust(endpoint, detail)
+
+
 class MultiRpcClient(RpcClient):
     """An :class:`RpcClient` over a :class:`FailoverTransport`, with each endpoint's health
     and a single-endpoint client per member (for the quorum gate's cross-checks)."""
 
     transport: FailoverTransport
 
-    def __init__(self, transport: FailoverTransport, max_batch: int = 100) -> None:
-        super().__init__(transport, max_batch=max_batch)
-        self.members = [RpcClient(m) for m in transport.members]
+    def __init__(
+        self, transport: FailoverTransport, max_batch: int = 100, check_headers: bool = False
+    ) -> None:
+        super().__init__(transport, max_batch=max_batch, check_headers=check_headers)
+        self.members = [MemberClient(m, check_headers=check_headers) for m in transport.members]
         """One client per endpoint, sharing the endpoint's health."""
+
+    def distrust(self, endpoint: str, detail: str) -> NodeDataInvalid:
+        """Mark ``endpoint`` inconsistent: the failover reads from the others meanwhile."""
+        for member in self.transport.members:
+            if member.endpoint == endpoint:
+                member.health.mark_inconsistent(detail)
+        return super().distrust(endpoint, detail)
 
     def serving_endpoint(self) -> str:
         """The followed endpoint (the next call goes there first)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from chains.budget import CallBudget, MeteredTransport, RateLimiter
 from chains.errors import ChainError, ChainIdMismatch, RpcUnavailable
+from chains.header_hash import headers_checkable
 from chains.health import EndpointHealth, redact
 from chains.multi import (
     MIN_STALL_S,
@@ -47,7 +48,7 @@ def client_for(
     (calls/s, one per endpoint) caps each endpoint, a single one included. With several
     endpoints, the followed one is left as stalled when its head has not moved for
     ``stall_s`` (give :func:`chains.multi.stall_period` of the chain's block time) while
-    another is ``stall_lead`` blocks ahead."""
+    another is ``stall_lead`` blocks ahead. Headers are re-hashed (chains/header_hash.py)."""
     limiters: list[RateLimiter | None] = (
         [RateLimiter(r) for r in rate_limits] if rate_limits else [None] * len(endpoints)
     )
@@ -55,13 +56,13 @@ def client_for(
         raise ValueError(
             f"rate_limits needs one limit per endpoint ({len(endpoints)}), got {len(limiters)}"
         )
+    checks = headers_checkable(chain_id)
     if len(endpoints) == 1:
-        client = connect(endpoints[0])
+        client = connect(endpoints[0], check_headers=checks)
         if budget is None and limiters[0] is None:
             return client
-        return RpcClient(
-            MeteredTransport(client.transport, budget, limiters[0]), max_batch=client.max_batch
-        )
+        metered = MeteredTransport(client.transport, budget, limiters[0])
+        return RpcClient(metered, max_batch=client.max_batch, check_headers=checks)
     weights = list(weights) if weights else [1.0] * len(endpoints)
     members = [
         TrackedTransport(
@@ -84,7 +85,8 @@ def client_for(
             chain_check_s=chain_check_s,
             stall_s=stall_s,
             stall_lead=stall_lead,
-        )
+        ),
+        check_headers=checks,
     )
 
 
@@ -123,7 +125,11 @@ def gate_for(
             alert=alert,
             finalized_every_blocks=finalized_every_blocks,
         )
-    members = [client] + [connect(url) for url in endpoints if url != client.endpoint]
+    members = [client] + [
+        connect(url, check_headers=client.check_headers)
+        for url in endpoints
+        if url != client.endpoint
+    ]
     return QuorumGate(
         members,
         quorum,

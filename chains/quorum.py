@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from chains.budget import CallsDeferred
-from chains.errors import ChainError
+from chains.errors import ChainError, NodeDataInvalid
 from chains.models import BlockHeader
 from chains.rpc import RpcClient
 
@@ -185,6 +185,10 @@ class QuorumGate:
         if wrong is not None:
             notes[ep] = f"serves chain id {wrong}"
             return
+        distrusted = _distrusted(member)
+        if distrusted is not None:
+            notes[ep] = f"inconsistent ({distrusted}): not counted"
+            return
         try:
             same_head = member.header(head.number)
             if same_head is not None and same_head.hash == head.hash:
@@ -196,6 +200,9 @@ class QuorumGate:
             latest = member.header("latest")
         except CallsDeferred as exc:
             notes[ep] = f"not asked ({exc})"
+            return
+        except NodeDataInvalid as exc:
+            notes[ep] = f"inconsistent ({exc.detail}): not counted"
             return
         except ChainError as exc:
             notes[ep] = f"unavailable ({type(exc).__name__})"
@@ -325,6 +332,15 @@ def _wrong_chain(member: RpcClient) -> int | None:
     health = getattr(member.transport, "health", None)
     wrong = getattr(health, "wrong_chain", None)
     return wrong if isinstance(wrong, int) else None
+
+
+def _distrusted(member: RpcClient) -> str | None:
+    """Why ``member``'s data is not believed now (it failed a check: chains.health), else
+    None: an endpoint caught lying does not vote."""
+    health = getattr(member.transport, "health", None)
+    if health is None or not health.distrusted:
+        return None
+    return str(health.inconsistent)
 
 
 def _preference(member: RpcClient) -> tuple[int, float]:

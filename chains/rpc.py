@@ -12,6 +12,8 @@ Two layers:
   error object is an :class:`RpcErrorResponse` even when the HTTP status was 200 (it is never
   read as "no receipt"), and a result without the promised shape is an
   :class:`RpcMalformedResponse`. Results come back as the frozen models of chains.models.
+  Headers must re-hash (``check_headers``), answers must be what was asked and batches are
+  matched by id; a failure is :class:`NodeDataInvalid` (:meth:`RpcClient.distrust`).
 
 Optional methods (``eth_getBlockReceipts``, ``eth_getRawTransactionByHash``,
 ``eth_getRawTransactionByBlockHashAndIndex``) are not offered by every node (Hardhat,
@@ -34,15 +36,22 @@ from web3 import HTTPProvider
 from web3.exceptions import Web3Exception
 
 from chains.capabilities import Capabilities, not_offered
-from chains.errors import RpcErrorResponse, RpcMalformedResponse, RpcUnavailable
+from chains.errors import NodeDataInvalid, RpcErrorResponse, RpcMalformedResponse, RpcUnavailable
 from chains.fallbacks import (
     block_receipts_by_tx,
     block_transactions_from_objects,
     raw_transactions_from_objects,
 )
+from chains.header_hash import rehashed
 from chains.models import Block, BlockHeader, TxInfo, TxReceipt
-from chains.rpc_parse import hex_int, parse_block, parse_receipt, parse_tx_info
-from chains.transport import BlockTag, Call, RpcTransport
+from chains.rpc_parse import (
+    hex_int,
+    not_what_was_asked,
+    parse_block,
+    parse_receipt,
+    parse_tx_info,
+)
+from chains.transport import BlockTag, Call, RpcTransport, in_call_order
 from chains.ws_transport import WsTransport
 
 __all__ = [
@@ -86,21 +95,23 @@ class Web3Transport:
             )
         except (requests.RequestException, Web3Exception, OSError, ValueError) as exc:
             raise RpcUnavailable(self.endpoint, label, f"{type(exc).__name__}: {exc}") from exc
-        if not isinstance(answers, list) or len(answers) != len(calls):
-            raise RpcMalformedResponse(
-                self.endpoint, label, f"expected {len(calls)} answers, got {answers!r:.200}"
-            )
-        # A node may answer a batch in any order; JSON-RPC ids are ascending in call order.
-        return sorted(answers, key=lambda a: a.get("id", 0) if isinstance(a, Mapping) else 0)
+        ordered = in_call_order(answers if isinstance(answers, list) else [answers], len(calls))
+        if isinstance(ordered, str):
+            raise RpcMalformedResponse(self.endpoint, label, ordered)
+        return ordered
 
 
 class RpcClient:
     """Typed JSON-RPC methods over one transport, counting every call by method."""
 
-    def __init__(self, transport: RpcTransport, max_batch: int = 100) -> None:
+    def __init__(
+        self, transport: RpcTransport, max_batch: int = 100, check_headers: bool = False
+    ) -> None:
         self.transport = transport
         self.endpoint = transport.endpoint
         self.max_batch = max_batch
+        self.check_headers = check_headers
+        """Whether each block's fields must hash to its ``hash`` (chains/header_hash.py)."""
         self.calls: Counter[str] = Counter()
         """JSON-RPC calls made, by method (a batch of k counts k)."""
         self.errors: Counter[str] = Counter()
@@ -146,7 +157,22 @@ class RpcClient:
                 self.fallbacks[method] += 1
             return None
 
+    def distrust(self, endpoint: str, detail: str) -> NodeDataInvalid:
+        """``endpoint``'s answer failed a check: mark it ``inconsistent`` and return the error
+        to raise (nothing it said in this call is believed)."""
+        with self._lock:
+            self.errors["inconsistent"] += 1
+        return NodeDataInvalid(endpoint, detail)
+
     # -- raw -----------------------------------------------------------------------------
+
+    def _checked(self, method: str, params: Sequence[Any], answer: Mapping[str, Any]) -> Any:
+        """The result of ``answer``, which must answer ``method(params)``."""
+        result = self._result(method, answer)
+        wrong = not_what_was_asked(method, params, result)
+        if wrong is not None:
+            raise self.distrust(self.answering_endpoint(), wrong)
+        return result
 
     def _result(self, method: str, answer: Mapping[str, Any]) -> Any:
         error = answer.get("error")
@@ -172,7 +198,7 @@ class RpcClient:
             with self._lock:
                 self.errors[method] += 1
             raise
-        return self._result(method, answer)
+        return self._checked(method, params, answer)
 
     def batch(self, calls: Sequence[Call]) -> list[Any]:
         """Many calls, sent in batches of at most ``max_batch``; results in call order."""
@@ -187,8 +213,8 @@ class RpcClient:
             else:
                 answers = self.transport.batch(chunk)
             results.extend(
-                self._result(method, answer)
-                for (method, _), answer in zip(chunk, answers, strict=True)
+                self._checked(method, params, answer)
+                for (method, params), answer in zip(chunk, answers, strict=True)
             )
         return results
 
@@ -333,11 +359,18 @@ class RpcClient:
     # -- parsing (chains/rpc_parse.py) ---------------------------------------------------
 
     def parse_block(self, raw: Any, method: str) -> Block:
-        """``raw`` checked as a block object; every block observer sees it first."""
-        if isinstance(raw, Mapping):
-            for observe in self.block_observers:
-                observe(raw)
-        return parse_block(raw, self.endpoint, method)
+        """``raw`` checked as a block object (and, with ``check_headers``, its header fields
+        against its hash); every block observer sees it then, never before."""
+        block = parse_block(raw, self.endpoint, method)
+        if self.check_headers and rehashed(raw) is None:
+            raise self.distrust(
+                self.answering_endpoint(),
+                f"{method}: block {block.header.number} ({block.header.hash}): its header "
+                "fields do not hash to its hash",
+            )
+        for observe in self.block_observers:
+            observe(raw)
+        return block
 
     def parse_receipt(self, raw: Any, method: str) -> TxReceipt:
         """``raw`` checked as a receipt object."""
@@ -360,6 +393,6 @@ def transport_for(endpoint: str, timeout_s: float = 10.0) -> RpcTransport:
     return Web3Transport(endpoint, timeout_s=timeout_s)
 
 
-def connect(endpoint: str, timeout_s: float = 10.0) -> RpcClient:
+def connect(endpoint: str, timeout_s: float = 10.0, check_headers: bool = False) -> RpcClient:
     """A client over the real transport for ``endpoint`` (http, https, ws or wss)."""
-    return RpcClient(transport_for(endpoint, timeout_s=timeout_s))
+    return RpcClient(transport_for(endpoint, timeout_s=timeout_s), check_headers=check_headers)

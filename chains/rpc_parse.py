@@ -10,7 +10,7 @@ another.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chains.errors import RpcMalformedResponse
@@ -106,3 +106,27 @@ def parse_tx_info(raw: Any, endpoint: str) -> TxInfo:
         if block_hash is None
         else BlockHash(hex_str(block_hash, ep, method, "blockHash", 32)),
     )
+
+
+def not_what_was_asked(method: str, params: Sequence[Any], result: Any) -> str | None:
+    """Why ``result`` is not an answer to ``method(params)``, else None: a tx, receipt or
+    block naming another hash or height than the one asked for (a node mixing up answers,
+    e.g. a batch answered out of order without ids). An absent result (None) is not judged
+    here; a malformed one is left to the parsers."""
+    if result is None or not params or not isinstance(result, Mapping):
+        return None
+    asked = params[0]
+    if method in ("eth_getTransactionByHash", "eth_getTransactionReceipt"):
+        key = "hash" if method == "eth_getTransactionByHash" else "transactionHash"
+        said = result.get(key)
+        if isinstance(said, str) and isinstance(asked, str) and said.lower() != asked.lower():
+            return f"{method}({asked}) answered tx {said}"
+    elif method == "eth_getBlockByHash":
+        said = result.get("hash")
+        if isinstance(said, str) and isinstance(asked, str) and said.lower() != asked.lower():
+            return f"{method}({asked}) answered block {said}"
+    elif method == "eth_getBlockByNumber" and isinstance(asked, str) and asked.startswith("0x"):
+        said = result.get("number")
+        if isinstance(said, str) and said.startswith("0x") and int(said, 16) != int(asked, 16):
+            return f"{method}({int(asked, 16)}) answered block {int(said, 16)}"
+    return None

@@ -13,14 +13,9 @@ new block arrived. From that single answer it decides:
   (batched) and comparing hashes with the window; the new branch is fetched from there.
 
 A reorg can replace every block of the window (right after a cold start the window holds a
-single block: the tip, which is the block most likely to be replaced). Then the walk goes on
-below the window on demand, over the only facts the watcher recorded there: the blocks its
-settlements were included in (``recorded``). Those that the node no longer has are replaced
-blocks (the caller re-checks what they held); the walk stops at the first recorded block the
-node still has, since everything below it is intact. The chain is then *rebased*: the node's
-block just below the window becomes the ancestor (``Reorg.beyond_window``), and the caller
-looks every watched tx up again, since the new branch below the window is never scanned.
-Nothing is fetched for this at start-up, only when such a reorg happens.
+single block: the tip). Then the walk goes on below it (:mod:`chains.rebase`): the chain is
+*rebased* (``Reorg.beyond_window``) with what is known recorded, and the caller looks every
+watched tx up again, since the new branch below the window is never scanned.
 
 With several endpoints, a followed node whose chain cannot be joined to the window at all
 while another endpoint's chain does (a competing chain) is left as ``forked`` in favour of
@@ -34,27 +29,25 @@ memory never runs ahead of what the store holds.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from chains.errors import ChainError, ChainInconsistent, ReorgTooDeep
+from chains.errors import ChainError, ChainInconsistent
 from chains.health import redact
 from chains.models import Block, BlockHeader
 from chains.multi import MultiRpcClient
+from chains.rebase import BelowWindow, RecordedBlocks, ReplacedBlock, nothing_recorded
 from chains.rpc import RpcClient
 from guard.types import BlockHash, BlockNumber
 
-
-@dataclass(frozen=True, slots=True)
-class ReplacedBlock:
-    """One height whose block a reorg replaced."""
-
-    number: BlockNumber
-    """The height."""
-    old_hash: BlockHash
-    """The hash we had followed."""
-    new_hash: BlockHash | None
-    """The hash now canonical there; None when the new branch is shorter (or not yet fetched)."""
+__all__ = [
+    "Advance",
+    "HeadTracker",
+    "HeaderWindow",
+    "RecordedBlocks",
+    "Reorg",
+    "ReplacedBlock",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +65,18 @@ class Reorg:
     settlements that the node no longer has)."""
     beyond_window: bool = False
     """True when no block of the header window survived: ``common_ancestor`` is the node's
-    block just below the window (a rebase), not a block we had seen, and ``depth`` is a
-    lower bound. Watched txs must be looked up again: the new branch below the window is
-    not scanned."""
+    block below the lowest height known to be replaced (a rebase: where the window joins the
+    node's chain again, not a block known to be on the old branch), and ``depth`` is a lower
+    bound. Watched txs must be looked up again: the new branch below the window is not
+    scanned."""
+    known_ancestor: BlockHeader | None = None
+    """After a rebase: the highest block known to be on both branches (see the module doc)."""
+
+    @property
+    def recorded_ancestor(self) -> BlockHeader:
+        """The common ancestor as recorded and shown: a block known to be on both branches
+        (after a rebase, :attr:`known_ancestor`; else :attr:`common_ancestor`)."""
+        return self.known_ancestor or self.common_ancestor
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,15 +157,6 @@ class HeaderWindow:
             del self._by_number[n]
 
 
-RecordedBlocks = Callable[[int, int], list[tuple[int, str]]]
-"""``(below, limit)`` → up to ``limit`` ``(number, hash)`` of blocks the watcher recorded
-settlements in, strictly below ``below``, highest first."""
-
-
-def _nothing_recorded(below: int, limit: int) -> list[tuple[int, str]]:
-    return []
-
-
 class HeadTracker:
     """Finds new canonical blocks and reorgs for one chain, reading through ``client``."""
 
@@ -173,7 +166,7 @@ class HeadTracker:
         client: RpcClient,
         window: HeaderWindow,
         max_blocks_per_poll: int = 500,
-        recorded: RecordedBlocks = _nothing_recorded,
+        recorded: RecordedBlocks = nothing_recorded,
     ) -> None:
         self.chain = chain
         self.client = client
@@ -233,8 +226,12 @@ class HeadTracker:
         start = min(head.number, latest.header.number)
         ancestor = self._common_ancestor(self.client, start)
         below: list[ReplacedBlock] = []
+        known: BlockHeader | None = None
         if ancestor is None:
-            ancestor, below = self._rebase_point(latest.header)
+            bottom = self.window.get(self._bottom())
+            assert bottom is not None
+            walk = BelowWindow(self.chain, self.client, bottom, self.recorded)
+            ancestor, below, known = walk.rebase(latest.header)
         branch = self._fetch_range(ancestor.number + 1, latest.header.number, latest)
         if branch and branch[0].header.parent_hash != ancestor.hash:
             raise ChainInconsistent(
@@ -243,15 +240,12 @@ class HeadTracker:
             )
         _check_links(self.chain, branch)
         new_hash: dict[int, BlockHash] = {b.header.number: b.header.hash for b in branch}
-        replaced = tuple(below) + tuple(
-            ReplacedBlock(
-                number=BlockNumber(n),
-                old_hash=held.hash,
-                new_hash=new_hash.get(n),
-            )
+        held_replaced = [
+            ReplacedBlock(number=BlockNumber(n), old_hash=held.hash, new_hash=new_hash.get(n))
             for n in range(ancestor.number + 1, head.number + 1)
             if (held := self.window.get(n)) is not None
-        )
+        ]
+        replaced = tuple(sorted([*below, *held_replaced], key=lambda r: r.number))
         lowest = min([ancestor.number + 1, *(b.number for b in below)])
         reorg = Reorg(
             depth=head.number - lowest + 1,
@@ -259,6 +253,7 @@ class HeadTracker:
             old_head=head,
             replaced=replaced,
             beyond_window=bool(below) or ancestor.number < self._bottom(),
+            known_ancestor=known,
         )
         return Advance(node_head=latest.header, blocks=tuple(branch), reorg=reorg)
 
@@ -285,50 +280,6 @@ class HeadTracker:
                     return held
             high = low - 1
         return None
-
-    def _rebase_point(self, latest: BlockHeader) -> tuple[BlockHeader, list[ReplacedBlock]]:
-        """No held header survived: walk on below the window over the recorded blocks (see
-        the module doc). Returns the node's block to rebase on, just below the window (or its
-        head, when its chain is shorter), and the recorded blocks the node no longer has."""
-        bottom = self._bottom()
-        if bottom == 0:
-            raise ReorgTooDeep(self.chain, 0)  # another genesis: another chain, not a reorg
-        below: list[ReplacedBlock] = []
-        under = bottom
-        while True:
-            points = self.recorded(under, self.client.max_batch)
-            if not points:
-                break
-            asked = [(n, h) for n, h in points if n <= latest.number]
-            fetched = self.client.blocks([n for n, _ in asked], full=False) if asked else []
-            found = {n: b for (n, _), b in zip(asked, fetched, strict=True)}
-            for number, old_hash in points:
-                if number > latest.number:
-                    below.append(ReplacedBlock(BlockNumber(number), BlockHash(old_hash), None))
-                    continue
-                block = found[number]
-                if block is None:
-                    raise ChainInconsistent(
-                        f"{self.chain}: a reorg replaced every block of the header window "
-                        f"(bottom {bottom}) and the node has no block {number}, where a "
-                        "settlement was recorded: cannot tell whether the reorg reversed it. "
-                        "Point the chain at a node that serves its history (a full node)"
-                    )
-                if block.header.hash == old_hash:
-                    return self._node_header(min(bottom - 1, latest.number), latest), below
-                below.append(
-                    ReplacedBlock(BlockNumber(number), BlockHash(old_hash), block.header.hash)
-                )
-            under = points[-1][0]
-        return self._node_header(min(bottom - 1, latest.number), latest), below
-
-    def _node_header(self, number: int, latest: BlockHeader) -> BlockHeader:
-        if number == latest.number:
-            return latest
-        [block] = self.client.blocks([number], full=False)
-        if block is None:
-            raise ChainInconsistent(f"{self.chain}: node lost block {number} below its head")
-        return block.header
 
     # -- several endpoints: leave one whose chain does not join ours ----------------------
 

@@ -53,3 +53,17 @@ class RpcCaller(Protocol):
     def batch(self, calls: Sequence[Call]) -> list[Any]:
         """The results of ``calls``, in call order."""
         ...
+
+
+def in_call_order(answers: Sequence[Any], sent: int) -> list[Mapping[str, Any]] | str:
+    """A batch's ``answers`` back in call order by their ids (JSON-RPC ids are ascending in
+    call order), or why they cannot be: an answer without an id, or two with one id, cannot
+    be told apart (a node may answer a batch in any order, so position proves nothing)."""
+    if len(answers) != sent or not all(isinstance(a, Mapping) for a in answers):
+        return f"expected {sent} answer objects, got {answers!r:.200}"
+    ids = [a.get("id") for a in answers]
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        return f"a batch answer has no (integer) id: {ids!r:.200}"
+    if len(set(ids)) != len(ids):
+        return f"two batch answers have the same id: {ids!r:.200}"
+    return sorted(answers, key=lambda a: int(a["id"]))

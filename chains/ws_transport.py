@@ -27,6 +27,7 @@ from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
 
 from chains.errors import RpcMalformedResponse, RpcUnavailable
+from chains.transport import in_call_order
 
 if TYPE_CHECKING:
     from chains.transport import Call
@@ -138,16 +139,12 @@ class WsTransport:
             for i, (method, params) in enumerate(calls)
         ]
         answers = self._exchange(label, body)
-        if (
-            not isinstance(answers, list)
-            or len(answers) != len(calls)
-            or not all(isinstance(a, Mapping) for a in answers)
-        ):
-            raise RpcMalformedResponse(
-                self.endpoint, label, f"expected {len(calls)} answers, got {answers!r:.200}"
-            )
-        # A node may answer a batch in any order: put the answers back in call order.
-        return sorted(answers, key=lambda a: a.get("id") if isinstance(a.get("id"), int) else 0)
+        ordered = in_call_order(answers if isinstance(answers, list) else [answers], len(calls))
+        if isinstance(ordered, str):
+            raise RpcMalformedResponse(self.endpoint, label, ordered)
+        if [a["id"] for a in ordered] != [first + i for i in range(len(calls))]:
+            raise RpcMalformedResponse(self.endpoint, label, "answer ids are not the ids sent")
+        return ordered
 
 
 def _close_held(holder: _Holder) -> None:

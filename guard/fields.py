@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from guard.canonical import MAX_SAFE_INTEGER
+from guard.canonical import MAX_SAFE_INTEGER, CanonicalError, digest
 from guard.errors import ReceiptInvalid
 
 _HASH32 = re.compile(r"0x[0-9a-f]{64}")
@@ -98,6 +98,19 @@ def digest_text(m: Mapping[str, Any], key: str, where: str, nullable: bool = Fal
     if not isinstance(value, str) or _DIGEST.fullmatch(value) is None:
         raise ReceiptInvalid(f"{path(where, key)}: must be sha256: and 64 lower-case hex digits")
     return value
+
+
+def digest_of(m: Mapping[str, Any], key: str, where: str, value: object, what: str) -> str:
+    """The digest at ``m[key]``, once shown to be the ``sha256:`` digest of ``value``'s
+    canonical JSON (``what`` names ``value`` in the reasons)."""
+    claimed = digest_text(m, key, where)
+    try:
+        actual = digest(value)
+    except CanonicalError as exc:
+        raise ReceiptInvalid(f"{what}: has no canonical JSON form: {exc}") from exc
+    if claimed != actual:
+        raise ReceiptInvalid(f"{path(where, key)}: {claimed} does not match the {what} ({actual})")
+    return actual
 
 
 def hex_bytes(value: object, what: str) -> bytes:

@@ -36,6 +36,15 @@ BASES: tuple[str, ...] = ("depth", "finalized", "safe", "depth_and_finalized")
 TAG_OF_BASIS = {"finalized": "finalized", "safe": "safe", "depth_and_finalized": "finalized"}
 """The block tag a basis relies on (``depth`` relies on none)."""
 
+BASES_OF_MODE: dict[str, tuple[str, ...]] = {
+    "depth": ("depth",),
+    "finalized": ("finalized",),
+    "depth_or_finalized": ("depth", "finalized"),
+    "safe": ("safe",),
+    "depth_and_finalized": ("depth_and_finalized",),
+}
+"""The bases each rule can confirm on (what :func:`finality_basis` may answer for it)."""
+
 
 def finality_basis(
     mode: str,

@@ -15,6 +15,10 @@ handoff. The kinds:
 ``transaction_recovery_predicate_receipt``
     per in-flight operation, the check the successor ran and what it found.
 
+A caller's *workflow* (``/v1/workflows``) is handed between agents under the same four
+elements, its name ``workflow:{id}``; its checkpoint is its steps
+(:mod:`guard.workflow_checkpoint`).
+
 A handoff receipt is not about a transaction, so the common fields are filled this way:
 ``settlement_id`` is the handoff's reference ``handoff:{name}:{to_token}`` (unique: a
 name's token grows at every takeover), ``tx_hash`` is keccak256 of that reference,
@@ -34,11 +38,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from guard.canonical import CanonicalError, digest
+from guard.canonical import digest
 from guard.errors import ReceiptInvalid
 from guard.fields import (
     array,
     child,
+    digest_of,
     digest_text,
     field,
     integer,
@@ -51,6 +56,7 @@ from guard.handoff import HandoffVerdict
 from guard.receipts import FORMAT_VERSION, ref_hash
 from guard.verify_chain import ChainFacts
 from guard.verify_terms import COMMON
+from guard.workflow_checkpoint import WORKFLOW_KIND, WORKFLOW_PREFIX, verify_workflow_checkpoint
 
 CHECKPOINT = "transaction_state_checkpoint_receipt"
 REGISTRY = "in_flight_operation_registry_receipt"
@@ -214,13 +220,7 @@ def verify_handoff(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, list
         raise ReceiptInvalid(f"issued_at: is before the takeover (handoff.at {at})")
 
     element = child(body, "element", "")
-    claimed = digest_text(body, "element_digest", "")
-    try:
-        actual = digest(element)
-    except CanonicalError as exc:
-        raise ReceiptInvalid(f"element: has no canonical JSON form: {exc}") from exc
-    if claimed != actual:
-        raise ReceiptInvalid(f"element_digest: {claimed} does not match the element ({actual})")
+    digest_of(body, "element_digest", "", element, "element")
     if text(element, "name", "element") != name:
         raise ReceiptInvalid(f"element.name: {element.get('name')!r} is not handoff.name {name!r}")
     what, claims = _ELEMENTS[kind](element, section)
@@ -237,6 +237,8 @@ def _optional_text(m: Mapping[str, Any], key: str, where: str) -> str | None:
 
 
 def _checkpoint(element: Mapping[str, Any], _section: Mapping[str, Any]) -> tuple[str, list[str]]:
+    if element.get("kind") == WORKFLOW_KIND:  # a caller's workflow: its steps
+        return verify_workflow_checkpoint(element)
     keys(element, CHECKPOINT_FIELDS, "element")
     for key in CHECKPOINT_FIELDS:
         field(element, key, "element")
@@ -302,12 +304,16 @@ def _lock(element: Mapping[str, Any], section: Mapping[str, Any]) -> tuple[str, 
     expires = integer(element, "expires_at", "element")
     if expires <= acquired:
         raise ReceiptInvalid(f"element.expires_at: {expires} is not after acquired_at {acquired}")
+    fence = (
+        "a workflow's write under any other token was refused by the watcher from the "
+        "takeover on (the signer's word)"
+        if str(section["name"]).startswith(WORKFLOW_PREFIX)
+        else "a write with a lower token was refused by the store from the takeover on (the "
+        "signer's word; fencing_rejections records refusals)"
+    )
     return (
         f"lease token {section['to_token']} held from {acquired} until {expires} unless renewed",
-        [
-            "the lease row is the store's: a write with a lower token was refused by the store "
-            "from the takeover on (the signer's word; fencing_rejections records refusals)"
-        ],
+        [f"the lease row is the store's: {fence}"],
     )
 
 

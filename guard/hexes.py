@@ -8,13 +8,16 @@ non-hex digit, surrounding white space, a value that is not a ``str``) is refuse
 :class:`~guard.errors.InvalidHash` or :class:`~guard.errors.InvalidAddress`, whose message
 names the field (``what``) and the offending value.
 
-Mixed-case addresses are accepted without checking their EIP-55 checksum: the checksum is a
-typing aid for humans, and the core compares addresses in lower case only.
+:func:`parse_address` accepts mixed-case addresses without checking their EIP-55 checksum
+(a node's answers); :func:`parse_checked_address` is for what a person typed: a mixed-case
+address whose checksum is wrong is a typo, refused (all lower or all upper case carries no
+checksum). Either way the core compares addresses in lower case only.
 """
 
 import re
 
 from guard.errors import InvalidAddress, InvalidHash
+from guard.hashing import keccak256
 from guard.types import Address, BlockHash, TxHash
 
 _HASH = re.compile(r"0[xX][0-9a-fA-F]{64}")
@@ -55,3 +58,23 @@ def parse_address(value: object, what: str = "address") -> Address:
     if not isinstance(value, str) or _ADDRESS.fullmatch(value) is None:
         raise InvalidAddress(what, value)
     return Address(value.lower())
+
+
+def checksum_address(address: str) -> str:
+    """The EIP-55 spelling of a 0x address (any case in, mixed case out)."""
+    lower = address[2:].lower()
+    digest = keccak256(lower.encode()).hex()
+    return "0x" + "".join(
+        c.upper() if c.isalpha() and int(digest[i], 16) >= 8 else c for i, c in enumerate(lower)
+    )
+
+
+def parse_checked_address(value: object, what: str = "address") -> Address:
+    """:func:`parse_address`, and a mixed-case ``value`` must carry its EIP-55 checksum
+    (:class:`~guard.errors.InvalidAddress` naming the expected spelling otherwise)."""
+    address = parse_address(value, what)
+    body = str(value)[2:]
+    if body != body.lower() and body != body.upper() and checksum_address(address) != value:
+        expected = checksum_address(address)
+        raise InvalidAddress(what, value, f"has a wrong EIP-55 checksum (expected {expected})")
+    return address

@@ -18,7 +18,8 @@ it alone, so no other payment shares its transfers. Beside the settlement's verd
 
 from __future__ import annotations
 
-from guard.payment import NATIVE, checksum_address
+from guard.hexes import checksum_address
+from guard.payment import NATIVE
 from guard.settlement import Verdict
 
 INVOICE_STATES = (

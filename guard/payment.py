@@ -24,8 +24,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from guard.errors import InvalidAddress
 from guard.finality_rule import finality_basis
-from guard.hashing import keccak256
+from guard.hexes import checksum_address, parse_checked_address
 from guard.settlement import (
     Decision,
     Evidence,
@@ -64,26 +65,18 @@ class InvalidPaymentField(ValueError):
         self.field = field
 
 
-def checksum_address(address: str) -> str:
-    """The EIP-55 spelling of a 0x address (any case in, mixed case out)."""
-    lower = address[2:].lower()
-    digest = keccak256(lower.encode()).hex()
-    return "0x" + "".join(
-        c.upper() if c.isalpha() and int(digest[i], 16) >= 8 else c for i, c in enumerate(lower)
-    )
-
-
 def parse_payment_address(value: object, field: str) -> str:
     """``value`` as a lower-case 0x address: all lower case, all upper case, or a correct
     EIP-55 checksum (a mixed-case address with a wrong checksum is a typo: refused)."""
     if not isinstance(value, str) or _ADDRESS.fullmatch(value) is None:
         raise InvalidPaymentField(field, "must be a 0x-prefixed 20-byte hex address")
-    body = value[2:]
-    if body != body.lower() and body != body.upper() and checksum_address(value) != value:
+    try:
+        return parse_checked_address(value, field)
+    except InvalidAddress:
+        expected = checksum_address(value)
         raise InvalidPaymentField(
-            field, f"EIP-55 checksum does not match (expected {checksum_address(value)})"
-        )
-    return value.lower()
+            field, f"EIP-55 checksum does not match (expected {expected})"
+        ) from None
 
 
 def parse_amount(value: object, field: str = "amount") -> int:

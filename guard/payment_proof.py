@@ -33,6 +33,16 @@ from typing import Any
 
 from guard import receipts as fmt
 from guard.errors import ReceiptInvalid
+from guard.evidence_facts import (
+    WHERE,
+    evidence_facts,
+    hold,
+    hold_head,
+    hold_terms,
+    required,
+    same,
+    state_rest,
+)
 from guard.fields import (
     address,
     array,
@@ -132,7 +142,7 @@ def verify_payment(
         )
     claims: list[str] = []
     basis = _verify_basis(child(body, "finality", ""), chain, proven, claims)
-    _cross_check(body, terms, chain, basis)
+    _cross_check(body, terms, chain, basis, claims)
     latest = max(p.block_number for p in proven)
     depth = chain.head_number - latest + 1
     asset = "wei" if terms.asset == NATIVE else f"of token {terms.asset}"
@@ -300,35 +310,74 @@ def _verify_basis(
     return basis
 
 
-def _cross_check(body: Mapping[str, Any], terms: PaymentTerms, chain: _Chain, basis: str) -> None:
-    """The decision's evidence must be a finality on ``basis`` for these terms, and name
-    every proven transfer."""
-    evidence = body.get("evidence")
-    if not isinstance(evidence, Mapping):
-        raise ReceiptInvalid("evidence: a decision receipt needs the decision's evidence")
-    if evidence.get("kind") != basis:
-        raise ReceiptInvalid(f"evidence.kind: {evidence.get('kind')!r} is not {basis!r}")
-    facts = obj(evidence.get("facts"), "evidence.facts")
-    for key, value in (
-        ("to", terms.to),
-        ("asset", terms.asset),
-        ("amount", str(terms.amount)),
-        ("from", terms.sender),
-    ):
-        if facts.get(key) != value:
-            raise ReceiptInvalid(f"evidence.facts.{key}: {facts.get(key)!r} is not {value!r}")
-    named = {
-        (t.get("tx_hash"), t.get("log_index"))
-        for t in facts.get("transfers") or []
-        if isinstance(t, Mapping)
-    }
+def _cross_check(
+    body: Mapping[str, Any], terms: PaymentTerms, chain: _Chain, basis: str, claims: list[str]
+) -> None:
+    """The decision's evidence must be a finality on ``basis`` for these terms, name every
+    proven transfer as it was proven, and each of its other facts be what the proofs show,
+    restate the receipt's terms, or be said to be the signer's word."""
+    facts = evidence_facts(body.get("evidence"), basis)
+    required(facts, ("to", "asset", "amount", "from", "transfers", "head_number"))
+    checked = hold(
+        facts,
+        {"to": terms.to, "asset": terms.asset, "amount": str(terms.amount), "from": terms.sender},
+        "the payment's",
+    )
+    checked += hold(facts, {"paid_final": str(terms.paid)}, "the proven transfers' sum")
+    entries = array(facts, "transfers", WHERE)
+    unproven = _named_transfers(entries, terms)
+    checked.append("transfers")
+    paid = sum(
+        _decimal(obj(e, f"{WHERE}.transfers[{i}]"), "value", f"{WHERE}.transfers[{i}]")
+        for i, e in enumerate(entries)
+    )
+    checked += hold(
+        facts,
+        {
+            "paid": str(paid),
+            "remaining": str(max(0, terms.amount - paid)),
+            "overpaid": str(max(0, paid - terms.amount)),
+        },
+        "its transfers' sum (or what follows from it)",
+    )
+    latest = max(integer(t, "block_number", "payment") for t in terms.transfers)
+    checked += hold_head(facts, latest, chain.hashes, claims)
+    checked += hold_terms(facts, body, obj(body.get("finality"), "finality"))
+    if unproven:
+        claims.append(
+            f"{WHERE}.transfers {', '.join(unproven)}: not final at the decision and not "
+            "proven by this receipt (the signer's word)"
+        )
+    state_rest(facts, checked, claims)
+
+
+def _named_transfers(entries: Sequence[Any], terms: PaymentTerms) -> list[str]:
+    """Every proven transfer is among the evidence's ``entries``, as it was proven; returns
+    where the entries that are not proven are (each must say it was not final)."""
+    proven = {(t["tx_hash"], t["log_index"]): t for t in terms.transfers}
+    named: list[tuple[str, tuple[str, int | None], Mapping[str, Any]]] = []
+    for i, value in enumerate(entries):
+        where = f"{WHERE}.transfers[{i}]"
+        entry = obj(value, where)
+        key = (hash32(entry, "tx_hash", where), optional_integer(entry, "log_index", where))
+        named.append((where, key, entry))
+    keys_named = {key for _, key, _ in named}
     for i, t in enumerate(terms.transfers):
-        if (t["tx_hash"], t["log_index"]) not in named:
+        if (t["tx_hash"], t["log_index"]) not in keys_named:
             raise ReceiptInvalid(
                 f"payment.transfers[{i}]: is not among the decision's evidence transfers"
             )
-    if chain.head_number > int(facts.get("head_number", -1)):
-        raise ReceiptInvalid(
-            f"proof: the header chain ends at block {chain.head_number}, above the decision's "
-            f"head {facts.get('head_number')!r}"
-        )
+    unproven: list[str] = []
+    for where, key, entry in named:
+        claim = proven.get(key)
+        if claim is None:
+            if field(entry, "basis", where) is not None:
+                raise ReceiptInvalid(f"{where}: is final by its basis but not proven here")
+            unproven.append(where.removeprefix(f"{WHERE}.transfers"))
+            continue
+        for name in ("block_number", "block_hash", "tx_index", "from", "value"):
+            if name in entry and not same(entry[name], claim[name]):
+                raise ReceiptInvalid(
+                    f"{where}.{name}: {entry[name]!r} is not the proven transfer's {claim[name]!r}"
+                )
+    return unproven

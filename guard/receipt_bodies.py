@@ -15,6 +15,8 @@ from typing import Any
 
 from guard.canonical import FrozenJson
 from guard.header_chain import encode_header_chain
+from guard.headers import header_number
+from guard.history import HEADER_CHAIN, HistoryProof
 from guard.receipt_format import (
     BINDING,
     CLAIM_OF_BASIS,
@@ -42,21 +44,44 @@ class InclusionProof:
     compact_headers: bool = False
     """Carry the headers as ``header_chain`` (guard/header_chain.py, under half the
     size) instead of the ``headers`` list; verifiers before it know only ``headers``."""
+    history: HistoryProof | None = None
+    """The link to the confirming block H by the history contract (guard/history.py):
+    ``headers`` then holds the inclusion block's header alone."""
+    header_chain_reason: str | None = None
+    """Without ``history``: why the header chain is the ancestry (one of
+    :data:`guard.history.REASONS`), said in ``proof.ancestry``; None says nothing (the
+    proof's form before that section)."""
+
+    @property
+    def depth(self) -> int:
+        """H - B + 1: the number of headers, or the distance the history proof spans."""
+        if self.history is None:
+            return len(self.headers)
+        return header_number(self.history.header) - header_number(self.headers[0]) + 1
 
     def as_json(self) -> dict[str, Any]:
         """The ``proof`` object of a body."""
         if self.compact_headers:
             chain: dict[str, Any] = {"header_chain": encode_header_chain(self.headers)}
         else:
-            # A block's frozen header objects are shared by its receipts as they are: their
-            # canonical text is encoded once (guard/canonical.py), the bytes unchanged.
-            chain = {"headers": [h if type(h) is FrozenJson else dict(h) for h in self.headers]}
-        return {
+            chain = {"headers": [_shared(h) for h in self.headers]}
+        out = {
             "tx_index": self.tx_index,
             **chain,
             "receipt_proof": list(self.receipt_proof),
             "transaction_proof": list(self.transaction_proof),
         }
+        if self.history is not None:
+            out["ancestry"] = self.history.as_json()
+        elif self.header_chain_reason is not None:
+            out["ancestry"] = {"kind": HEADER_CHAIN, "reason": self.header_chain_reason}
+        return out
+
+
+def _shared(header: Mapping[str, str]) -> Mapping[str, str]:
+    """A block's frozen header object as it is (guard/canonical.py: its canonical text is
+    encoded once for every receipt of the block, the bytes unchanged), else a plain dict."""
+    return header if type(header) is FrozenJson else dict(header)
 
 
 @dataclass(frozen=True)
@@ -114,7 +139,7 @@ def finality_body(
     return {
         **subject.head(FINALITY, issued_at),
         **decided(decision, dependent_state_digest),
-        "finality": basis.as_json(len(proof.headers)),
+        "finality": basis.as_json(proof.depth),
         "proof": proof.as_json(),
     }
 
@@ -132,7 +157,7 @@ def reverted_body(
         **subject.head(FAILURE, issued_at),
         **decided(decision, dependent_state_digest),
         "failure": {"reason": "reverted"},
-        "finality": basis.as_json(len(proof.headers)),
+        "finality": basis.as_json(proof.depth),
         "proof": proof.as_json(),
     }
 
@@ -158,7 +183,7 @@ def replaced_body(
             "replaced_by": replaced_by,
             "watched_raw_tx": watched_raw_tx,
         },
-        "finality": basis.as_json(len(proof.headers)),
+        "finality": basis.as_json(proof.depth),
         "proof": proof.as_json(),
     }
 

@@ -40,6 +40,7 @@ import enum
 from dataclasses import dataclass, field
 
 from guard.canonical import digest
+from guard.directive import waiting_directive
 from guard.errors import InvalidPolicy
 from guard.types import SettlementId, UnixMillis
 
@@ -267,7 +268,7 @@ def evaluate_settlement(
     remaining = deadline - now
     return _decide(
         Verdict.AWAITING_FINALITY,
-        f"WAIT: settlement {sid} not final yet ({elapsed} ms elapsed, {remaining} ms left).",
+        waiting_directive(sid, settlement.initiated_at, deadline, now),
         settlement,
         deadline,
         elapsed,

@@ -28,9 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eth_keys.datatypes import Signature
-from eth_keys.exceptions import BadSignature
-from eth_utils.exceptions import ValidationError
+from coincurve import PublicKey
 
 from guard import rlp
 from guard.errors import GuardError
@@ -233,8 +231,13 @@ def recover_address(message_hash: bytes, parity: int, r: int, s: int) -> str:
         raise TransactionError("signature r or s is out of range (or s is not low, EIP-2)")
     if parity not in (0, 1):
         raise TransactionError(f"recovery id must be 0 or 1, got {parity}")
+    if len(message_hash) != 32:
+        raise TransactionError(f"message hash is {len(message_hash)} bytes, not 32")
+    # libsecp256k1 through coincurve directly (not eth-keys, which wraps the same call): the
+    # offline verifier then needs one small crypto package, so a slim client install stays slim.
+    signature = r.to_bytes(32, "big") + s.to_bytes(32, "big") + bytes([parity])
     try:
-        public = Signature(vrs=(parity, r, s)).recover_public_key_from_msg_hash(message_hash)
-    except (BadSignature, ValidationError) as exc:
+        public = PublicKey.from_signature_and_message(signature, message_hash, hasher=None)
+    except ValueError as exc:
         raise TransactionError(f"signature does not recover a key: {exc}") from exc
-    return "0x" + public.to_canonical_address().hex()
+    return "0x" + keccak256(public.format(compressed=False)[1:])[-20:].hex()

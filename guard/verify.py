@@ -2,7 +2,9 @@
 
 It needs nothing but the receipt (no node, no key, no clock) and checks, in this order:
 
-1. the shape: ``version`` 1, a known ``kind``, the common fields well formed;
+1. the shape: plain JSON a receipt can hold (:mod:`guard.receipt_json`: no float, no lone
+   surrogate, bounded nesting), ``version`` 1, a known ``kind``, the common fields well
+   formed;
 2. the evidence, by kind (:mod:`guard.verify_decisions`, :mod:`guard.verify_terms`; for a
    payment or job source, chain id 0, :mod:`guard.verify_offchain`; for the four recorded
    elements of a handoff, :mod:`guard.handoff_receipts`): every header's hash recomputed as
@@ -10,8 +12,8 @@ It needs nothing but the receipt (no node, no key, no clock) and checks, in this
    receipt and transaction proofs against the inclusion header's roots; the receipt's
    status; the transaction's hash (and, for a replacement, both signers and nonces);
 3. the ``digest`` (SHA-256 of the body's canonical JSON);
-4. the signature: EIP-712, low ``s``, recovering the receipt's ``signer``, and, when
-   ``trusted_signers`` is given, one of those.
+4. the signature: one spelling (0x and lower-case hex), EIP-712, low ``s``, recovering the
+   receipt's ``signer``, and, when ``trusted_signers`` is given, one of those.
 
 The first failing check raises :class:`~guard.errors.ReceiptInvalid` with one precise line
 (``header 812: parentHash does not match block 811``, ``receipt proof: node 3 missing``,
@@ -26,6 +28,7 @@ offline check: ``finality verify --rpc URL`` asks one about :attr:`VerifiedRecei
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,12 +36,15 @@ from typing import Any
 from guard import receipts as fmt
 from guard.canonical import CanonicalError
 from guard.errors import ReceiptInvalid
-from guard.fields import address, hash32, integer, obj, text
+from guard.fields import address, hash32, integer, text
 from guard.handoff_receipts import HANDOFF_KINDS, verify_handoff
+from guard.receipt_json import check_plain_json
 from guard.txs import TransactionError, recover_address
 from guard.verify_chain import ChainFacts
 from guard.verify_decisions import verify_decision
 from guard.verify_terms import verify_binding, verify_offchain_binding, verify_revocation
+
+_SIGNATURE = re.compile(r"0x[0-9a-f]{130}")
 
 
 @dataclass(frozen=True)
@@ -99,7 +105,7 @@ def verify_receipt(
     :func:`~guard.receipt_format.body_hashes` it signed (not computed again: ~100 KB of
     canonical JSON at N = 64); all else is checked as for anyone. Never for a given receipt.
     """
-    receipt = obj(receipt, "receipt")
+    receipt = check_plain_json(receipt)
     version = receipt.get("version")
     if version != fmt.FORMAT_VERSION or isinstance(version, bool):
         raise ReceiptInvalid(f"version: {version!r} is not a supported receipt version (1)")
@@ -184,13 +190,11 @@ def _check_seal(
 
 
 def _recover(message: bytes, signature: str) -> str:
-    """The address that signed ``message`` (65-byte r || s || v, v = 27 or 28)."""
-    if not signature.startswith("0x") or len(signature) != 132:
-        raise ReceiptInvalid("signature: must be 0x and 65 bytes of hex (r || s || v)")
-    try:
-        raw = bytes.fromhex(signature[2:])
-    except ValueError:
-        raise ReceiptInvalid("signature: is not hex") from None
+    """The address that signed ``message`` (65-byte r || s || v, v = 27 or 28), written one
+    way only: 0x and lower-case hex, so one receipt has one text."""
+    if _SIGNATURE.fullmatch(signature) is None:
+        raise ReceiptInvalid("signature: must be 0x and 65 bytes of lower-case hex (r || s || v)")
+    raw = bytes.fromhex(signature[2:])
     v = raw[64]
     if v not in (27, 28):
         raise ReceiptInvalid(f"signature: v must be 27 or 28, got {v}")

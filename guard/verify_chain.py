@@ -2,7 +2,9 @@
 
 Headers: each header's hash is recomputed (:mod:`guard.headers`), and each one must be the
 parent of the next (``parentHash`` and ``number``), so the last one, the confirming head,
-sits ``len(headers) - 1`` blocks above the inclusion block: depth = number of headers.
+sits ``len(headers) - 1`` blocks above the inclusion block: depth = number of headers. Or,
+with a ``history_storage`` ancestry (:mod:`guard.history`), the inclusion header alone and
+the confirming head's state holding its hash: depth = head - block + 1.
 
 Inclusion: the trie key of the tx is ``rlp(tx_index)``; the receipt proof leads from the
 inclusion header's ``receiptsRoot`` to the receipt (``status`` 1 success, 0 reverted; a
@@ -27,6 +29,14 @@ from guard.errors import ReceiptInvalid
 from guard.fields import array, child, hex_bytes, integer, keys, obj
 from guard.header_chain import decode_header_chain
 from guard.headers import HeaderError, field_bytes, header_hash, header_number
+from guard.history import (
+    HEADER_CHAIN,
+    HISTORY_STORAGE,
+    ancestry_head,
+    ancestry_kind,
+    header_chain_reason,
+    verify_history_ancestry,
+)
 from guard.mpt import ProofError, verify_proof
 from guard.tx_types_l2 import OP_DEPOSIT
 from guard.txs import TransactionError, canonical_bytes, transaction_hash
@@ -47,9 +57,13 @@ class ChainFacts:
     status: int | None = None
     """Its receipt status (1 success, 0 reverted)."""
     confirmations: int | None = None
-    """Depth the headers show (number of headers)."""
+    """Depth the proof shows (the number of headers, or head - block + 1 with a history
+    proof)."""
     transaction_form: str | None = None
     """``canonical``, or ``network`` (a blob tx with its sidecar, as anvil commits it)."""
+    ancestry: str | None = None
+    """How the block's link to the head is proven, when the receipt says
+    (:attr:`Inclusion.ancestry`)."""
     anchor: tuple[int, str] | None = None
     """(number, hash) of the highest block the receipt proves; ``--rpc`` checks it."""
     dependent_state_digest: str | None = None
@@ -72,6 +86,10 @@ class Inclusion:
     head_number: int
     head_hash: str
     depth: int
+    ancestry: str | None = None
+    """How the proof says the block is linked to the head (guard/history.py):
+    ``history_storage``, ``header_chain (REASON)``, or None when it carries no ``ancestry``
+    (the header chain, as every receipt before that section)."""
 
 
 # -- headers ----------------------------------------------------------------------------------
@@ -191,12 +209,13 @@ def verify_inclusion(proof: Mapping[str, Any]) -> Inclusion:
     """The headers, then the receipt and transaction proofs against the first header."""
     keys(
         proof,
-        ("tx_index", "headers", "header_chain", "receipt_proof", "transaction_proof"),
+        ("tx_index", "headers", "header_chain", "receipt_proof", "transaction_proof", "ancestry"),
         "proof",
     )
     tx_index = integer(proof, "tx_index", "proof")
     headers = proof_headers(proof)
     number, block_hash, header = headers[0]
+    head_number, head_hash, depth, ancestry = _ancestry(proof, headers)
     key = rlp.encode(rlp.encode_uint(tx_index))
     try:
         receipt = verify_proof(
@@ -222,7 +241,6 @@ def verify_inclusion(proof: Mapping[str, Any]) -> Inclusion:
     except TransactionError as exc:
         raise ReceiptInvalid(f"transaction proof: the value is not a transaction: {exc}") from exc
     network = canonical_bytes(tx_bytes) != tx_bytes  # a blob tx with its sidecar
-    head_number, head_hash, _ = headers[-1]
     return Inclusion(
         block_number=number,
         block_hash=block_hash,
@@ -233,5 +251,28 @@ def verify_inclusion(proof: Mapping[str, Any]) -> Inclusion:
         form="network" if network else "canonical",
         head_number=head_number,
         head_hash=head_hash,
-        depth=len(headers),
+        depth=depth,
+        ancestry=ancestry,
     )
+
+
+def _ancestry(
+    proof: Mapping[str, Any], headers: list[tuple[int, str, Mapping[str, Any]]]
+) -> tuple[int, str, int, str | None]:
+    """(head number, head hash, depth, :attr:`Inclusion.ancestry`) of a proof whose headers
+    are checked: the last header and their count for a header chain; for a
+    ``history_storage`` ancestry (guard/history.py) the inclusion header alone, and block H
+    above it in the history contract's proof."""
+    kind, ancestry = ancestry_kind(proof)
+    if ancestry is None or kind == HEADER_CHAIN:
+        said = None if ancestry is None else f"{HEADER_CHAIN} ({header_chain_reason(ancestry)})"
+        head_number, head_hash, _ = headers[-1]
+        return head_number, head_hash, len(headers), said
+    if len(headers) != 1:
+        raise ReceiptInvalid(
+            f"proof: a {HISTORY_STORAGE} ancestry goes with the inclusion block's header alone, "
+            f"not {len(headers)} headers"
+        )
+    number, block_hash, _ = headers[0]
+    link = verify_history_ancestry(ancestry, number, block_hash, ancestry_head(ancestry))
+    return link.head_number, link.head_hash, link.depth, HISTORY_STORAGE

@@ -16,6 +16,7 @@ from typing import Any
 from guard import receipts as fmt
 from guard.attestation import FORM, attestation_claim, attested_inclusion
 from guard.errors import ReceiptInvalid
+from guard.evidence_facts import evidence_facts, hold, hold_head, hold_terms, required, state_rest
 from guard.fields import (
     child,
     digest_text,
@@ -78,14 +79,17 @@ def verify_decision(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, lis
         claims.append(attestation_claim(why))
     else:
         inclusion = verify_inclusion(child(body, "proof", ""))
-    reason = _verify_outcome(kind, body, inclusion, claims)
-    basis = _verify_basis(child(body, "finality", ""), inclusion, claims)
-    _cross_check(evidence, inclusion, reason or basis)
+    reason, replacing = _verify_outcome(kind, body, inclusion, claims)
+    finality = child(body, "finality", "")
+    basis = _verify_basis(finality, inclusion, claims)
+    _cross_check(body, finality, inclusion, reason or basis, replacing, claims)
     status = "success" if inclusion.status else "reverted"
     what = f"replaced by {inclusion.tx_hash}, " if reason == "replaced" else ""
     summary = ("ATTESTATION ONLY, no header chain checked: " if attested else "") + (
         f"{what}block {inclusion.block_number} ({inclusion.block_hash}), tx {inclusion.tx_index}, "
-        f"{status}, depth {inclusion.depth} (head {inclusion.head_number}), basis {basis}"
+        f"{status}, depth {inclusion.depth} (head {inclusion.head_number}"
+        + (f", ancestry {inclusion.ancestry}" if inclusion.ancestry else "")
+        + f"), basis {basis}"
     )
     return (
         ChainFacts(
@@ -96,6 +100,7 @@ def verify_decision(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, lis
             status=inclusion.status,
             confirmations=inclusion.depth,
             transaction_form=inclusion.form,
+            ancestry=inclusion.ancestry,
             anchor=(inclusion.head_number, inclusion.head_hash),
             dependent_state_digest=state,
         ),
@@ -105,28 +110,30 @@ def verify_decision(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, lis
 
 def _verify_outcome(
     kind: str, body: Mapping[str, Any], inclusion: Inclusion, claims: list[str]
-) -> str | None:
+) -> tuple[str | None, SignedTx | None]:
     """Check that the proven tx and its status are what the kind says: the watched tx with
     status 1 (finality), with status 0 (``reverted``), or another tx with its sender and
     nonce (``replaced``, claims appended to ``claims``). Returns the failure reason (None
-    for finality)."""
+    for finality) and, for a replacement decoded from its proven bytes, the replacing tx."""
     if kind == fmt.FINALITY:
         _expect_tx(inclusion, text(body, "tx_hash", ""), "the watched tx")
         if inclusion.status != 1:
             raise ReceiptInvalid(f"receipt proof: status is {inclusion.status}, not 1 (success)")
-        return None
+        return None, None
     failure = child(body, "failure", "")
     reason = text(failure, "reason", "failure")
+    replacing = None
     if reason == "reverted":
         keys(failure, ("reason",), "failure")
         _expect_tx(inclusion, text(body, "tx_hash", ""), "the watched tx")
         if inclusion.status != 0:
             raise ReceiptInvalid(f"receipt proof: status is {inclusion.status}, not 0 (reverted)")
     elif reason == "replaced":
-        claims += _verify_replacement(body, failure, inclusion)
+        said, replacing = _verify_replacement(body, failure, inclusion)
+        claims += said
     else:
         raise ReceiptInvalid(f"failure.reason: {reason!r} is not 'reverted' or 'replaced'")
-    return reason
+    return reason, replacing
 
 
 def _expect_tx(inclusion: Inclusion, tx_hash: str, what: str) -> None:
@@ -138,8 +145,10 @@ def _expect_tx(inclusion: Inclusion, tx_hash: str, what: str) -> None:
 
 def _verify_replacement(
     body: Mapping[str, Any], failure: Mapping[str, Any], inclusion: Inclusion
-) -> list[str]:
-    """The replacing tx is proven; it must share sender and nonce with the watched tx."""
+) -> tuple[list[str], SignedTx | None]:
+    """The replacing tx is proven; it must share sender and nonce with the watched tx.
+    Returns the claims and the replacing tx decoded from its proven bytes (None for an
+    attestation, which carries no bytes)."""
     keys(failure, ("reason", "replaced_by", "watched_raw_tx"), "failure")
     watched = text(body, "tx_hash", "")
     replaced_by = hash32(failure, "replaced_by", "failure")
@@ -147,7 +156,7 @@ def _verify_replacement(
     if replaced_by == watched:
         raise ReceiptInvalid("failure.replaced_by: is the watched tx itself")
     if inclusion.form == FORM:
-        return [f"{replaced_by} replaced the watched tx {watched}: the signer's claim"]
+        return [f"{replaced_by} replaced the watched tx {watched}: the signer's claim"], None
     try:
         replacing = decode_signed(inclusion.tx_bytes)
     except TransactionError as exc:
@@ -161,7 +170,7 @@ def _verify_replacement(
         return [
             f"the watched tx {watched} was sent by {replacing.sender} with nonce "
             f"{replacing.nonce}: the signer's claim (its signed bytes were not recorded)"
-        ]
+        ], replacing
     try:
         own: SignedTx = decode_signed(hex_bytes(raw, "failure.watched_raw_tx"))
     except TransactionError as exc:
@@ -173,7 +182,7 @@ def _verify_replacement(
             f"failure: the watched tx is ({own.sender}, nonce {own.nonce}) but the replacing tx "
             f"is ({replacing.sender}, nonce {replacing.nonce})"
         )
-    return []
+    return [], replacing
 
 
 def _verify_basis(finality: Mapping[str, Any], inclusion: Inclusion, claims: list[str]) -> str:
@@ -207,18 +216,33 @@ def _verify_basis(finality: Mapping[str, Any], inclusion: Inclusion, claims: lis
     return basis
 
 
-def _cross_check(evidence: object, inclusion: Inclusion, kind: str) -> None:
-    """The decision's evidence must name the block the proofs show."""
-    if not isinstance(evidence, Mapping):
-        raise ReceiptInvalid("evidence: a decision receipt needs the decision's evidence")
-    if evidence.get("kind") != kind:
-        raise ReceiptInvalid(f"evidence.kind: {evidence.get('kind')!r} is not {kind!r}")
-    facts = obj(evidence.get("facts"), "evidence.facts")
-    for key, proven in (
-        ("block_number", inclusion.block_number),
-        ("block_hash", inclusion.block_hash),
-    ):
-        if facts.get(key) != proven:
-            raise ReceiptInvalid(
-                f"evidence.facts.{key}: {facts.get(key)!r} is not the proven block's {proven!r}"
-            )
+def _cross_check(
+    body: Mapping[str, Any],
+    finality: Mapping[str, Any],
+    inclusion: Inclusion,
+    kind: str,
+    replacing: SignedTx | None,
+    claims: list[str],
+) -> None:
+    """Every fact of the decision's evidence is what the proofs show (the block, the tx,
+    its index and status, the head, a replacement's sender and nonce), restates the
+    receipt's terms, or is said to be the signer's word (:mod:`guard.evidence_facts`)."""
+    facts = evidence_facts(body.get("evidence"), kind)
+    required(facts, ("block_number", "block_hash"))
+    block = {"block_number": inclusion.block_number, "block_hash": inclusion.block_hash}
+    checked = hold(facts, block, "the proven block's")
+    tx: dict[str, object] = {"tx_hash": body.get("tx_hash")}
+    if kind == "replaced":
+        tx["replaced_by"] = inclusion.tx_hash
+        if replacing is not None:
+            tx.update(sender=replacing.sender, nonce=replacing.nonce)
+    else:
+        tx.update(tx_index=inclusion.tx_index, status=inclusion.status)
+    checked += hold(facts, tx, "the proven tx's")
+    hashes = {
+        inclusion.block_number: inclusion.block_hash,
+        inclusion.head_number: inclusion.head_hash,
+    }
+    checked += hold_head(facts, inclusion.block_number, hashes, claims)
+    checked += hold_terms(facts, body, finality)
+    state_rest(facts, checked, claims)

@@ -61,6 +61,13 @@ def verify_timeout(body: Mapping[str, Any], state: str | None) -> tuple[ChainFac
         obj(late, "late_finality")
     claims: list[str] = []
     anchor, where = _head_at_deadline(child(body, "proof", ""), deadline, claims)
+    evidence = field(body, "evidence", "")
+    if evidence is not None:  # the last progress before the deadline: nothing proves it here
+        kind = obj(evidence, "evidence").get("kind")
+        claims.append(
+            f"evidence ({kind!r}, the last observation before the deadline): the decision's "
+            "record, not checked against the proofs"
+        )
     late_note = "; finality observed late: reconcile" if late is not None else ""
     return (
         ChainFacts(

@@ -4,7 +4,7 @@
 # Ctrl-C stops both. An anvil already listening on 8545 is reused, not restarted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/bootstrap.sh
+./scripts/bootstrap.sh run  # the daemon's packages and anvil, no test tools
 ANVIL=.tools/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil
 anvil_pid=""
 if ! curl -s -o /dev/null -X POST -H 'content-type: application/json' \
@@ -22,4 +22,5 @@ if ! curl -s -o /dev/null -X POST -H 'content-type: application/json' \
     echo "anvil: http://127.0.0.1:8545 (a block every second, log in .run/anvil.log)" >&2
 fi
 echo "finality: API at http://127.0.0.1:8710 (docs at /docs); stop with Ctrl-C" >&2
+echo "finality: operator console at http://127.0.0.1:8710/ui/" >&2
 .venv/bin/finality run --config config/local.toml

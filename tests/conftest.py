@@ -19,6 +19,7 @@ PG_BASE = os.environ.get("FINALITY_TEST_PG", "postgresql://postgres@127.0.0.1:54
 
 LONGEST_FIRST = (
     "tests/e2e/test_cli.py",
+    "tests/e2e/test_min_versions.py",  # its venv, when built: mostly waiting on downloads
     "tests/e2e/test_chaos_soak.py",
     "tests/integration/test_receipts_build.py",
     "tests/e2e/test_secrets.py",
@@ -27,6 +28,7 @@ LONGEST_FIRST = (
     "tests/e2e/test_process.py",
     "tests/e2e/test_schemathesis.py",
     "tests/e2e/test_payments.py",
+    "tests/e2e/test_console.py",
     "tests/e2e/test_listing_batch.py",
     "tests/e2e/test_handoff_daemons.py",
     "tests/e2e/test_delivery_crash.py",

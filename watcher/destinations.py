@@ -11,8 +11,11 @@ So a destination is refused when any address its host resolves to is
 * ``private`` (10/8, 172.16/12, 192.168/16, fc00::/7),
 * ``loopback`` (127/8, ::1),
 * ``unspecified`` (0.0.0.0, ::: both reach the local host),
-* ``multicast``, ``reserved`` or otherwise ``not globally routable`` (100.64/10, 192.0.0/24,
-  documentation and benchmarking ranges, broadcast),
+* ``multicast``, ``reserved`` (240/4, broadcast, IPv6 outside 2000::/3), or in a block of
+  IANA's special-purpose address registries that is not globally reachable (the IPv4 and
+  IPv6 registries as of 2025, :data:`SPECIAL_PURPOSE`: 100.64/10, 192.0.0/24, 198.18/15,
+  documentation ranges, Teredo, ORCHID...). The table is ours, not ``ipaddress.is_global``:
+  Python 3.11's list misses blocks (it takes ``192.0.0.8`` for a public address),
 
 an IPv6 address that embeds an IPv4 one (``::ffff:10.0.0.1``, 6to4, NAT64) being judged by
 the IPv4 address inside; and a URL with credentials (``user:pw@``) is refused always (they
@@ -52,6 +55,53 @@ _PRIVATE = tuple(
 )
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _BROADCAST = ipaddress.IPv4Address("255.255.255.255")
+_GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
+
+SPECIAL_PURPOSE: tuple[tuple[IPNetwork, str], ...] = tuple(
+    (ipaddress.ip_network(block), name)
+    for block, name in (
+        # IANA IPv4 Special-Purpose Address Registry: blocks whose "Globally Reachable" is
+        # False or N/A (the private, loopback, link-local and 240/4 ones are named above).
+        ("0.0.0.0/8", '"this network"'),
+        ("100.64.0.0/10", "shared address space (carrier-grade NAT)"),
+        ("192.0.0.0/24", "IETF protocol assignments"),
+        ("192.0.2.0/24", "documentation (TEST-NET-1)"),
+        ("192.88.99.0/24", "deprecated 6to4 relay anycast"),
+        ("198.18.0.0/15", "benchmarking"),
+        ("198.51.100.0/24", "documentation (TEST-NET-2)"),
+        ("203.0.113.0/24", "documentation (TEST-NET-3)"),
+        # IANA IPv6 Special-Purpose Address Registry (NAT64's 64:ff9b::/96, 6to4 and mapped
+        # addresses are judged by the IPv4 address inside: embedded_v4).
+        ("64:ff9b:1::/48", "local-use IPv4/IPv6 translation"),
+        ("100::/64", "discard-only"),
+        ("100:0:0:1::/64", "dummy prefix"),
+        ("2001::/23", "IETF protocol assignments (Teredo, ORCHID, benchmarking)"),
+        ("2001:db8::/32", "documentation"),
+        ("3fff::/20", "documentation"),
+        ("5f00::/16", "segment routing SIDs"),
+    )
+)
+"""IANA special-purpose blocks a destination may not be in (besides private, loopback,
+link-local, unspecified, multicast and reserved, which are named by their own class). The
+few globally reachable anycast addresses inside 192.0.0.0/24 and 2001::/23 (PCP, TURN,
+AS112, AMT) are refused with their block: nobody's webhook lives there."""
+
+
+MAX_URL_BYTES = 65_536
+"""Longest destination URL (UTF-8 bytes): longer is a mistake or an attack, never a webhook."""
+
+
+def url_text_problem(url: str) -> str | None:
+    """Why ``url`` cannot be sent to as written (scheme, length, control characters), or
+    None. CR, LF or NUL in a URL would never make a valid request line (and could split
+    one), so it is refused where it is given, not retried at every delivery."""
+    if not url.startswith(("http://", "https://")):
+        return "must be an http:// or https:// URL"
+    if len(url.encode("utf-8", "surrogatepass")) > MAX_URL_BYTES:
+        return f"is longer than {MAX_URL_BYTES} bytes"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        return "holds a control character (CR, LF, NUL, TAB...)"
+    return None
 
 
 class DestinationRefused(ValueError):
@@ -93,10 +143,15 @@ def address_class(ip: IPAddress) -> str | None:
         return "multicast"
     if any(ip in net for net in _PRIVATE if net.version == ip.version):
         return "private"
+    for block, name in SPECIAL_PURPOSE:
+        if block.version == ip.version and ip in block:
+            return f"not globally reachable ({name})"
     if ip.is_reserved or (isinstance(ip, ipaddress.IPv4Address) and ip == _BROADCAST):
         return "reserved"
+    if isinstance(ip, ipaddress.IPv6Address) and ip not in _GLOBAL_UNICAST_V6:
+        return "reserved"
     if not ip.is_global:
-        return "not globally routable"
+        return "not globally reachable"
     return None
 
 
@@ -223,9 +278,22 @@ MAX_CACHED = 4096
 """Hosts a :class:`CachingResolver` remembers before it starts over."""
 
 
+def destination_of(url: str) -> str:
+    """What one destination is (a per-destination limit counts it): scheme, host and port."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or DEFAULT_PORTS.get(parts.scheme, 0)
+    except ValueError:
+        return url
+    return f"{parts.scheme}://{parts.hostname}:{port}"
+
+
 def check_url(url: str, allow: AllowList, resolver: Resolver = resolve) -> list[IPAddress]:
     """The addresses ``url`` may be sent to; :class:`DestinationRefused` naming the reason
     if any is refused, if it carries credentials, or if its host does not resolve."""
+    problem = url_text_problem(url)
+    if problem is not None:
+        raise DestinationRefused(problem)
     try:
         parts = urlsplit(url)
         port = parts.port or DEFAULT_PORTS.get(parts.scheme.lower(), 0)

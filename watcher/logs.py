@@ -41,8 +41,16 @@ REDACTING = RedactingFilter()
 """The one filter on the root handler."""
 
 
+CHATTY = ("alembic", "uvicorn.error", "httpx", "mcp")
+"""Libraries whose INFO lines repeat what the daemon says once in its own words (Alembic's
+line per revision and context, uvicorn's "Started server process" and "running on", a line
+per HTTP request): shown only at debug."""
+
+
 def configure(level: str = "INFO") -> None:
-    """One line per record on stderr: time, level, logger, message (redacted)."""
+    """One line per record on stderr: time, level, logger, message (redacted). Below debug,
+    the start-up says one line per fact an operator needs; the libraries' details are at
+    debug."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(REDACTING)
@@ -51,6 +59,9 @@ def configure(level: str = "INFO") -> None:
     root.setLevel(level)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+    quiet = logging.NOTSET if root.getEffectiveLevel() <= logging.DEBUG else logging.WARNING
+    for name in CHATTY:
+        logging.getLogger(name).setLevel(quiet)
 
 
 def protect(secrets: Iterable[str]) -> None:

@@ -7,10 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from guard.canonical import canonical_json
+from guard.directive import waiting_directive
 from guard.settlement import (
     Observation,
     Settlement,
     SettlementPolicy,
+    Verdict,
     deadline_of,
     decision_as_json,
     evaluate_settlement,
@@ -67,6 +70,24 @@ class Registration:
     """The signed bytes (0x hex), checked against ``tx_hash``: a replacement is provable."""
     owner: str = ANONYMOUS_OWNER
     """The API caller registering it (``Caller.name``): its settlement, nobody else's."""
+
+
+def differing_terms(stored: SettlementRecord, new: NewSettlement) -> list[str]:
+    """The request fields on which ``new`` asks for other terms than the ``stored``
+    settlement it repeats (empty: the same registration, answered as it stands). The terms
+    are what the watcher promises the caller: depth, deadline, the state it will deliver
+    and where; a repeat must not silently keep the old ones."""
+    state = (canonical_json(stored.dependent_state), canonical_json(new.dependent_state))
+    return [
+        name
+        for name, differs in (
+            ("confirmations", stored.required_confirmations != new.required_confirmations),
+            ("timeout_s", stored.timeout_ms != new.timeout_ms),
+            ("dependent_state", state[0] != state[1]),
+            ("commit_url", stored.commit_url != new.commit_url),
+        )
+        if differs
+    ]
 
 
 def register(store: Store, reg: Registration, now: int) -> tuple[SettlementRecord, bool]:
@@ -132,18 +153,61 @@ def awaiting_row(
     )
 
 
+def live_directive(rec: SettlementRecord, now: int) -> str | None:
+    """The directive as of ``now``: a settlement still waiting says the time elapsed and
+    left now (the stored one was true only when it was decided); a terminal one's stands."""
+    if rec.verdict == Verdict.AWAITING_FINALITY.value:
+        return waiting_directive(rec.settlement_id, rec.initiated_at, rec.deadline, now)
+    directive = rec.decision.get("directive")
+    return None if directive is None else str(directive)
+
+
+def waiting_for(rec: SettlementRecord, head: int | None, finalized: int | None) -> str | None:
+    """What the settlement's finality rule still waits for, in words (None once terminal):
+    inclusion; a depth (``depth 8; now 3``); or the chain's ``finalized`` block to reach the
+    tx's block (``the finalized block to reach 812; finalized now 760``), which a depth
+    count like 52/600 would misstate."""
+    if rec.verdict != Verdict.AWAITING_FINALITY.value:
+        return None
+    if rec.block_number is None:
+        return "inclusion in a block"
+    depth = f"depth {rec.required_confirmations}; now {depth_of(rec.block_number, head)}"
+    if rec.finality_mode == "safe":
+        tag = f"the safe block to reach {rec.block_number}"
+    else:
+        now = "unknown" if finalized is None else finalized
+        tag = f"the finalized block to reach {rec.block_number}; finalized now {now}"
+    return {
+        "depth": depth,
+        "finalized": tag,
+        "safe": tag,
+        "depth_or_finalized": f"{depth}; or {tag}",
+        "depth_and_finalized": f"{depth}; and {tag}",
+    }.get(rec.finality_mode, depth)
+
+
 def settlement_view(
     rec: SettlementRecord,
     head_number: int | None,
     receipt: Mapping[str, Any] | None = None,
     binding: Mapping[str, Any] | None = None,
+    notes: Mapping[str, str] | None = None,
+    *,
+    now: int,
+    finalized: int | None = None,
 ) -> dict[str, Any]:
-    """The public JSON view of a settlement (DESIGN.md's contract).
+    """The public JSON view of a settlement (DESIGN.md's contract), as of ``now``.
+
+    ``notes`` are keys present only when there is something to say about the node data the
+    settlement rests on (``waiting``, ``attestation``: watcher/api/views.py ``node_notes``).
 
     ``receipt`` is the latest signed receipt of the decision, when there is one; until it is
     signed (moments after the verdict commits) a terminal settlement shows its decision,
     unsigned, and ``receipt_signed`` is false. ``binding`` is the signed
-    dependent_state_binding_receipt, when the settlement has dependent state."""
+    dependent_state_binding_receipt, when the settlement has dependent state.
+    ``finalized``: the chain's recorded ``finalized`` block, for ``waiting_for`` under a
+    rule that uses it. The ``directive`` and ``waiting_for`` are computed now, never read
+    back as they were at the last decision."""
     decision = rec.decision
     terminal = rec.verdict in (
         "FINALITY_CONFIRMED",
@@ -156,7 +220,8 @@ def settlement_view(
         "chain": rec.chain,
         "tx_hash": rec.tx_hash,
         "verdict": rec.verdict,
-        "directive": decision.get("directive"),
+        "directive": live_directive(rec, now),
+        "waiting_for": waiting_for(rec, head_number, finalized),
         "block_number": rec.block_number,
         "block_hash": rec.block_hash,
         "status": rec.receipt_status,
@@ -176,4 +241,5 @@ def settlement_view(
         "binding": None if binding is None else dict(binding),
         "dependent_state": rec.dependent_state,
         "commit_url": rec.commit_url,
+        **(notes or {}),
     }

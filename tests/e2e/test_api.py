@@ -432,3 +432,19 @@ def test_reorg_is_listed_with_ancestor_and_touched_settlement(
     reorgs = daemon.get("/v1/reorgs", params={"chain": "local"})
     assert reorgs.status_code == 200
     assert daemon.get("/v1/reorgs", params={"chain": "nope"}).status_code == 404
+
+
+def test_the_api_explorer_loads_nothing_from_off_the_host(daemon: Daemon) -> None:
+    """/docs and /redoc work offline: every script, stylesheet and image they name is served
+    by the daemon itself (a path on this host), and no URL in the pages points elsewhere."""
+    for page, marker in (("/docs", "SwaggerUIBundle"), ("/redoc", "<redoc")):
+        html = daemon.get(page)
+        assert html.status_code == 200 and marker in html.text
+        assert not re.search(r"(https?:)?//[a-z]", html.text, re.IGNORECASE), html.text
+        assets = re.findall(r"""(?:src|href)=["']([^"']+)["']|url: ?["']([^"']+)["']""", html.text)
+        urls = [a or b for a, b in assets] + re.findall(r"spec-url=\"([^\"]+)\"", html.text)
+        assert urls, html.text
+        for url in urls:
+            assert url.startswith("/"), f"{page} loads {url} from off the host"
+            fetched = daemon.get(url)
+            assert fetched.status_code == 200 and len(fetched.content) > 100, url

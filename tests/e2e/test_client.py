@@ -197,3 +197,37 @@ def test_wait_on_a_settlement_already_final_answers_from_its_first_read(
     final = client.wait(sid, timeout_s=60)
     assert final["verdict"] == "FINALITY_CONFIRMED"
     assert seen.count(f"GET /v1/settlements/{sid}") == 1, seen
+
+
+def test_every_registration_field_is_a_keyword_and_signers_pin_the_receipt_key(
+    module_anvil: Anvil, module_daemon: Daemon
+) -> None:
+    """``provisional``, ``sender``, ``nonce`` and ``raw_tx`` reach the daemon (it checks and
+    stores them: a wrong raw_tx is refused naming it), and ``signers()`` gives the key that
+    verifies the receipt when pinned."""
+    client = FinalityClient(module_daemon.url)
+    tx = module_anvil.send()
+    facts = module_anvil.rpc("eth_getTransactionByHash", tx)
+    with pytest.raises(Rejected) as caught:
+        client.register(CHAIN, tx, raw_tx="0x02c0")
+    assert caught.value.status == 422 and "raw_tx" in str(caught.value)
+
+    sid = client.register(
+        CHAIN,
+        tx,
+        confirmations=2,
+        provisional=True,
+        sender=facts["from"],
+        nonce=int(facts["nonce"], 16),
+        raw_tx=module_anvil.raw_tx(tx),
+    )["settlement_id"]
+    assert module_daemon.query("SELECT sender, nonce FROM settlements WHERE tx_hash = ?", tx) == [
+        (facts["from"].lower(), int(facts["nonce"], 16))
+    ]
+    final = client.wait(sid, timeout_s=60, on_progress=mine_once(module_anvil, 2))
+    assert final["verdict"] == "FINALITY_CONFIRMED"
+
+    [current] = [s for s in client.signers() if s.current]
+    receipt = client.receipt(sid)
+    assert verify(receipt, signers=[current.address]).valid
+    assert not verify(receipt, signers=["0x" + "11" * 20]).valid

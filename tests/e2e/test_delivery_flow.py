@@ -8,6 +8,7 @@ tests' settlements lie below the replaced range.
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+import standardwebhooks
 
 from guard.verify import verify_receipt
 from tests.support.anvil import Anvil
@@ -23,7 +25,8 @@ from tests.support.receiver import Receiver
 
 pytestmark = pytest.mark.anvil
 
-SECRET = "e2e-secret"
+SECRET = "whsec_" + base64.b64encode(b"e2e-secret-of-twenty-four").decode()
+"""Standard Webhooks' form: what a receiver's ``standardwebhooks.Webhook(SECRET)`` takes."""
 STATE_LIMIT = 2048
 DELIVERY = {
     "max_attempts": 4,
@@ -102,7 +105,7 @@ def test_a_final_settlement_commits_its_state_once(
     assert commit["receipt"]["kind"] == "settlement_finality_receipt"
     assert commit["receipt"]["receipt"]["decision_digest"] == commit["decision"]["digest"]
     assert commit["binding"]["kind"] == "dependent_state_binding_receipt"
-    assert commit["receipt_missing"] is None
+    assert commit["receipt_unavailable"] is None
     confirmed = wait_alert(receiver, "settlement_confirmed", lambda a: a["settlement_id"] == sid)
     assert confirmed["severity"] == "info"
 
@@ -454,3 +457,36 @@ def test_a_delivered_commit_whose_tx_comes_back_gets_a_violation_then_the_commit
     assert resent["decision"]["digest"] != commit["decision"]["digest"]
     assert resent["receipt"]["receipt"]["decision_digest"] == resent["decision"]["digest"]
     assert violation["revoked_receipt_digest"] != resent["receipt"]["digest"]
+
+
+def test_every_delivery_verifies_with_the_standard_webhooks_library(
+    daemon: Daemon, module_anvil: Anvil, receiver: Receiver
+) -> None:
+    """The independent oracle: the ``standardwebhooks`` package accepts every commit, discard
+    and alert the daemon sent this module, and refuses each one altered or replayed."""
+    sids = {}
+    for effect, tx in (("commit", module_anvil.send()), ("discard", module_anvil.send_revert())):
+        module_anvil.receipt(tx)
+        view = daemon.register(tx, dependent_state={"o": 1}, commit_url=receiver.url("/commit"))
+        sids[effect] = view["settlement_id"]
+    module_anvil.mine(2)
+    for effect, sid in sids.items():
+        wait_effect(receiver, sid, effect)
+    wait_alert(receiver, "settlement_confirmed", lambda a: a["settlement_id"] == sids["commit"])
+    webhook = standardwebhooks.Webhook(SECRET)
+    requests = receiver.received()
+    kinds = {r.headers["x-finality-event"] for r in requests}
+    assert {"commit", "discard", "settlement_confirmed"} <= kinds, kinds
+    for request in requests:
+        assert request.headers["webhook-id"] == request.key
+        webhook.verify(request.body, request.headers)  # raises on a bad one
+
+    sample = next(r for r in requests if r.headers["x-finality-event"] == "commit")
+    forged = [
+        (sample.body.replace(b'"commit"', b'"discard"'), sample.headers),  # altered body
+        (sample.body, {**sample.headers, "webhook-timestamp": str(int(time.time()) + 1)}),
+        (sample.body, {**sample.headers, "webhook-id": sample.key.replace("commit", "x")}),
+    ]
+    for body, headers in forged:
+        with pytest.raises(standardwebhooks.WebhookVerificationError):
+            webhook.verify(body, headers)

@@ -46,17 +46,19 @@ def test_a_batch_answers_every_item_in_order_and_stores_the_valid_ones(daemon: D
     first, second = unknown_hash(0xB1), unknown_hash(0xB2)
     items = [
         _item(first, confirmations=2),
-        _item(first),  # the same tx again, in the same batch
+        _item(first, confirmations=2),  # the same tx again, in the same batch
         _item("0x1234"),  # malformed hash
         {"chain": "nope", "tx_hash": unknown_hash(0xB3)},
         {"kind": "stripe_payment_intent", "ref": "pi_1"},  # no such source here
         _item(second, dependent_state={"order": 7}),
+        _item(first),  # the same tx with other terms (the chain's default depth)
     ]
     answer = daemon.post("/v1/settlements/batch", {"items": items})
     assert answer.status_code == 200, answer.text
     results = answer.json()["results"]
     assert [r["index"] for r in results] == list(range(len(items)))
-    assert [r["status"] for r in results] == [201, 200, 422, 422, 422, 201]
+    assert [r["status"] for r in results] == [201, 200, 422, 422, 422, 201, 409]
+    assert results[6]["fields"] == ["confirmations"] and results[6]["settlement"] is None
     assert results[0]["settlement"]["settlement_id"] == results[1]["settlement"]["settlement_id"]
     assert results[0]["settlement"]["required_confirmations"] == 2
     assert results[2]["fields"] == ["tx_hash"] and "tx_hash" in results[2]["error"]
@@ -191,10 +193,12 @@ def test_a_batch_mixes_transactions_and_payments(
             _item(unknown_hash(0x7A1)),
             {"kind": "stripe_payment_intent", "ref": "pi_batch_1", "dependent_state": {"a": 1}},
             {"kind": "stripe_payment_intent", "ref": "not a ref"},
+            {"kind": "stripe_payment_intent", "ref": "pi_batch_1", "dependent_state": {"a": 1}},
             {"kind": "stripe_payment_intent", "ref": "pi_batch_1"},
         ]
         results = daemon.post("/v1/settlements/batch", {"items": items}).json()["results"]
-        assert [r["status"] for r in results] == [201, 201, 422, 200]
+        assert [r["status"] for r in results] == [201, 201, 422, 200, 409]
+        assert results[4]["fields"] == ["dependent_state"]
         assert results[2]["fields"] == ["ref"]
         payment = results[1]["settlement"]
         assert (payment["kind"], payment["source"], payment["ref"]) == (

@@ -11,6 +11,7 @@ arguments are tool errors naming the field, and the server keeps answering after
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 import sys
 import time
@@ -142,11 +143,13 @@ async def test_an_agent_waits_for_commit_and_verifies_its_receipt(
         )
         assert early["settlement_id"] == sid and early["verdict"] == "AWAITING_FINALITY"
 
-        module_anvil.mine(3)
+        module_anvil.mine(5)  # past the required depth: progress stops at its total
         seen: list[str | None] = []
+        numbers: list[tuple[float, float | None]] = []
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             seen.append(message)
+            numbers.append((progress, total))
 
         final = result(
             await mcp.call_tool(
@@ -157,6 +160,8 @@ async def test_an_agent_waits_for_commit_and_verifies_its_receipt(
         )
         assert final["verdict"] == "FINALITY_CONFIRMED" and final["confirmations"] >= 3
         assert seen and all("depth" in (m or "") for m in seen)
+        assert all(total is None or value <= total for value, total in numbers), numbers
+        assert [v for v, _ in numbers] == sorted(v for v, _ in numbers), numbers
         assert (
             result(await mcp.call_tool("get_settlement", {"settlement_id": sid}))["verdict"]
             == "FINALITY_CONFIRMED"
@@ -210,6 +215,28 @@ async def test_a_reverted_transaction_ends_in_discard_with_its_receipt(
         )
 
 
+def malformed_receipts() -> list[tuple[Any, str]]:
+    """Receipts an agent may be handed that once made the tool fail: a payment's evidence
+    with a null head and a number for its transfers (mainnet block 18,000,000), a lone
+    surrogate (escaped in a text: the SDK's client cannot send one in an object) and a list;
+    each with words its reason holds. (Duplicate keys cannot reach a tool: the protocol's
+    own JSON parsing keeps one value before the server sees the call.)"""
+    from tests.unit.test_payment_proof import usdc_payment
+
+    null_head = usdc_payment()
+    null_head["evidence"]["facts"]["head_number"] = None
+    number = usdc_payment()
+    number["evidence"]["facts"]["transfers"] = 7
+    vector = ROOT / "tests/vectors/receipts/finality_depth.json"
+    final = json.loads(vector.read_text())["receipt"]
+    return [
+        (null_head, "evidence.facts.head_number"),
+        (number, "evidence.facts.transfers: must be an array"),
+        (json.dumps({**final, "settlement_id": "stl_\ud800"}), "settlement_id: is not valid"),
+        ([final], "must be a JSON object, got list"),
+    ]
+
+
 async def test_bad_arguments_are_tool_errors_naming_the_field_and_serving_goes_on(
     module_anvil: Anvil, module_daemon: Daemon, http_mcp: str
 ) -> None:
@@ -226,6 +253,10 @@ async def test_bad_arguments_are_tool_errors_naming_the_field_and_serving_goes_o
         assert "settlement_id" in error_text(missing)
         bad_signer = await mcp.call_tool("verify_receipt", {"receipt": {}, "signer": "0xzz"})
         assert "signer" in error_text(bad_signer)
+        for receipt, reason in malformed_receipts():
+            answer = result(await mcp.call_tool("verify_receipt", {"receipt": receipt}))
+            assert answer.get("valid") is False, (reason, answer)
+            assert reason in answer["reason"], answer
         live = result(await mcp.call_tool("check_transaction", {"chain": CHAIN, "tx_hash": tx}))
         assert live["tx_hash"] == tx and live["block_number"] is not None
 

@@ -104,8 +104,17 @@ def test_two_callers_of_one_tx_each_get_their_own_commit_once(
         assert views[name]["commit_url"] == receivers[name].url("/commit")
     alice, bob = views["alice"]["settlement_id"], views["bob"]["settlement_id"]
     assert alice != bob
-    again = callers["alice"].post("/v1/settlements", json={"chain": CHAIN, "tx_hash": tx})
+    alice_body = {
+        "chain": CHAIN,
+        "tx_hash": tx,
+        "dependent_state": {"order": "alice-1"},
+        "commit_url": receivers["alice"].url("/commit"),
+    }
+    again = callers["alice"].post("/v1/settlements", json=alice_body)
     assert again.status_code == 200 and again.json()["settlement_id"] == alice
+    other = callers["alice"].post("/v1/settlements", json={"chain": CHAIN, "tx_hash": tx})
+    assert other.status_code == 409  # the same tx without her terms: not silently hers
+    assert other.json()["fields"] == ["dependent_state", "commit_url"]
 
     module_anvil.mine(2)
     for name, sid in (("alice", alice), ("bob", bob)):
@@ -156,7 +165,13 @@ def test_two_callers_of_one_tx_each_get_their_own_commit_once(
     # the batch route: bob's item for a tx alice registered is bob's own new settlement
     fresh = module_anvil.send()
     assert a.post("/v1/settlements", json={"chain": CHAIN, "tx_hash": fresh}).status_code == 201
-    items = [{"chain": CHAIN, "tx_hash": fresh}, {"chain": CHAIN, "tx_hash": tx}]
+    bobs = {
+        "chain": CHAIN,
+        "tx_hash": tx,
+        "dependent_state": {"order": "bob-1"},
+        "commit_url": receivers["bob"].url("/commit"),
+    }
+    items = [{"chain": CHAIN, "tx_hash": fresh}, bobs]
     results = b.post("/v1/settlements/batch", json={"items": items}).json()["results"]
     assert [r["status"] for r in results] == [201, 200]
     assert results[1]["settlement"]["settlement_id"] == bob

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from guard.payment import checksum_address
+from guard.hexes import checksum_address
 from tests.support.anvil import Anvil
 from tests.support.daemon import Daemon, subprocess_env, wait_for
 from tests.support.receiver import Receiver

@@ -134,3 +134,16 @@ def test_restart_catches_up(anvil: Anvil, make_daemon: MakeDaemon) -> None:
         sid,
     )
     assert confirmed == [(1,)]
+    assert_quiet_start_ups(daemon.log())
+
+
+def assert_quiet_start_ups(log: str) -> None:
+    """One line per operator fact at each start: the schema migrated once, in one line (the
+    libraries' per-revision and server lines are at debug)."""
+    first, second = log.split("--- start #")[1:3]
+    for start in (first, second):
+        assert "alembic" not in start and "uvicorn" not in start, start
+        assert sum("finality watcher: API on" in line for line in start.splitlines()) == 1
+    [migrated] = [line for line in first.splitlines() if "schema" in line]
+    assert "store: schema migrated from empty to " in migrated
+    assert "schema" not in second  # nothing to migrate: said at debug only

@@ -38,13 +38,18 @@ SEMANTIC = {
     "POST /v1/subscriptions",
     "POST /v1/subscriptions/{subscription_id}/addresses",
     "POST /v1/invoices",
+    "POST /v1/workflows",
+    "POST /v1/workflows/{workflow_id}/steps/{step}/begin",
+    "POST /v1/workflows/{workflow_id}/steps/{step}/complete",
 }
 """Operations whose valid bodies a schema cannot fully say (``raw_tx`` must be the signed tx
-of ``tx_hash``, ``sender`` and ``nonce`` go together, ``dependent_state`` has no floats,
-``confirmations`` stays below the chain's header window; a mixed-case address must carry its
-EIP-55 checksum, an amount stays below 2**256, the chain is a configured one): schemathesis'
-"schema-valid request accepted" check is off for them; every other check, and the 4xx
-shape, still runs."""
+of ``tx_hash``, ``sender`` and ``nonce`` go together, ``dependent_state`` and a step's
+``side_effects`` have no floats, ``confirmations`` stays below the chain's header window; a
+mixed-case address must carry its EIP-55 checksum, an amount stays below 2**256, the chain is
+a configured one; a workflow's ``idempotent_steps`` name its steps, a step's ``recovery``
+holds exactly one of its keys and its settlement is the caller's): schemathesis'
+"schema-valid request accepted" check is off for them; every other check, and the 4xx shape,
+still runs."""
 
 MAX_EXAMPLES = 8
 """Requests per operation and mode: the whole run stays under 60 s on a busy 2-core machine."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,20 @@ REFUSED = [
     ("http://0.0.0.0/", "unspecified"),
     ("http://[::ffff:169.254.169.254]/", "link-local"),
     ("http://user:pw@example.com/", "credentials"),
+    # IANA special-purpose blocks that are not globally reachable, beyond "private"
+    ("http://192.0.0.8/", "IETF protocol assignments"),
+    ("http://198.18.0.1/", "benchmarking"),
+    ("http://100.64.0.1/", "shared address space"),
+    ("http://240.0.0.1/", "reserved"),
+    ("http://[64:ff9b::c000:8]/", "IETF protocol assignments"),  # NAT64 of 192.0.0.8
+    ("http://[2001::1]/", "Teredo"),
+]
+
+MALFORMED = [
+    ("http://example.com/a\r\nX-Injected: 1", "control character"),
+    ("http://example.com/a\nb", "control character"),
+    ("http://example.com/\u0000", "control character"),
+    ("http://example.com/" + "a" * 65_536, "longer than 65536 bytes"),
 ]
 
 
@@ -41,6 +56,27 @@ def test_inner_destinations_are_refused_at_registration(
         assert body["error"].startswith("commit_url: ") and reason in body["error"], body
         assert "pw" not in body["error"]
         assert module_daemon.get(f"/v1/chains/local/txs/{tx}").json().get("registered") is not True
+
+
+@pytest.mark.parametrize("kind", ["settlement", "payment"])
+def test_a_commit_url_that_cannot_be_a_request_line_is_a_422(
+    module_daemon: Daemon, kind: str
+) -> None:
+    for i, (url, reason) in enumerate(MALFORMED):
+        body: dict[str, Any] = {"chain": "local", "tx_hash": unknown_hash(9200 + i)}
+        if kind == "payment":
+            body = {
+                "kind": "evm_payment",
+                "chain": "local",
+                "to": "0x" + "11" * 20,
+                "asset": "native",
+                "amount": "1",
+            }
+        answer = module_daemon.post("/v1/settlements", {**body, "commit_url": url})
+        assert answer.status_code == 422, (kind, url[:60], answer.text[:300])
+        error = answer.json()
+        assert error["fields"] == ["commit_url"], error
+        assert reason in error["error"], error
 
 
 def test_a_loopback_receiver_is_fine_on_a_dev_chain(module_daemon: Daemon) -> None:

@@ -107,7 +107,7 @@ def test_a_standby_answers_settlement_tx_and_chain_views_with_the_owners_recorde
         chains = b.cli("chains")
         assert chains.returncode == 0, chains.stderr
         assert f"head {head} " in chains.stdout, chains.stdout
-        watched = b.cli("watch", tx, "--confirmations", "3", "--timeout", "30")
+        watched = b.cli("watch", tx, "--confirmations", "3", "--wait-timeout", "30")
         assert watched.returncode == 0, watched.stderr
         assert f"included in block {block} " in watched.stderr
         assert "3/3 confirmations" in watched.stderr, watched.stderr

@@ -188,3 +188,69 @@ def test_run_without_a_key_on_a_real_chain_refuses_to_start(anvil: Anvil, tmp_pa
     assert done.returncode == 78, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("finality: signing: no signing key") and "local (8453)" in last
+
+
+def hostile_files(tmp_path: Path) -> dict[str, Path]:
+    """Receipt files anyone could send: real receipts made malformed, and texts no parser
+    should trust (a payment proven in mainnet block 18,000,000; the golden vectors)."""
+    from tests.unit.test_payment_proof import usdc_payment
+
+    payment = usdc_payment()
+    vector = json.loads((ROOT / "tests/vectors/receipts/finality_depth.json").read_text())
+    final = vector["receipt"]
+    files: dict[str, Path] = {}
+    for name, value in (("null", None), ("text", "18000000"), ("list", [18_000_000])):
+        changed = json.loads(json.dumps(payment))
+        changed["evidence"]["facts"]["head_number"] = value
+        files[f"head_number {name}"] = write(tmp_path, f"head-{name}.json", changed)
+    changed = json.loads(json.dumps(payment))
+    changed["evidence"]["facts"]["transfers"] = 7
+    files["transfers a number"] = write(tmp_path, "transfers.json", changed)
+    texts = {
+        "head_number infinity": json.dumps(payment).replace(
+            '"head_number": 18000000', '"head_number": Infinity'
+        ),
+        "lone surrogate": json.dumps(final).replace('"stl_', '"stl_\\ud800', 1),
+        "nested 200000 deep": '{"evidence": ' + "[" * 200_000 + "]" * 200_000 + "}",
+        "duplicate key": json.dumps(final).replace(
+            '"verdict": ', '"verdict": "SETTLEMENT_FAILED", "verdict": ', 1
+        ),
+        "upper-case signature": json.dumps(
+            {**final, "signature": "0x" + final["signature"][2:].upper()}
+        ),
+    }
+    for i, (name, text) in enumerate(texts.items()):
+        path = tmp_path / f"text-{i}.json"
+        path.write_text(text)
+        files[name] = path
+    return files
+
+
+def test_a_malformed_receipt_is_invalid_with_a_reason_never_a_traceback(tmp_path: Path) -> None:
+    for name, path in hostile_files(tmp_path).items():
+        done = verify(path)
+        assert "Traceback" not in done.stderr, (name, done.stderr)
+        assert done.returncode == 1, (name, done.stderr)
+        [line] = done.stderr.strip().splitlines()
+        assert line.startswith("finality: invalid: "), (name, line)
+
+
+def test_rpc_of_another_chain_and_a_mistyped_signer_are_not_verdicts(
+    anvil: Anvil, tmp_path: Path
+) -> None:
+    from tests.unit.test_payment_proof import usdc_payment  # mainnet: chain id 1
+
+    path = write(tmp_path, "mainnet.json", usdc_payment())
+    assert verify(path).returncode == 0
+    done = verify(path, "--rpc", anvil.url)
+    assert done.returncode == 3, done.stderr
+    assert "serves chain id 31337, the receipt is for chain id 1" in done.stderr
+
+    signer = usdc_payment()["signer"]
+    checksummed = Account.from_key(bytes([0x42]) * 32).address
+    assert checksummed.lower() == signer
+    assert verify(path, "--signer", checksummed).returncode == 0
+    typo = checksummed[:2] + checksummed[2:].swapcase()
+    done = verify(path, "--signer", typo)
+    assert done.returncode == 64
+    assert done.stderr.strip().endswith(f"has a wrong EIP-55 checksum (expected {checksummed})")

@@ -11,12 +11,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import insert
+
 from chains.rpc import RpcClient, RpcTransport, Web3Transport
 from tests.support.anvil import Anvil
+from watcher.clock import wall_clock_ms
 from watcher.config.chains import ChainConfig
+from watcher.delivery.format import RECEIPT_KINDS
 from watcher.engine.chain_watcher import ChainWatcher
 from watcher.settlements import Registration, register, settlement_view
-from watcher.store import SettlementRecord, Store
+from watcher.store import NewSettlement, SettlementRecord, Store, schema
 
 CHAIN = "local"
 START_MS = 1_700_000_000_000
@@ -81,7 +85,8 @@ class Rig:
     def view(self, settlement_id: str) -> dict[str, Any]:
         """The public view, at the watcher's head."""
         head = self.watcher.head
-        return settlement_view(self.store.settlement(settlement_id), head.number if head else None)
+        rec, number = self.store.settlement(settlement_id), head.number if head else None
+        return settlement_view(rec, number, now=self.clock())
 
     def events(self, settlement_id: str | None = None, kind: str | None = None) -> list[Any]:
         """Stored events, optionally filtered."""
@@ -135,6 +140,24 @@ def register_tx(
     return rec
 
 
+def numbered_settlement(n: int, **fields: Any) -> NewSettlement:
+    """A settlement row of chain ``local`` numbered ``n`` (id and tx hash from it), awaiting,
+    registered at 1 s with a minute to wait; ``fields`` replace any of its values."""
+    values: dict[str, Any] = {
+        "settlement_id": f"stl_{n:024x}",
+        "chain": "local",
+        "tx_hash": f"0x{n:064x}",
+        "required_confirmations": 3,
+        "finality_mode": "depth",
+        "timeout_ms": 60_000,
+        "initiated_at": 1_000,
+        "deadline": 61_000,
+        "digest": "sha256:" + "0" * 64,
+        "decision": {"verdict": "AWAITING_FINALITY"},
+    }
+    return NewSettlement(**(values | fields))
+
+
 def random_tx_hash() -> str:
     """A well-formed hash no node knows."""
     return "0x" + secrets.token_hex(32)
@@ -169,3 +192,24 @@ class LaggingTransport:
 
     def batch(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Mapping[str, Any]]:
         return self.inner.batch(calls)
+
+
+def store_receipt(store: Store, sid: str, kind: str, body: dict[str, Any]) -> None:
+    """A signed receipt row as the receipts component stores it (its body as given), for
+    tests of the delivery sender without a chain: a commit or discard waits for one."""
+    with store._writer.begin() as conn:
+        conn.execute(
+            insert(schema.receipts).values(
+                settlement_id=sid,
+                kind=kind,
+                signer="0x" + "ab" * 20,
+                digest="sha256:" + "cd" * 32,
+                body=body,
+                created_at=wall_clock_ms(),
+            )
+        )
+
+
+def sign_decision(store: Store, sid: str, verdict: str, decision_digest: str) -> None:
+    """The receipt of ``verdict``'s kind made for the decision ``decision_digest``."""
+    store_receipt(store, sid, RECEIPT_KINDS[verdict], {"decision_digest": decision_digest})

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from tests.integration.helpers import FakeClock
 from tests.integration.test_api_read_costs import Statements
 from tests.support.sources_app import LiveApp, source_config_file
 
@@ -51,7 +52,7 @@ def _live(tmp_path: Path, tokens: bool) -> LiveApp:
     path = source_config_file(tmp_path, [])
     if tokens:
         path.write_text(path.read_text() + TOKENS)
-    live = LiveApp(path)
+    live = LiveApp(path, clock=FakeClock())  # a view says the time it answers: hold it still
     live.service.store.ensure_chain(CHAIN, 31337, live.service.clock())
     if tokens:
         live.http.headers["Authorization"] = f"Bearer {READER}"

@@ -177,3 +177,23 @@ def test_a_cancelled_commit_is_revived_under_the_same_key(store: Store) -> None:
     store.outbox().mark_delivered(claimed, START_MS + 4, 200)
     assert put(store, again, now=START_MS + 5) == [False]
     assert [d.state for d in store.outbox().list()] == ["delivered"]
+
+
+def test_a_row_whose_last_allowed_attempt_never_reported_dies_at_the_next_claim(
+    store: Store,
+) -> None:
+    put(store, row("a"), row("b"))
+    outbox = store.outbox()
+    first = outbox.claim_within(START_MS, 10, LEASE, max_attempts=2)
+    assert [r.attempts for r in first.rows] == [1, 1] and first.buried == []
+    # Neither attempt reports (a hung receiver, a dead daemon): the leases run out.
+    second = outbox.claim_within(START_MS + LEASE, 10, LEASE, max_attempts=2)
+    assert [r.attempts for r in second.rows] == [2, 2]
+    # At the cap: the next claim makes them dead instead of a third attempt.
+    third = outbox.claim_within(START_MS + 2 * LEASE, 10, LEASE, max_attempts=2)
+    assert third.rows == []
+    assert sorted(r.idempotency_key for r in third.buried) == ["a", "b"]
+    for rec in outbox.list():
+        assert (rec.state, rec.attempts) == ("dead", 2)
+        assert rec.last_error is not None and "lease ran out" in rec.last_error
+    assert outbox.claim_within(START_MS + 10 * LEASE, 10, LEASE, max_attempts=2).rows == []

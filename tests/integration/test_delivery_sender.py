@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import insert
 
-from tests.integration.helpers import random_tx_hash
+from tests.integration.helpers import random_tx_hash, sign_decision, store_receipt
 from tests.support.daemon import wait_for
 from tests.support.receiver import Receiver, verify_signature
 from watcher.clock import wall_clock_ms
@@ -25,7 +24,6 @@ from watcher.delivery.sender import Sender, backoff_ms
 from watcher.destinations import AllowList
 from watcher.settlements import Registration, register
 from watcher.store import Store
-from watcher.store import schema as s
 from watcher.store.outbox_store import DeliveryRecord
 
 LOCAL = AllowList(loopback=True)
@@ -70,9 +68,12 @@ def start_sender(store: Store) -> Iterator[Callable[..., Sender]]:
         sender.stop()
 
 
-def confirm(store: Store, url: str, verdict: str = "FINALITY_CONFIRMED", **kw: Any) -> str:
+def confirm(
+    store: Store, url: str, verdict: str = "FINALITY_CONFIRMED", signed: bool = True, **kw: Any
+) -> str:
     """A settlement with dependent state, made terminal as the engine does it: the
-    lifecycle event and the outbox row in one transaction. Returns the settlement id."""
+    lifecycle event and the outbox row in one transaction, then (``signed``) the decision's
+    receipt as the receipts component stores it. Returns the settlement id."""
     rec, _ = register(
         store,
         Registration(CHAIN, random_tx_hash(), dependent_state=STATE, commit_url=url, **kw),
@@ -82,6 +83,8 @@ def confirm(store: Store, url: str, verdict: str = "FINALITY_CONFIRMED", **kw: A
     with store.block_txn("local", wall_clock_ms()) as txn:
         event_id = txn.record_event("settlement_confirmed", "info", decision, rec.settlement_id)
         OutboxPlan().on_verdict(txn, rec, verdict, event_id)
+    if signed:
+        sign_decision(store, rec.settlement_id, verdict, "sha256:00")
     return rec.settlement_id
 
 
@@ -183,60 +186,54 @@ def test_without_a_secret_requests_are_unsigned_and_the_daemon_says_so(
         wait_state(store, sid, "delivered")
         [request] = receiver.received()
         assert "x-finality-signature" not in request.headers
+        assert "webhook-signature" not in request.headers
+        assert request.headers["webhook-id"] == request.headers["idempotency-key"]
         assert request.headers["idempotency-key"] == f"fw:{sid}:commit"
-    assert any("WITHOUT an X-Finality-Signature" in r.getMessage() for r in caplog.records)
-
-
-def _store_receipt(store: Store, sid: str, kind: str, body: dict[str, Any]) -> None:
-    with store._writer.begin() as conn:
-        conn.execute(
-            insert(s.receipts).values(
-                settlement_id=sid,
-                kind=kind,
-                signer="0x" + "ab" * 20,
-                digest="sha256:" + "cd" * 32,
-                body=body,
-                created_at=wall_clock_ms(),
-            )
-        )
+    assert any("WITHOUT signature headers" in r.getMessage() for r in caplog.records)
 
 
 def test_a_commit_waits_for_its_receipt_and_carries_it(
     store: Store, start_sender: Callable[..., Sender]
 ) -> None:
     with Receiver(SECRET) as receiver:
-        sid = confirm(store, receiver.url("/commit"))
+        sid = confirm(store, receiver.url("/commit"), signed=False)
         start_sender(receipt_wait_s=30.0)
         time.sleep(0.6)
         assert receiver.received() == []  # waiting for the signed receipt, not sending
         assert delivery_of(store, sid).body is None
         mine = {"final": True, "decision_digest": "sha256:00"}
-        _store_receipt(store, sid, "dependent_state_binding_receipt", {"binds": "state"})
-        _store_receipt(store, sid, "settlement_finality_receipt", mine)
+        store_receipt(store, sid, "dependent_state_binding_receipt", {"binds": "state"})
+        store_receipt(store, sid, "settlement_finality_receipt", mine)
         # Newer, but made for another decision (say, before a reorg reversed it): not sent.
-        _store_receipt(store, sid, "settlement_finality_receipt", {"decision_digest": "sha256:1"})
+        store_receipt(store, sid, "settlement_finality_receipt", {"decision_digest": "sha256:1"})
         done = wait_state(store, sid, "delivered")
     [commit] = receiver.effects()
     assert commit["receipt"]["kind"] == "settlement_finality_receipt"
     assert commit["receipt"]["receipt"] == mine
     assert commit["binding"]["receipt"] == {"binds": "state"}
-    assert commit["receipt_missing"] is None
+    assert "receipt_missing" not in commit
     assert done.body == commit  # stored once assembled: retries would resend these bytes
 
 
-def test_without_a_receipt_the_commit_goes_after_the_wait_and_says_why(
+def test_a_discard_never_goes_without_its_receipt_even_past_the_wait(
     store: Store, start_sender: Callable[..., Sender]
 ) -> None:
     with Receiver(SECRET) as receiver:
-        sid = confirm(store, receiver.url("/discard"), verdict="SETTLEMENT_FAILED")
-        started = time.monotonic()
-        start_sender(receipt_wait_s=0.5)
+        sid = confirm(store, receiver.url("/discard"), verdict="SETTLEMENT_FAILED", signed=False)
+        start_sender(receipt_wait_s=0.2)
+        wait_for(
+            lambda: delivery_of(store, sid).created_at + 1000 < wall_clock_ms(),
+            10,
+            what="well past receipt_wait_s",
+        )
+        assert receiver.received() == []  # past the wait, still not sent without it
+        assert delivery_of(store, sid).state in ("pending", "sending")
+        failure = {"failed": True, "decision_digest": "sha256:00"}
+        store_receipt(store, sid, "settlement_failure_receipt", failure)
         wait_state(store, sid, "delivered")
-        assert time.monotonic() - started >= 0.4
     [discard] = receiver.effects()
     assert discard["type"] == "discard" and discard["verdict"] == "SETTLEMENT_FAILED"
-    assert discard["receipt"] is None
-    assert "settlement_failure_receipt" in discard["receipt_missing"]
+    assert discard["receipt"]["receipt"] == failure
 
 
 def test_backoff_doubles_with_jitter_up_to_the_cap() -> None:

@@ -5,12 +5,14 @@ What a receiver must see (docs/delivery.md, "When finality is reversed"): a comm
 have applied is followed by a ``finality_violation`` on the same channel, never preceded by
 it, even when the reorg lands while the commit is still on the wire; a commit that never
 went out is cancelled silently; a reversal straight to a failure brings the ``discard``.
-There is no receipts component here, so bodies go without receipts (and say so); the signed
-revocation is checked end to end in tests/e2e/test_delivery_flow.py.
+A real receipts component signs beside the engine (as the daemon's receipts thread does):
+a commit or discard never goes without its receipt, and a violation carries the signed
+revocation of the receipt its commit carried.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.integration.helpers import Rig, make_watcher, wait_included
+from tests.integration.receipts_helpers import Receipts, receipts_for
 from tests.support.anvil import Anvil
 from tests.support.daemon import wait_for
 from tests.support.receiver import Receiver
@@ -55,6 +58,23 @@ def rig(anvil: Anvil, tmp_path: Path) -> Iterator[Rig]:
     r.store.close()
 
 
+@pytest.fixture(autouse=True)
+def signing(rig: Rig) -> Iterator[Receipts]:
+    """The receipts component, issuing every 50 ms in a thread of its own."""
+    receipts = receipts_for(rig)
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(0.05):
+            receipts.run(rig)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    yield receipts
+    stop.set()
+    thread.join(5)
+
+
 @pytest.fixture
 def start_sender(rig: Rig) -> Iterator[Callable[[], Sender]]:
     senders: list[Sender] = []
@@ -67,7 +87,7 @@ def start_sender(rig: Rig) -> Iterator[Callable[[], Sender]]:
                 "backoff_max_s": 0.1,
                 "timeout_s": 5.0,
                 "workers": 2,
-                "receipt_wait_s": 0.0,
+                "receipt_wait_s": 10.0,
             }
         )
         sender = Sender(rig.store, config, wall_clock_ms, seed=1, destinations=LOCAL)
@@ -116,7 +136,7 @@ def replacing(anvil: Anvil, tx: str) -> dict[str, Any]:
 
 
 def test_a_reorg_while_the_commit_is_on_the_wire_sends_the_violation_after_it(
-    rig: Rig, receiver: Receiver, start_sender: Callable[[], Sender]
+    rig: Rig, receiver: Receiver, start_sender: Callable[[], Sender], signing: Receipts
 ) -> None:
     _, sid = confirm(rig, receiver)
     receiver.hold_next("/commit")  # the commit arrives and waits for its answer
@@ -127,6 +147,7 @@ def test_a_reorg_while_the_commit_is_on_the_wire_sends_the_violation_after_it(
 
     rig.anvil.reorg(3)  # the tx is erased: the confirmation is reversed mid-request
     rig.watcher.poll()
+    signing.run(rig)  # the revocation, signed before the violation can go
     [event] = rig.events(sid, "finality_violation")
     archived, violation = rows(rig, sid)
     assert (archived.id, archived.state) == (commit.id, "sending")  # its attempt stands
@@ -148,9 +169,9 @@ def test_a_reorg_while_the_commit_is_on_the_wire_sends_the_violation_after_it(
     assert body["reorg"]["depth"] == 3 and body["reorg"]["replaced_by"] is not None
     assert body["commit_block"]["number"] == body["reorg"]["commit_block"]["number"]
     assert body["dependent_state"] == {"order": 7}
-    # No receipt was ever signed here (no receipts component): nothing to revoke, and the
-    # body says so rather than pretending.
-    assert body["revocation"] is None and "nothing to revoke" in body["revocation_missing"]
+    # The commit carried its signed receipt; the violation carries its signed revocation.
+    assert body["revocation"]["kind"] == "receipt_revocation"
+    assert body["revocation_missing"] is None
     assert wait_for(lambda: rows(rig, sid)[0].state == "delivered" or None, 5, what="recorded")
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import trustme
 
-from tests.integration.helpers import random_tx_hash
+from tests.integration.helpers import random_tx_hash, sign_decision
 from tests.support.daemon import wait_for
 from tests.support.receiver import Receiver
 from watcher.clock import wall_clock_ms
@@ -82,6 +82,7 @@ def confirm(store: Store, url: str) -> str:
     with store.block_txn("local", wall_clock_ms()) as txn:
         event_id = txn.record_event("settlement_confirmed", "info", decision, rec.settlement_id)
         OutboxPlan().on_verdict(txn, rec, "FINALITY_CONFIRMED", event_id)
+    sign_decision(store, rec.settlement_id, "FINALITY_CONFIRMED", "sha256:00")
     return rec.settlement_id
 
 

@@ -308,7 +308,7 @@ def test_a_payment_commit_and_a_job_discard_carry_their_signed_receipts(
         (c, FINALITY, "FINALITY_CONFIRMED"),
         (d, FAILURE, "SETTLEMENT_FAILED"),
     ):
-        assert body["receipt_missing"] is None
+        assert body["receipt_unavailable"] is None
         receipt = body["receipt"]["receipt"]
         verified = verify_receipt(receipt)
         assert (verified.kind, verified.verdict) == (kind, verdict)

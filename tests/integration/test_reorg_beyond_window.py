@@ -57,7 +57,8 @@ def test_reorg_replacing_the_start_block_is_followed(
 ) -> None:
     anvil = quiet_anvil
     rig = cold_started(anvil, rigs, tmp_path)
-    start_hash = anvil.block(20)["hash"]
+    old = {n: anvil.block(n)["hash"] for n in range(21)}
+    start_hash = old[20]
     tx = anvil.send()  # pending: the node does not mine
     raw = anvil.raw_tx(tx)
     sid = rig.register(tx).settlement_id
@@ -78,8 +79,13 @@ def test_reorg_replacing_the_start_block_is_followed(
     assert rig.watcher.head is not None and rig.watcher.head.number == anvil.head() == 22
     [reorg] = rig.store.reorgs(CHAIN)
     assert (reorg.old_head_number, reorg.old_head_hash) == (20, start_hash)
-    assert reorg.ancestor_number == 19
-    assert reorg.ancestor_hash == anvil.block(19)["hash"]
+    # What is known: block 20 and, from its parentHash, block 19. One replaced block: 19 is
+    # known to match, the true ancestor. More: 19 is known replaced too, and the ancestor
+    # recorded is a block on both branches (none is known below: genesis), never the new 19.
+    assert reorg.depth == 1 if depth == 1 else reorg.depth >= 2
+    assert reorg.ancestor_number == 19 if depth == 1 else reorg.ancestor_number <= 20 - depth
+    assert reorg.ancestor_hash == old[reorg.ancestor_number]
+    assert reorg.ancestor_hash == anvil.block(reorg.ancestor_number)["hash"]
     assert (reorg.new_head_number, reorg.new_head_hash) == (22, anvil.block(22)["hash"])
     assert reorg.finality_violation is False
     [event] = rig.events(kind="reorg")

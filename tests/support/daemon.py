@@ -94,11 +94,13 @@ def subprocess_env() -> dict[str, str]:
     return env
 
 
-def run_cli(*args: str, timeout: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-    """``python -m watcher.cli ARGS`` as a process; output captured as text."""
+def run_cli(
+    *args: str, timeout: float = CLI_TIMEOUT_S, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
+    """``python -m watcher.cli ARGS`` as a process (in ``cwd``); output captured as text."""
     return subprocess.run(
         [sys.executable, "-m", "watcher.cli", *args],
-        cwd=ROOT,
+        cwd=cwd,
         env=subprocess_env(),
         capture_output=True,
         text=True,

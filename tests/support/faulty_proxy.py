@@ -18,6 +18,20 @@ load-balanced RPC endpoints really do:
   whose finality tag runs far ahead of every other node's.
 * ``logs_max_blocks`` — refuse an ``eth_getLogs`` over more blocks than this with a JSON-RPC
   error, as hosted providers cap a query's block range.
+* ``refuse`` — answer single requests for these methods with a JSON-RPC error (a node that
+  no longer keeps a block's state answers ``eth_getProof`` so: "missing trie node");
+* ``rewrite`` — method → function applied to the result of a single request for it (a node
+  serving a wrong answer).
+
+And lies, what a compromised or buggy node says (the watcher must catch each one):
+
+* ``flip_status`` — every receipt with ``status`` 0x0 says 0x1 (a reverted tx "succeeded");
+* ``forge_header`` — fields (e.g. ``{"stateRoot": ...}``) replaced in every block object,
+  under the block's original hash;
+* ``forge_sender`` — every tx object (by hash, or in a full block) names this sender;
+* ``shuffle_batches`` — batch answers come back in reverse order and without ids;
+* ``mislabel_batches`` — batch answers keep their ids but carry each other's results (the
+  first call's id on the last call's answer).
 
 :meth:`total` and :meth:`calls_log` count what arrived (a batch of k calls counts k), for
 tests that check call budgets and rate limits at the wire.
@@ -32,6 +46,7 @@ import json
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -57,6 +72,13 @@ class FaultyProxy:
         """When set, the head the proxy shows: blocks above it do not exist."""
         self.finalized_ahead = False
         self.logs_max_blocks: int | None = None
+        self.refuse: set[str] = set()
+        self.rewrite: dict[str, Callable[[Any], Any]] = {}
+        self.flip_status = False
+        self.forge_header: dict[str, str] = {}
+        self.shuffle_batches = False
+        self.mislabel_batches = False
+        self.forge_sender: str | None = None
         self.calls: Counter[str] = Counter()
         self.arrivals: list[tuple[float, int]] = []
         """(monotonic time, JSON-RPC calls) of every HTTP request received."""
@@ -104,6 +126,24 @@ class FaultyProxy:
         self.ceiling = None
         self.finalized_ahead = False
         self.logs_max_blocks = None
+        self.refuse = set()
+        self.rewrite = {}
+        self.flip_status = False
+        self.forge_header = {}
+        self.shuffle_batches = False
+        self.mislabel_batches = False
+        self.forge_sender = None
+
+    @property
+    def lying(self) -> bool:
+        """True while a lie about the node's data is switched on."""
+        return (
+            self.flip_status
+            or bool(self.forge_header)
+            or self.shuffle_batches
+            or self.mislabel_batches
+            or self.forge_sender is not None
+        )
 
     def freeze_head(self) -> int:
         """Stop the head where it is now; returns that height."""
@@ -208,6 +248,10 @@ class FaultyProxy:
             ]
             out: Any = answers if isinstance(payload, list) else answers[0]
             return 200, json.dumps(out).encode()
+        single = str(payload.get("method")) if isinstance(payload, dict) else None
+        if single in self.refuse:
+            error = {"code": -32000, "message": "injected: missing trie node"}
+            return 200, json.dumps({"jsonrpc": "2.0", "id": payload["id"], "error": error}).encode()
         refused = self._logs_refused(payload, items)
         if refused is not None:
             return 200, refused
@@ -227,7 +271,11 @@ class FaultyProxy:
             )
         except requests.RequestException:
             return 0, b""
-        if ceiling is None and self.chain_id is None:
+        if single in self.rewrite:
+            decoded = answer.json()
+            decoded["result"] = self.rewrite[single](decoded.get("result"))
+            return answer.status_code, json.dumps(decoded).encode()
+        if ceiling is None and self.chain_id is None and not self.lying:
             return answer.status_code, answer.content
         try:
             decoded = answer.json()
@@ -244,7 +292,31 @@ class FaultyProxy:
                 ans["result"] = hex(self.chain_id)
             if ceiling is not None:
                 ans["result"] = _cap_result(method, ans.get("result"), ceiling)
+            self._lie(method, ans)
+        if self.shuffle_batches and isinstance(decoded, list):
+            decoded = [{k: v for k, v in a.items() if k != "id"} for a in reversed(decoded)]
+        if self.mislabel_batches and isinstance(decoded, list):
+            ids = [a.get("id") for a in decoded]
+            decoded = [{**a, "id": i} for a, i in zip(reversed(decoded), ids, strict=True)]
         return answer.status_code, json.dumps(decoded).encode()
+
+    def _lie(self, method: Any, answer: dict[str, Any]) -> None:
+        """Apply the lies switched on to one answer."""
+        result = answer.get("result")
+        if self.flip_status and method in ("eth_getBlockReceipts", "eth_getTransactionReceipt"):
+            for receipt in result if isinstance(result, list) else [result]:
+                if isinstance(receipt, dict) and receipt.get("status") == "0x0":
+                    receipt["status"] = "0x1"
+        blocks = ("eth_getBlockByNumber", "eth_getBlockByHash")
+        if self.forge_header and method in blocks and isinstance(result, dict):
+            result.update(self.forge_header)
+        if self.forge_sender is not None and isinstance(result, dict):
+            txs: Any = [result] if method == "eth_getTransactionByHash" else []
+            if method in blocks:
+                txs = result.get("transactions") or []
+            for tx in txs:
+                if isinstance(tx, dict) and "from" in tx:
+                    tx["from"] = self.forge_sender
 
 
 def _finalized_as_latest(item: Any) -> None:

@@ -152,7 +152,9 @@ class LiveApp:
 def chain_app(tmp: Path) -> Iterator[LiveApp]:
     """A :class:`LiveApp` over :func:`source_config_file` (no sources) whose chain ``local``
     is recorded in the store, as after its first poll: the API's reads and registrations
-    then work as on a daemon that follows its chain, with no node behind it."""
-    with LiveApp(source_config_file(tmp, [])) as app:
+    then work as on a daemon that follows its chain, with no node behind it. Its clock is
+    held still: a view says the time it is answered, and these tests compare answers."""
+    still = int(time.time() * 1000)
+    with LiveApp(source_config_file(tmp, []), clock=lambda: still) as app:
         app.service.store.ensure_chain("local", 31337, app.service.clock())
         yield app

@@ -50,7 +50,9 @@ def _scenarios() -> dict[str, tuple[str, dict[str, Any]]]:
     tmp = tempfile.mkdtemp(prefix="fw-vectors-")
     with Anvil("--no-mining") as anvil:
         start = int(anvil.block()["timestamp"], 16) + 10
-        rig = make_watcher(anvil, f"sqlite:///{tmp}/a.db")
+        # The header chain form (proof.ancestry absent): history proofs have their own
+        # vectors (tests/unit/history_vectors_gen.py).
+        rig = make_watcher(anvil, f"sqlite:///{tmp}/a.db", receipt_ancestry="headers")
         rig.clock.now = start * 1000
         rig.watcher.poll()
         receipts = receipts_for(rig)
@@ -136,7 +138,13 @@ def _scenarios() -> dict[str, tuple[str, dict[str, Any]]]:
         )
         rig.store.close()
     with Anvil("--slots-in-an-epoch", "1") as anvil:
-        rig = make_watcher(anvil, f"sqlite:///{tmp}/b.db", confirmations=50, finality="finalized")
+        rig = make_watcher(
+            anvil,
+            f"sqlite:///{tmp}/b.db",
+            confirmations=50,
+            finality="finalized",
+            receipt_ancestry="headers",
+        )
         rig.watcher.poll()
         receipts = receipts_for(rig)
         anvil.mine(3)

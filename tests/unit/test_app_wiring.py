@@ -40,6 +40,7 @@ from watcher.engine.heads import HeadsWaker
 from watcher.receipts.component import ReceiptIssuer
 from watcher.sources.poller import SourcePoller
 from watcher.sources.settlements import new_source_settlement
+from watcher.workflows.lapses import WorkflowLapses
 
 MINE = ("watcher.app", "watcher.delivery", "watcher.handoff", "watcher.components")
 """The parts of watcher/ this wiring lives in."""
@@ -105,7 +106,18 @@ def app(tmp_path: Path) -> Iterator[App]:
 
 def test_every_part_gets_its_collaborators_at_construction(app: App) -> None:
     kinds = [type(c) for c in app.components]
-    assert kinds == [ReceiptIssuer, Sender, SourcePoller, HeadsWaker, EndpointAlerts]
+    assert kinds == [
+        ReceiptIssuer,
+        Sender,
+        SourcePoller,
+        HeadsWaker,
+        EndpointAlerts,
+        WorkflowLapses,
+    ]
+    # Workflows sign with the receipts' key and alert through the same plan.
+    assert app.workflows.signer is app.receipts.signer
+    assert app.workflows.plan() is app.watchers["local"].plan
+    assert app.components[-1].service is app.workflows  # type: ignore[attr-defined]
     assert (app.receipts, app.senders[0], app.sources, app.heads) == tuple(app.components[:4])
     # One key: a takeover's signed elements verify against the receipts' signer.
     assert app.handoff.takeovers.signer is app.receipts.signer

@@ -531,3 +531,14 @@ def test_mainnet_consensus_proves_only_chain_id_1(tmp_path: Path) -> None:
     )
     _, error = load_error(tmp_path, text)
     assert "consensus_network" in str(error) and "finalizes chain id 1, not 10" in str(error)
+
+
+def test_a_whsec_delivery_secret_must_be_base64_and_is_never_echoed(tmp_path: Path) -> None:
+    name, error = load_error(tmp_path, CHAIN + '\n[delivery]\nsecret = "whsec_not*base64!"\n')
+    assert str(error).splitlines() == [
+        f"{name}: delivery.secret: a whsec_ secret must be base64 after the prefix"
+        " (value not shown)"
+    ]
+    assert "not*base64" not in str(error)
+    good = parse_config(CHAIN + '\n[delivery]\nsecret = "whsec_c2VjcmV0LWtleS1ieXRlcw=="\n')
+    assert good.delivery.secret == "whsec_c2VjcmV0LWtleS1ieXRlcw=="

@@ -1,13 +1,16 @@
 """What the package declares is what the code imports, and the two locks agree with it.
 
-An EVM-only user installs ``finality-watcher`` without Stripe, RQ, Celery or the PostgreSQL
-driver. So every third-party module guard/, chains/ and watcher/ import must be a declared
-dependency (not only something web3 happens to bring today); an extra's package may be
-imported only by that extra's own modules (their file names spell it: ``stripe_source.py``);
-and importing any core module must never load one of those (an adapter is loaded by its kind,
-when a ``[[sources]]`` table uses it). Files are parsed, not imported: for the first rule every
-import counts, in functions and under ``TYPE_CHECKING`` too; for the last one, what runs at
-import time. The pins of ``pyproject.toml`` are the locked ones, or a constrained install fails.
+A daemon user installs ``finality-watcher[daemon]`` without Stripe, RQ, Celery or the
+PostgreSQL driver. So every third-party module guard/, chains/ and watcher/ import must be a
+declared dependency of the base or the ``[daemon]`` extra (not only something web3 happens to
+bring today); another extra's package may be imported only by that extra's own modules (their
+file names spell it: ``stripe_source.py``, ``otel_tracing.py``); and importing any module must
+never load one of those (an adapter is loaded by its kind, when a ``[[sources]]`` table uses
+it), unless the import is optional (in a ``try`` that catches ImportError). Files are parsed,
+not imported: for the first rule every import counts, in functions and under ``TYPE_CHECKING``
+too; for the last one, what runs at import time. ``pyproject.toml`` declares ranges (the slim
+base's imports are checked at run time by tests/unit/test_slim_install.py); the locked version
+of each satisfies its range, or a constrained install fails; the dev tools are pinned exactly.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+
 ROOT = Path(__file__).resolve().parents[2]
 OWN = frozenset({"guard", "chains", "watcher"})
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -33,24 +39,32 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def requirement(spec: str) -> tuple[str, str]:
-    """(canonical name, exact version) of an ``name[extra]==version`` requirement."""
-    match = re.fullmatch(r"([A-Za-z0-9_.-]+)(\[[^\]]*\])?==([^\s;]+)", spec.strip())
-    assert match, f"{spec!r}: a direct dependency is pinned exactly (name==version)"
-    return canonical(match.group(1)), match.group(3)
+SELF = canonical(PROJECT["name"])
 
 
-CORE = dict(requirement(spec) for spec in PROJECT["dependencies"])
-EXTRAS = {
-    extra: dict(requirement(spec) for spec in specs)
-    for extra, specs in PROJECT["optional-dependencies"].items()
-}
+def requirement(spec: str) -> tuple[str, SpecifierSet]:
+    """(canonical name, version range) of a requirement."""
+    parsed = Requirement(spec)
+    return canonical(parsed.name), parsed.specifier
+
+
+def declared(specs: list[str]) -> dict[str, SpecifierSet]:
+    """An extra's own requirements (``finality-watcher[daemon]`` inside another extra is the
+    daemon's, checked there)."""
+    return {name: spec for name, spec in map(requirement, specs) if name != SELF}
+
+
+BASE = declared(PROJECT["dependencies"])
+EXTRAS = {extra: declared(specs) for extra, specs in PROJECT["optional-dependencies"].items()}
+CORE = {**BASE, **EXTRAS["daemon"]}
+"""What every module of the package may import: the slim base and the daemon."""
 
 
 def lock(name: str) -> dict[str, str]:
-    """The pins of one lock file (comments skipped)."""
+    """The pins (exact versions) of one lock file (comments skipped)."""
     lines = (ROOT / name).read_text().splitlines()
-    return dict(requirement(line) for line in lines if line.strip() and not line.startswith("#"))
+    pins = (line.split("==") for line in lines if line.strip() and not line.startswith("#"))
+    return {canonical(name): version.strip() for name, version in pins}
 
 
 def top_level_imports(path: Path) -> Iterator[tuple[int, str]]:
@@ -105,6 +119,10 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+OPTIONAL = frozenset({"ImportError", "ModuleNotFoundError"})
+"""A ``try`` catching one of these makes its imports optional: absent, the module goes on."""
+
+
 def import_time_nodes(path: Path) -> Iterator[ast.Import | ast.ImportFrom]:
     """The import statements that run when ``path`` is imported: in the module and class
     bodies and their ``if``/``try``/``with`` blocks; not in functions (they run when called),
@@ -119,7 +137,10 @@ def import_time_nodes(path: Path) -> Iterator[ast.Import | ast.ImportFrom]:
                     yield from walk(node.body)
                 yield from walk(node.orelse)
             elif isinstance(node, ast.Try):
-                for block in (node.body, node.orelse, node.finalbody):
+                optional = any(
+                    h.type is not None and ast.unparse(h.type) in OPTIONAL for h in node.handlers
+                )
+                for block in ([] if optional else node.body, node.orelse, node.finalbody):
                     yield from walk(block)
                 for handler in node.handlers:
                     yield from walk(handler.body)
@@ -194,21 +215,26 @@ def test_the_core_never_loads_an_extras_package() -> None:
 
 
 def test_the_extras_keep_celery_stripe_and_the_postgres_driver_out_of_the_core() -> None:
-    assert {"stripe", "rq", "celery", "postgres", "dev"} <= EXTRAS.keys()
+    assert {"daemon", "stripe", "rq", "celery", "postgres", "mcp", "otel", "dev"} <= EXTRAS.keys()
     for heavy in ("stripe", "rq", "celery", "redis", "kombu", "psycopg", "pytest", "mypy"):
         assert heavy not in CORE, f"{heavy} is a core dependency; it belongs in an extra"
-    assert {"web3", "eth-account", "eth-keys", "eth-hash", "eth-utils"} <= CORE.keys()
+    assert {"web3", "eth-account", "eth-hash", "sqlalchemy", "fastapi"} <= EXTRAS["daemon"].keys()
+    assert not {"web3", "sqlalchemy", "fastapi", "uvicorn"} & BASE.keys()
 
 
-def test_every_pin_is_the_locked_version_and_the_locks_do_not_overlap() -> None:
+def test_every_locked_version_is_in_its_range_and_the_locks_do_not_overlap() -> None:
     runtime, dev = lock("requirements.lock"), lock("requirements-dev.lock")
     assert not runtime.keys() & dev.keys(), "a package is pinned in both locks"
-    for group, pins in [("dependencies", CORE), *EXTRAS.items()]:
+    for group, ranges in [("dependencies", BASE), *EXTRAS.items()]:
         where = runtime | dev if group == "dev" else runtime
-        for name, version in pins.items():
-            assert where.get(name) == version, (
-                f"{group}: {name}=={version} but the lock says {where.get(name)}"
+        for name, spec in ranges.items():
+            locked = where.get(name)
+            assert locked is not None, f"{group}: {name} is in no lock"
+            assert spec.contains(locked, prereleases=True), (
+                f"{group}: {name}{spec} excludes the locked {locked}"
             )
+            if group == "dev":
+                assert str(spec) == f"=={locked}", f"dev: {name}{spec}: pin the tools exactly"
 
 
 def test_metadata_names_its_license_and_readme() -> None:

@@ -49,10 +49,37 @@ from watcher.destinations import (
         ("ff02::1", "multicast"),
         ("240.0.0.1", "reserved"),
         ("255.255.255.255", "reserved"),
-        ("100.64.0.1", "not globally routable"),
-        ("192.0.2.1", "not globally routable"),
-        ("198.18.0.1", "not globally routable"),
-        ("2001:db8::1", "not globally routable"),
+        ("100.64.0.1", "not globally reachable (shared address space (carrier-grade NAT))"),
+        ("100.127.255.254", "not globally reachable (shared address space (carrier-grade NAT))"),
+        ("192.0.2.1", "not globally reachable (documentation (TEST-NET-1))"),
+        ("198.18.0.1", "not globally reachable (benchmarking)"),
+        ("198.19.255.254", "not globally reachable (benchmarking)"),
+        ("2001:db8::1", "not globally reachable (documentation)"),
+        # IANA's special-purpose registries, where Python 3.11's is_global says "global"
+        ("192.0.0.8", "not globally reachable (IETF protocol assignments)"),
+        ("192.0.0.9", "not globally reachable (IETF protocol assignments)"),
+        ("192.0.0.170", "not globally reachable (IETF protocol assignments)"),
+        ("192.88.99.1", "not globally reachable (deprecated 6to4 relay anycast)"),
+        ("0.1.2.3", 'not globally reachable ("this network")'),
+        ("245.1.2.3", "reserved"),
+        ("64:ff9b:1::1", "not globally reachable (local-use IPv4/IPv6 translation)"),
+        ("64:ff9b::c000:8", "not globally reachable (IETF protocol assignments)"),  # NAT64
+        ("64:ff9b::6440:1", "not globally reachable (shared address space (carrier-grade NAT))"),
+        (
+            "2001::1",
+            "not globally reachable (IETF protocol assignments (Teredo, ORCHID, benchmarking))",
+        ),
+        (
+            "2001:20::1",
+            "not globally reachable (IETF protocol assignments (Teredo, ORCHID, benchmarking))",
+        ),
+        ("3fff::1", "not globally reachable (documentation)"),
+        ("5f00::1", "not globally reachable (segment routing SIDs)"),
+        ("100::1", "not globally reachable (discard-only)"),
+        ("4000::1", "reserved"),  # outside 2000::/3: not allocated for global unicast
+        ("::808:808", "reserved"),  # deprecated IPv4-compatible form
+        ("2620:4f:8000::1", None),  # AS112 direct delegation: globally reachable
+        ("192.31.196.1", None),  # AS112: globally reachable
         ("::ffff:169.254.169.254", "link-local"),
         ("::ffff:10.0.0.1", "private"),
         ("::ffff:127.0.0.1", "loopback"),
@@ -192,3 +219,22 @@ def test_odd_spellings_of_loopback_are_resolved_and_refused(url: str) -> None:
 def test_a_zone_id_does_not_hide_a_link_local_address() -> None:
     with pytest.raises(DestinationRefused, match="link-local"):
         check_url("http://[fe80::1%25eth0]/", AllowList(loopback=True))
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://example.com/a\r\nX: 1", "control character"),
+        ("http://example.com/\x00", "control character"),
+        ("http://example.com/" + "a" * 65_536, "longer than 65536 bytes"),
+        ("ftp://example.com/", "http:// or https://"),
+    ],
+)
+def test_a_url_that_cannot_be_a_request_line_is_refused_before_any_lookup(
+    url: str, reason: str
+) -> None:
+    def never(host: str, port: int) -> list[IPAddress]:
+        raise AssertionError("resolved a URL that is refused as written")
+
+    with pytest.raises(DestinationRefused, match=reason):
+        check_url(url, AllowList(), never)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from guard.hexes import checksum_address
 from guard.payment import (
     NATIVE,
     InvalidPaymentField,
     PaymentSpec,
     RulePosition,
     Transfer,
-    checksum_address,
     decide_payment,
     parse_amount,
     parse_payment_address,

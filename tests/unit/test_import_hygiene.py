@@ -40,9 +40,7 @@ ALLOWED_STDLIB = frozenset(
 ALLOWED_COMPUTATION = frozenset(
     {
         "sha3",  # keccak256 (safe-pysha3, C)
-        "eth_keys.datatypes",  # secp256k1 public key recovery (ecrecover)
-        "eth_keys.exceptions",
-        "eth_utils.exceptions",  # the ValidationError eth_keys raises
+        "coincurve",  # secp256k1 public key recovery (ecrecover), libsecp256k1
         "py_arkworks_bls12381",  # BLS12-381 of sync-committee signatures (guard/consensus/bls.py)
     }
 )

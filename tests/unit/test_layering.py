@@ -45,6 +45,7 @@ WATCHER_LAYER = {
     "delivery": 2,
     "handoff": 2,
     "receipts": 2,
+    "workflows": 2,  # callers' workflows under the handoff guard: beside handoff
     "app": 3,
     "api": 4,
     "cli": 4,

@@ -205,3 +205,34 @@ def test_only_chains_polled_on_their_own_interval_are_paced() -> None:
 class NoJobs:
     def get_job(self, job_id: str) -> None:
         return None
+
+
+def test_settled_on_a_steady_chain_pacing_costs_at_most_one_call_in_twenty() -> None:
+    """Once settled, each probe that finds the phase at the block's edge already doubles the
+    gap to the next: the steady state costs a poll per block plus a few probes' retries."""
+    rng = random.Random(5)
+    arrivals = [a + rng.randrange(0, 8) for a in regular(phase=321, count=2_000)]
+    pacer = PollPacer(INTERVAL)
+    run = simulate(arrivals, pacer)
+    settle_ms = arrivals[100]
+    steady = [t for t, _ in run.polls if t >= settle_ms]
+    blocks = sum(1 for a in arrivals if a >= settle_ms)
+    assert len(steady) / blocks <= 1.05, (len(steady), blocks, pacer.retries)
+    assert statistics.median(run.lags[100:]) < pacer.step_ms  # and still within a step
+
+
+def test_one_late_poll_keeps_the_phase_and_two_in_a_row_start_over() -> None:
+    pacer = PollPacer(INTERVAL)
+    arrivals = regular(phase=321, count=60)
+    run = simulate(arrivals, pacer, until=arrivals[-1] + pacer.step_ms)
+    assert pacer.settled and run.polls[-1][1] == 1
+    at = run.polls[-1][0]
+    moves = pacer.moves
+    # A run the scheduler started late found two blocks: the phase is kept, nothing moves.
+    assert pacer.after_poll(at + INTERVAL + 200, 2, at + 2 * INTERVAL) is None
+    assert pacer.settled and pacer.moves == moves
+    assert pacer.after_poll(at + 2 * INTERVAL, 1, at + 3 * INTERVAL) is None
+    # Two in a row: the blocks come faster than the polls, the search starts over.
+    assert pacer.after_poll(at + 3 * INTERVAL, 2, at + 4 * INTERVAL) is None
+    assert pacer.after_poll(at + 4 * INTERVAL, 2, at + 5 * INTERVAL) is None
+    assert not pacer.settled and pacer.streak == 0

@@ -40,6 +40,10 @@ class ScriptedNode:
         self.latest_override: dict[str, Any] | None = None
         self.error_for: str | None = None
         self.requests: list[str] = []
+        self.keeps_side_blocks = False
+        """Whether replaced blocks are still served by hash (a real node, for a while);
+        anvil forgets them, and so does this node by default."""
+        self.side: list[dict[str, Any]] = []
 
     def extend(self, count: int, tag: str = "a") -> None:
         for _ in range(count):
@@ -57,6 +61,8 @@ class ScriptedNode:
 
     def fork(self, at: int, count: int, tag: str) -> None:
         """Replace everything above ``at`` with ``count`` blocks of branch ``tag``."""
+        if self.keeps_side_blocks:
+            self.side += self.chain[at + 1 :]
         del self.chain[at + 1 :]
         self.extend(count, tag)
 
@@ -78,6 +84,9 @@ class ScriptedNode:
                 "id": 1,
                 "result": self.chain[n] if n < len(self.chain) else None,
             }
+        if method == "eth_getBlockByHash":
+            known = [b for b in self.chain + self.side if b is not None and b["hash"] == params[0]]
+            return {"jsonrpc": "2.0", "id": 1, "result": known[0] if known else None}
         raise AssertionError(f"unexpected {method}")
 
     def request(self, method: str, params: Sequence[Any]) -> Mapping[str, Any]:
@@ -176,11 +185,28 @@ def test_reorg_replacing_the_whole_window_with_nothing_recorded_below_rebases() 
     advance = tracker.poll()
     reorg = advance.reorg
     assert reorg is not None and reorg.beyond_window
-    assert reorg.common_ancestor == header(node.chain[24])  # the node's block below the window
-    assert [b.header.number for b in advance.blocks] == list(range(25, 36))
-    assert advance.blocks[0].header.parent_hash == node.chain[24]["hash"]
-    assert [r.number for r in reorg.replaced] == [25, 26, 27, 28, 29]
-    assert reorg.depth == 5  # all we can tell: every block we had followed
+    # Block 25's parentHash names the old 24, which the node no longer has there: 24 is known
+    # replaced too; the old 24 is forgotten (as anvil does), so nothing more is known below.
+    assert reorg.common_ancestor == header(node.chain[23])  # rebased below what is known
+    assert [b.header.number for b in advance.blocks] == list(range(24, 36))
+    assert advance.blocks[0].header.parent_hash == node.chain[23]["hash"]
+    assert [r.number for r in reorg.replaced] == [24, 25, 26, 27, 28, 29]
+    assert reorg.depth == 6  # all we can tell: a lower bound
+    assert reorg.recorded_ancestor == header(node.chain[0])  # the only block known common
+
+
+def test_a_node_that_still_serves_the_old_branch_gives_the_true_ancestor() -> None:
+    node = ScriptedNode(30)
+    node.keeps_side_blocks = True
+    tracker = tracker_at(node, window=5)
+    node.fork(at=10, count=25, tag="d")
+    advance = tracker.poll()
+    reorg = advance.reorg
+    assert reorg is not None and reorg.beyond_window
+    assert reorg.common_ancestor == reorg.recorded_ancestor == header(node.chain[10])
+    assert reorg.depth == 19
+    assert [r.number for r in reorg.replaced] == list(range(11, 30))
+    assert [b.header.number for b in advance.blocks] == list(range(11, 36))
 
 
 def recorded_at(points: list[tuple[int, str]]) -> Callable[[int, int], list[tuple[int, str]]]:
@@ -200,8 +226,9 @@ def test_a_recorded_block_below_the_window_that_survived_stops_the_walk() -> Non
     node.chain[3] = None  # type: ignore[call-overload]  # asking for it would fail the poll
     reorg = tracker.poll().reorg
     assert reorg is not None and reorg.beyond_window
-    assert [r.number for r in reorg.replaced] == [25, 26, 27, 28, 29]  # 8 survived: 3 is intact
-    assert reorg.common_ancestor.number == 24
+    assert [r.number for r in reorg.replaced] == [24, 25, 26, 27, 28, 29]  # 8 survived
+    assert reorg.common_ancestor.number == 23
+    assert reorg.recorded_ancestor == header(node.chain[8])  # known on both branches
 
 
 def test_recorded_blocks_below_the_window_that_were_replaced_are_reported() -> None:
@@ -212,7 +239,12 @@ def test_recorded_blocks_below_the_window_that_were_replaced_are_reported() -> N
     reorg = tracker.poll().reorg
     assert reorg is not None and reorg.beyond_window
     below = {r.number: (r.old_hash, r.new_hash) for r in reorg.replaced if r.number < 25}
-    assert below == {20: (h("a", 20), h("d", 20)), 15: (h("a", 15), h("d", 15))}
+    assert below == {
+        24: (h("a", 24), h("d", 24)),
+        20: (h("a", 20), h("d", 20)),
+        15: (h("a", 15), h("d", 15)),
+    }
+    assert reorg.recorded_ancestor == header(node.chain[8])
     assert reorg.depth == 29 - 15 + 1  # at least down to the lowest replaced block we knew
 
 

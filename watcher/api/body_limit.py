@@ -20,7 +20,9 @@ every other route.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+import sys
+from collections.abc import Iterable, Mapping
 from itertools import accumulate
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -51,9 +53,11 @@ ROUTE_BYTES: Mapping[str, int] = {
 PREFIX_BYTES: Mapping[str, int] = {
     "/v1/webhooks/": REGISTRATION_BYTES,
     "/v1/subscriptions/": REGISTRATION_BYTES,
+    "/v1/workflows/": REGISTRATION_BYTES,
 }
 """Limits by path prefix (a payment processor's event can carry a whole object; a
-subscription's addresses come 10,000 a request)."""
+subscription's addresses come 10,000 a request; a workflow step's ``side_effects`` have
+their own, smaller limit, as ``dependent_state``)."""
 
 
 MAX_NESTING = 128
@@ -75,6 +79,51 @@ def nesting_depth(body: bytes) -> int:
     outside = b"".join(plain.split(b'"')[::2])
     brackets = outside.translate(None, _NOT_BRACKETS)
     return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+MAX_INT_DIGITS = sys.get_int_max_str_digits() or 4300
+"""Longest integer literal Python's JSON parser reads (beyond it, a ValueError the framework
+answered as a 400 naming nothing)."""
+
+_LONG_DIGITS = re.compile(rb"[0-9]{%d}" % (MAX_INT_DIGITS + 1))
+
+
+class _TooLong:
+    """Where a too long integer literal stood in a parsed body."""
+
+
+def oversized_integer(body: bytes) -> str | None:
+    """The field (``a.b.0``, as a 422 names one) holding an integer literal longer than
+    :data:`MAX_INT_DIGITS` digits, or None. Only a body holding such a run of digits is
+    parsed here (a string of digits is not an integer: it is parsed and found fine)."""
+    if _LONG_DIGITS.search(body) is None:
+        return None
+
+    def integer(text: str) -> object:
+        return _TooLong() if len(text.lstrip("-")) > MAX_INT_DIGITS else 0
+
+    try:
+        parsed = json.loads(body, parse_int=integer)
+    except ValueError:
+        return None  # not JSON: the framework's parse names that
+    path = _path_to_long(parsed, [])
+    return None if path is None else ".".join(path) or "body"
+
+
+def _path_to_long(value: object, path: list[str]) -> list[str] | None:
+    """The path to the first :class:`_TooLong` in ``value`` (bounded by :data:`MAX_NESTING`)."""
+    if isinstance(value, _TooLong):
+        return path
+    children: Iterable[tuple[object, object]] = ()
+    if isinstance(value, dict):
+        children = value.items()
+    elif isinstance(value, list):
+        children = enumerate(value)
+    for key, child in children:
+        found = _path_to_long(child, [*path, str(key)])
+        if found is not None:
+            return found
+    return None
 
 
 def limit_for(path: str) -> int:
@@ -112,6 +161,14 @@ class BodyLimit:
         if nesting_depth(body) > MAX_NESTING:
             message = f"body: nested deeper than {MAX_NESTING} arrays and objects"
             await _answer(send, 422, {"error": message, "fields": ["body"]})
+            return
+        field = oversized_integer(body)
+        if field is not None:
+            message = (
+                f"{field}: an integer of more than {MAX_INT_DIGITS} digits (no field takes "
+                "one; the JSON parser refuses it)"
+            )
+            await _answer(send, 422, {"error": message, "fields": [field]})
             return
         await self.app(scope, _replay(body, receive), send)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 
 from chains import pool
 from chains.errors import ChainError
@@ -15,7 +15,9 @@ from guard.hexes import parse_tx_hash
 from watcher.api.auth import Reader
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
+from watcher.api.live_limits import LiveLimits, caller_key
 from watcher.api.models.errors import ERRORS
+from watcher.api.models.params import DIGITS_ONLY
 from watcher.api.models.settlements import TX_HASH
 from watcher.api.models.views import ChainView, ReorgView, TxView
 from watcher.api.views import chain_or_error, chain_settlement_view, endpoints, shown_error
@@ -28,18 +30,27 @@ MAX_LIVE_CONFIRMATIONS = 2**31 - 1
 """Largest N a live answer accepts (decisions encode integers below 2**53)."""
 
 
+LiveConfirmations = Annotated[int | None, Query(ge=1, le=MAX_LIVE_CONFIRMATIONS), DIGITS_ONLY]
+"""The ``confirmations`` query parameter of a live look-up."""
+
+
 def router(deps: ApiDeps) -> APIRouter:
     """The chain routes over ``deps``."""
     api = APIRouter()
+    live = LiveLimits.of(deps.config)
 
     @api.get(
-        "/v1/chains/{chain}/txs/{tx_hash}", response_model=TxView, response_model_exclude_unset=True
+        "/v1/chains/{chain}/txs/{tx_hash}",
+        response_model=TxView,
+        response_model_exclude_unset=True,
+        responses={429: ERRORS[429]},
     )
     def get_tx(
+        request: Request,
         caller: Reader,
         chain: str,
-        tx_hash: Annotated[str, Path(pattern=TX_HASH)],
-        confirmations: int | None = Query(default=None, ge=1, le=MAX_LIVE_CONFIRMATIONS),
+        tx_hash: Annotated[str, Path(json_schema_extra={"pattern": TX_HASH})],
+        confirmations: LiveConfirmations = None,
     ) -> dict[str, Any]:
         """Verdict for any tx hash: the caller's settlement, or a live answer from the node."""
         config = chain_or_error(deps, chain)
@@ -50,14 +61,8 @@ def router(deps: ApiDeps) -> APIRouter:
         registered = _registered_view(deps, chain, tx, caller.name)
         if registered is not None:
             return registered
-        try:
-            return _live(deps, config, tx, confirmations)
-        except ChainError as exc:
-            raise ApiError(
-                503,
-                f"chain {chain!r}: node unavailable for a live answer: "
-                f"{shown_error(str(exc), configured_secrets(deps.config))}",
-            ) from None
+        live.admit(caller_key(deps.config, caller.name, request), config)
+        return _live(deps, config, tx, confirmations)
 
     @api.get("/v1/chains", response_model=list[ChainView], response_model_exclude_unset=True)
     def list_chains(caller: Reader) -> list[dict[str, Any]]:
@@ -78,7 +83,7 @@ def router(deps: ApiDeps) -> APIRouter:
     def list_reorgs(
         caller: Reader,
         chain: str | None = None,
-        limit: int = Query(default=100, ge=1, le=1000),
+        limit: Annotated[int, Query(ge=1, le=1000), DIGITS_ONLY] = 100,
     ) -> list[dict[str, Any]]:
         """Reorgs seen, newest first: depth, common ancestor, the caller's touched settlements."""
         if chain is not None:
@@ -115,13 +120,20 @@ def _reorg_json(r: Any) -> dict[str, Any]:
 
 def _live(deps: ApiDeps, config: ChainConfig, tx: str, confirmations: int | None) -> dict[str, Any]:
     """The live view of an unregistered tx within ``[api] live_lookup_timeout_s``; past it,
-    what the store knows (the recorded head), saying the live check timed out."""
+    what the store knows (the recorded head), saying the live check timed out; a 503 if
+    the node failed."""
     from watcher.engine.live import LiveTimeout, live_view_within, timed_out_view
 
     limit = deps.config.api.live_lookup_timeout_s
-    client = deps.clients[config.name]
+    client = deps.live_clients[config.name]
     try:
         return live_view_within(limit, client, config, tx, confirmations, deps.clock())
+    except ChainError as exc:
+        raise ApiError(
+            503,
+            f"chain {config.name!r}: node unavailable for a live answer: "
+            f"{shown_error(str(exc), configured_secrets(deps.config))}",
+        ) from None
     except LiveTimeout as exc:
         head = deps.store.chain(config.name)
         number = head.head_number if head is not None else None

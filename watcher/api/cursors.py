@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from watcher.api.errors import ApiError
+from typing import Annotated
 
-CURSOR = r"^[0-9]{1,18}$"
-"""What a cursor looks like (a ``seq``)."""
+from fastapi import Query
+
+from watcher.api.errors import ApiError
+from watcher.api.models.params import CURSOR
+
+CursorParam = Annotated[
+    str | None, Query(description="next_cursor of the previous page.", pattern=CURSOR)
+]
+"""The ``cursor`` query parameter."""
 
 
 def cursor_seq(cursor: str | None) -> int:

@@ -18,7 +18,7 @@ from watcher.api.auth import Admin, Caller, Reader
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import error_response
 from watcher.api.models.errors import ERRORS
-from watcher.api.models.params import MAX_ID
+from watcher.api.models.params import DIGITS_ONLY, MAX_ID
 from watcher.api.models.views import DeliveryView
 from watcher.store.outbox_states import COMMIT_CHANNEL
 from watcher.store.outbox_store import (
@@ -61,6 +61,10 @@ def _owner_filter(caller: Caller) -> str | None:
     return None if "admin" in caller.scopes else caller.name
 
 
+DeliveryId = Annotated[int, Path(ge=1, le=MAX_ID), DIGITS_ONLY]
+"""The ``delivery_id`` path parameter."""
+
+
 def router(deps: ApiDeps) -> APIRouter:
     """The delivery routes over ``deps``."""
     api = APIRouter()
@@ -75,8 +79,8 @@ def router(deps: ApiDeps) -> APIRouter:
             json_schema_extra={"enum": list(STATES)},
         ),
         settlement_id: str | None = None,
-        after: int = Query(default=0, ge=0, le=MAX_ID),
-        limit: int = Query(default=100, ge=1, le=1000),
+        after: Annotated[int, Query(ge=0, le=MAX_ID), DIGITS_ONLY] = 0,
+        limit: Annotated[int, Query(ge=1, le=1000), DIGITS_ONLY] = 100,
     ) -> Any:
         """Outbox rows in id order; ``state=dead`` lists what needs a replay."""
         if state is not None and state not in STATES:
@@ -91,7 +95,7 @@ def router(deps: ApiDeps) -> APIRouter:
         response_model=DeliveryView,
         response_model_exclude_unset=True,
     )
-    def get_delivery(caller: Reader, delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> Any:
+    def get_delivery(caller: Reader, delivery_id: DeliveryId) -> Any:
         """One outbox row, with the body it sends."""
         try:
             return delivery_json(
@@ -106,7 +110,7 @@ def router(deps: ApiDeps) -> APIRouter:
         response_model_exclude_unset=True,
         responses={409: ERRORS[409]},
     )
-    def replay_delivery(caller: Admin, delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> Any:
+    def replay_delivery(caller: Admin, delivery_id: DeliveryId) -> Any:
         """Send a dead delivery again: pending now, attempts reset, same Idempotency-Key."""
         try:
             rec = outbox.replay(delivery_id, deps.clock())

@@ -15,6 +15,7 @@ from watcher.delivery.sender import Sender
 from watcher.engine.heads import HeadsWaker
 from watcher.receipts.component import ReceiptIssuer
 from watcher.sources.poller import SourcePoller
+from watcher.workflows.service import WorkflowService
 
 if TYPE_CHECKING:
     from chains.budget import CallBudget
@@ -50,6 +51,8 @@ class ApiDeps:
     store: Store
     clock: Clock
     clients: Mapping[str, RpcClient]
+    live_clients: Mapping[str, RpcClient]
+    """What live look-ups read through: never a client that spends the engine's budget."""
     watchers: Mapping[str, ChainWatcher]
     budgets: Mapping[str, CallBudget]
     chains: ChainState
@@ -64,6 +67,8 @@ class ApiDeps:
     """The WebSocket new-heads component (None when every chain polls)."""
     inbox: WebhookInbox | None
     """The sources' webhook inbox (None without ``[[sources]]``)."""
+    workflows: WorkflowService | None = None
+    """Callers' workflows under the handoff guard (``/v1/workflows``)."""
 
 
 def deps_of(service: Service) -> ApiDeps:
@@ -74,6 +79,7 @@ def deps_of(service: Service) -> ApiDeps:
         store=service.store,
         clock=service.clock,
         clients=service.clients,
+        live_clients=service.live_clients,
         watchers=service.watchers,
         budgets=service.budgets,
         chains=ChainState(
@@ -88,4 +94,5 @@ def deps_of(service: Service) -> ApiDeps:
         sources=next((c for c in components if isinstance(c, SourcePoller)), None),
         heads=next((c for c in components if isinstance(c, HeadsWaker)), None),
         inbox=service.inbox,
+        workflows=service.workflows,
     )

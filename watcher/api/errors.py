@@ -9,6 +9,7 @@ body that is not JSON) and an unavailable store in that shape: nothing answers F
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -25,16 +26,36 @@ from watcher.store.errors import StoreUnavailable
 class ApiError(Exception):
     """An error answer: status, one-line message, optional extra fields."""
 
-    def __init__(self, status: int, message: str, **extra: Any) -> None:
+    def __init__(
+        self, status: int, message: str, *, retry_after_s: float | None = None, **extra: Any
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.retry_after_s = retry_after_s
+        """Sent as ``Retry-After`` (whole seconds, rounded up) when set: a 429's wait."""
         self.extra = extra
 
 
+def named_fields(message: str) -> list[str]:
+    """The field a ``"field: problem"`` message names, as ``fields`` lists it (every 4xx
+    carries ``fields``, docs/api.md; an error raised without it names its field first)."""
+    head, sep, _ = message.partition(": ")
+    return [head] if sep and _FIELD.fullmatch(head) else []
+
+
+_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+
+
 def error_response(status: int, message: str, **extra: Any) -> JSONResponse:
-    """The error shape as a response (for routes that answer instead of raising)."""
-    return JSONResponse({"error": printable(message), **extra}, status_code=status)
+    """The error shape as a response (for routes that answer instead of raising); without
+    ``fields``, the field the message starts with (:func:`named_fields`)."""
+    fields = extra.pop("fields", None)
+    if fields is None:
+        fields = named_fields(message)
+    return JSONResponse(
+        {"error": printable(message), "fields": fields, **extra}, status_code=status
+    )
 
 
 def printable(message: str) -> str:
@@ -54,7 +75,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return error_response(exc.status, exc.message, **exc.extra)
+        response = error_response(exc.status, exc.message, **exc.extra)
+        if exc.retry_after_s is not None:
+            response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

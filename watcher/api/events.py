@@ -2,7 +2,10 @@
 
 With ``Accept: text/event-stream`` the route is a Server-Sent Events stream: one
 ``id:``/``event:``/``data:`` frame per stored event, from ``Last-Event-ID`` (or ``?after=``)
-on; ``?kinds=reorg,finality_violation`` and ``?min_severity=warning`` filter it. A stream
+on; ``?kinds=reorg,finality_violation`` and ``?min_severity=warning`` filter it; with
+``?heads=true`` it also carries a ``head`` frame (no id: not a stored event, nothing to
+resume) each time a chain's recorded head moves, so a waiting client can show each new
+depth as it happens, where no stored event marks it. A stream
 ends after :data:`SSE_MAX_S` seconds with a ``retry:`` hint: EventSource clients reconnect by
 themselves and resume from the last id, and a stopping daemon is never held up by an idle
 listener for longer than that.
@@ -12,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
@@ -22,13 +25,13 @@ from starlette.concurrency import run_in_threadpool
 from watcher.api.auth import Reader
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import error_response
-from watcher.api.models.params import MAX_ID
+from watcher.api.models.params import DIGITS_ONLY, MAX_ID
 from watcher.api.models.views import EventView
 from watcher.api.views import shown_event
 from watcher.config.secrets import configured_secrets
 from watcher.delivery.events_tail import EventTail
 from watcher.delivery.format import SEVERITY_RANK
-from watcher.store import EventRecord
+from watcher.store import ChainRecord, EventRecord
 
 SSE_MAX_S = 15.0
 """Lifetime of one event stream; the client reconnects (``retry:``) and resumes."""
@@ -62,8 +65,8 @@ def router(deps: ApiDeps) -> APIRouter:
     def list_events(
         caller: Reader,
         request: Request,
-        after: int = Query(default=0, ge=0, le=MAX_ID),
-        limit: int = Query(default=100, ge=1, le=1000),
+        after: Annotated[int, Query(ge=0, le=MAX_ID), DIGITS_ONLY] = 0,
+        limit: Annotated[int, Query(ge=1, le=1000), DIGITS_ONLY] = 100,
     ) -> Any:
         """Alerts and lifecycle events in order; page with ``after`` = the last id seen.
 
@@ -95,6 +98,9 @@ def event_stream(deps: ApiDeps, request: Request, after: int, owner: str) -> Res
             fields=["min_severity"],
         )
     floor = SEVERITY_RANK[min_severity]
+    shown_heads = _heads_wanted(request)
+    if isinstance(shown_heads, Response):
+        return shown_heads
 
     async def frames() -> AsyncIterator[bytes]:
         loop = asyncio.get_running_loop()
@@ -105,6 +111,9 @@ def event_stream(deps: ApiDeps, request: Request, after: int, owner: str) -> Res
         while loop.time() < end:
             if await request.is_disconnected():
                 return
+            for frame in await _moved_heads(deps, shown_heads):
+                yield frame
+                quiet_since = loop.time()
             events = await run_in_threadpool(deps.store.events, None, tail.last, 200)
             ready = tail.take(events)
             if ready:
@@ -131,6 +140,44 @@ def event_stream(deps: ApiDeps, request: Request, after: int, owner: str) -> Res
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+def _heads_wanted(request: Request) -> dict[str, int | None] | Response | None:
+    """``?heads=true``: the heads shown so far (none yet); ``false`` or absent: None; else a
+    422 answer naming ``heads``."""
+    heads = request.query_params.get("heads", "false")
+    if heads not in ("true", "false"):
+        return error_response(422, f"heads: must be true or false, got {heads!r}", fields=["heads"])
+    return {} if heads == "true" else None
+
+
+async def _moved_heads(deps: ApiDeps, shown: dict[str, int | None] | None) -> list[bytes]:
+    """The head frames due now (none when the stream was not asked for heads)."""
+    if shown is None:
+        return []
+    return head_frames(await run_in_threadpool(deps.store.chains), shown)
+
+
+def head_frames(chains: Mapping[str, ChainRecord], shown: dict[str, int | None]) -> list[bytes]:
+    """A ``head`` frame per chain whose recorded head is not the one last shown (``shown``
+    is updated): ``{"kind": "head", "chain", "head_number", "head_hash"}``, without an id."""
+    out: list[bytes] = []
+    for name, record in sorted(chains.items()):
+        if record.head_number is None or shown.get(name) == record.head_number:
+            continue
+        shown[name] = record.head_number
+        data = json.dumps(
+            {
+                "kind": "head",
+                "chain": name,
+                "head_number": record.head_number,
+                "head_hash": record.head_hash,
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+        out.append(f"event: head\ndata: {data}\n\n".encode())
+    return out
 
 
 def _resumed_at(request: Request, after: int) -> int | Response:

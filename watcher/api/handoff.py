@@ -11,7 +11,7 @@ for a stale fencing token.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
@@ -20,7 +20,7 @@ from watcher.api.auth import Admin
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.models.handoff import HandoffView, LeasesView
-from watcher.api.models.params import MAX_ID
+from watcher.api.models.params import DIGITS_ONLY, MAX_ID
 from watcher.store import lease_store as ls
 
 
@@ -58,6 +58,12 @@ def handoff_json(row: dict[str, Any], full: bool = False) -> dict[str, Any]:
     return out
 
 
+HandoffId = Annotated[
+    int, Path(ge=1, le=MAX_ID, description="the takeover's id (GET /v1/handoffs)"), DIGITS_ONLY
+]
+"""The ``handoff_id`` path parameter."""
+
+
 def router(deps: ApiDeps) -> APIRouter:
     """The handoff routes over ``deps``."""
     api = APIRouter()
@@ -67,7 +73,7 @@ def router(deps: ApiDeps) -> APIRouter:
     def list_handoffs(
         caller: Admin,
         name: str | None = Query(default=None, description="only this chain or source"),
-        limit: int = Query(default=100, ge=1, le=1000),
+        limit: Annotated[int, Query(ge=1, le=1000), DIGITS_ONLY] = 100,
         full: bool = Query(
             default=False, description="include the four recorded elements and their receipts"
         ),
@@ -80,7 +86,7 @@ def router(deps: ApiDeps) -> APIRouter:
     )
     def get_handoff(
         caller: Admin,
-        handoff_id: int = Path(ge=1, le=MAX_ID, description="the takeover's id (GET /v1/handoffs)"),
+        handoff_id: HandoffId,
     ) -> Any:
         """One takeover with its recorded elements and their signed receipts."""
         row = ls.handoff(engine, handoff_id)

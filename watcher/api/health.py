@@ -8,6 +8,9 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CollectorRegistry, generate_latest
 
+from chains import pool
+from chains.health import why_unused
+from chains.redact import redact_url
 from watcher.api.auth import require
 from watcher.api.deps import ApiDeps
 from watcher.api.metrics.collector import ServiceCollector
@@ -46,6 +49,7 @@ def router(deps: ApiDeps) -> APIRouter:
                 "healthy": deps.chains.healthy(c.name),
                 "last_error": shown_error(deps.chains.last_error(c.name), secrets),
                 "head_number": recorded[c.name].head_number if c.name in recorded else None,
+                "endpoints_unused": unused_endpoints(deps, c.name, secrets),
             }
             for c in deps.config.chains
         }
@@ -68,3 +72,20 @@ def router(deps: ApiDeps) -> APIRouter:
         )
 
     return api
+
+
+def unused_endpoints(deps: ApiDeps, chain: str, secrets: list[str]) -> list[dict[str, Any]]:
+    """The endpoints of a chain read through several that are not used now, each with its
+    state (``inconsistent``: its data failed a check; ``open``, ``stalled``…) and why; the
+    chain itself may still be healthy on the others. Empty with a single endpoint (its
+    trouble is the chain's ``last_error``)."""
+    report = pool.health_report(deps.clients[chain]) or []
+    return [
+        {
+            "endpoint": redact_url(str(e["endpoint"])),
+            "state": e["state"],
+            "reason": shown_error(why_unused(e), secrets),
+        }
+        for e in report
+        if e["state"] not in ("closed", "half_open")
+    ]

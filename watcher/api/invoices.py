@@ -14,11 +14,12 @@ from fastapi import APIRouter, Query
 
 from watcher.api.auth import Reader, Registrar
 from watcher.api.commit_url import check_commit_url
-from watcher.api.cursors import CURSOR, cursor_seq
+from watcher.api.cursors import CursorParam, cursor_seq
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.models.deposits import InvoiceRequest
 from watcher.api.models.errors import ERRORS
+from watcher.api.models.params import DIGITS_ONLY
 from watcher.api.models.settlements import MAX_PAGE
 from watcher.api.payments import payment_view
 from watcher.api.registration import check_dependent_state
@@ -43,10 +44,8 @@ def router(deps: ApiDeps) -> APIRouter:
     @api.get("/v1/invoices")
     def list_invoices(
         caller: Reader,
-        cursor: Annotated[
-            str | None, Query(description="next_cursor of the previous page.", pattern=CURSOR)
-        ] = None,
-        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+        cursor: CursorParam = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE), DIGITS_ONLY] = 100,
     ) -> dict[str, Any]:
         """The caller's invoices, oldest first, a page at a time."""
         page = deps.store.invoices(caller.name, cursor_seq(cursor), limit)

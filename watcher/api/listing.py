@@ -15,13 +15,14 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from guard.payment import PAYMENT_KIND
+from guard.payment import ADDRESS_KINDS, PAYMENT_KIND
 from watcher.api.auth import Reader, Registrar
-from watcher.api.cursors import CURSOR, cursor_seq
+from watcher.api.cursors import CursorParam, cursor_seq
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError, validation_body
 from watcher.api.json_answer import JsonAnswer
 from watcher.api.models.errors import ERRORS
+from watcher.api.models.params import DIGITS_ONLY
 from watcher.api.models.settlements import (
     MAX_PAGE,
     BatchItemResult,
@@ -33,18 +34,46 @@ from watcher.api.models.settlements import (
 )
 from watcher.api.payments import checked_payment, parsed_payment, payment_view
 from watcher.api.recorded_heads import HeadsOnce
-from watcher.api.registration import checked_settlement
+from watcher.api.registration import checked_settlement, same_terms
 from watcher.api.source_settlements import checked_source_settlement, source_view
 from watcher.api.views import chain_settlement_view
+from watcher.config.model import Config
+from watcher.config.source_kinds import known_kinds
 from watcher.store import NewSettlement, SettlementRecord
 from watcher.store.listing_store import EVM_KIND, listing
 from watcher.store.payment_records import NewPaymentSpec
 from watcher.store.payments_store import PaymentConflict, spec_conflict
 
 
+def settlement_kinds(config: Config) -> list[str]:
+    """The kinds a settlement can have here (evm_tx, evm_payment, evm_deposit, the sources'
+    and the installed source kinds): a filter naming another is a typo, not a kind with
+    none."""
+    return sorted({*known_kinds(), *ADDRESS_KINDS, *(s.kind for s in config.sources)})
+
+
+def _kind_query(kinds: list[str]) -> Any:
+    """The ``kind`` query parameter, its known values documented as its enum."""
+    return Query(
+        default=None,
+        description="evm_tx, evm_payment, evm_deposit, a source's.",
+        json_schema_extra={"enum": kinds},
+    )
+
+
+def _check_kind(kind: str | None, kinds: list[str]) -> None:
+    """A 422 naming ``kind`` and the known kinds if ``kind`` is none of them."""
+    if kind is not None and kind not in kinds:
+        raise ApiError(
+            422, f"kind: unknown kind {kind!r}; known kinds: {', '.join(kinds)}", fields=["kind"]
+        )
+
+
 def router(deps: ApiDeps) -> APIRouter:
     """The listing and batch routes over ``deps``."""
     api = APIRouter()
+    kinds = settlement_kinds(deps.config)
+    kind_query = _kind_query(kinds)  # a default, not an annotation: kinds is the router's
 
     @api.get(
         "/v1/settlements",
@@ -56,13 +85,12 @@ def router(deps: ApiDeps) -> APIRouter:
         caller: Reader,
         chain: Annotated[str | None, Query(description="Chain (or source) name.")] = None,
         verdict: Annotated[Verdict | None, Query()] = None,
-        kind: Annotated[str | None, Query(description="evm_tx, evm_payment, a source's.")] = None,
-        cursor: Annotated[
-            str | None, Query(description="next_cursor of the previous page.", pattern=CURSOR)
-        ] = None,
-        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+        kind: str | None = kind_query,
+        cursor: CursorParam = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE), DIGITS_ONLY] = 100,
     ) -> JSONResponse:
         """The caller's registered settlements, oldest first, a page at a time."""
+        _check_kind(kind, kinds)
         filters = {"chain": chain, "verdict": verdict, "kind": kind, "owner": caller.name}
         records = listing(deps.store).page(after_seq=cursor_seq(cursor), limit=limit, **filters)
         last = records[-1].seq if len(records) == limit else None
@@ -95,8 +123,8 @@ def router(deps: ApiDeps) -> APIRouter:
         stored = listing(deps.store).register_batch([new for _, new in valid], first)
         _kick_sources(deps, [rec.chain for rec, created in stored if created])
         heads = HeadsOnce(deps.store)  # one head read for the batch, after its commit
-        for (index, _), (rec, created) in zip(valid, stored, strict=True):
-            results[index] = _stored_result(deps, index, rec, created, specs.get(index), heads)
+        for one, (rec, created) in zip(valid, stored, strict=True):
+            results[one[0]] = _stored_result(deps, one, rec, created, specs.get(one[0]), heads)
         # Plain dicts, as GET answers (the models document them): no validation round trip.
         return JsonAnswer({"results": [r for r in results if r is not None]})
 
@@ -105,20 +133,26 @@ def router(deps: ApiDeps) -> APIRouter:
 
 def _stored_result(
     deps: ApiDeps,
-    index: int,
+    item: tuple[int, NewSettlement],
     rec: SettlementRecord,
     created: bool,
     spec: NewPaymentSpec | None,
     heads: HeadsOnce,
 ) -> dict[str, Any]:
     """The result of a stored item: 201, 200 (already registered), or 409 for a payment
-    whose reference names a stored payment that differs."""
+    whose reference names a stored payment that differs, or any repeat with other terms."""
+    index, new = item
     if spec is not None and not created:
         field = spec_conflict(deps.store.payment_spec(rec.settlement_id), rec.chain, spec)
         if field is not None:
             problem = PaymentConflict(rec.settlement_id, field)
             refused = _refused(index, ApiError(409, str(problem), fields=["reference", field]))
             return refused.model_dump(exclude_unset=True)
+    if not created:
+        try:
+            same_terms(rec, new)
+        except ApiError as exc:
+            return _refused(index, exc).model_dump(exclude_unset=True)
     view = _view(deps, rec, heads)
     status = 201 if created else 200
     return {"index": index, "status": status, "settlement": view, "error": None, "fields": []}

@@ -5,7 +5,9 @@ payment: checked against its chain (known, confirmations below the header window
 capped at the max wait, dependent state), stored with no call to the node (transfers count
 in blocks above the head recorded at that instant). Without ``reference`` every
 registration is a new payment (201); with one, a repeat answers the same payment (200) and
-a different payment under the same reference is a 409 naming the field that differs.
+a different payment under the same reference, or the same one with other terms
+(confirmations, timeout, dependent state, commit URL), is a 409 naming the fields that
+differ.
 
 The view is a settlement view (verdict, directive, deadline, receipt, binding, dependent
 state...) with ``tx_hash`` null and the payment's own keys: ``kind``, ``to``, ``asset``,
@@ -25,7 +27,7 @@ from watcher.api.commit_url import check_commit_url
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError, validation_body
 from watcher.api.models.payments import PaymentRequest
-from watcher.api.registration import check_dependent_state
+from watcher.api.registration import check_dependent_state, same_terms
 from watcher.api.views import chain_or_error, head_of, view_parts
 from watcher.config.chains import ChainConfig
 from watcher.engine.payment_registration import PaymentRegistration, new_payment
@@ -93,6 +95,8 @@ def register_payment_settlement(
         rec, created = deps.store.register_payment(new, spec)
     except PaymentConflict as exc:
         raise ApiError(409, str(exc), fields=["reference", exc.field]) from None
+    if not created:
+        same_terms(rec, new)
     view = payment_view(deps, rec)
     assert view is not None
     return view, 201 if created else 200
@@ -107,7 +111,7 @@ def payment_view(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any] | None:
     transfers = deps.store.payment_transfers(rec.settlement_id)
     paid = sum(int(t.value) for t in transfers)
     amount = int(spec.amount)
-    view = settlement_view(rec, head, **view_parts(deps, rec))
+    view = settlement_view(rec, head, **view_parts(deps, rec), now=deps.clock())
     view.update(
         tx_hash=None,
         status=None,
@@ -133,6 +137,12 @@ def payment_view(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any] | None:
         remaining=str(max(0, amount - paid)),
         overpaid=str(max(0, paid - amount)),
         counted_after_block=spec.after_block,
+        waiting_for=(
+            f"transfers to {spec.to_address} adding up to {spec.amount}, each final by the "
+            f"{rec.finality_mode} rule (N={rec.required_confirmations}); paid {paid}"
+            if rec.verdict == "AWAITING_FINALITY"
+            else None
+        ),
     )
     view["from"] = spec.sender
     if rec.kind == DEPOSIT_KIND:

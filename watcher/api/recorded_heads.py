@@ -28,13 +28,23 @@ class HeadsOnce:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._heads: dict[str, int | None] | None = None
+        self._chains: dict[str, ChainRecord] | None = None
 
     def __call__(self, chain: str) -> int | None:
         """The stored head number of ``chain`` (None before its first block is processed)."""
-        if self._heads is None:
-            self._heads = {name: r.head_number for name, r in self._store.chains().items()}
-        return self._heads.get(chain)
+        record = self._read().get(chain)
+        return record.head_number if record is not None else None
+
+    def finalized(self, chain: str) -> int | None:
+        """The stored ``finalized`` block of ``chain`` (None when not recorded), from the
+        same read as the heads."""
+        record = self._read().get(chain)
+        return record.finalized_number if record is not None else None
+
+    def _read(self) -> dict[str, ChainRecord]:
+        if self._chains is None:
+            self._chains = dict(self._store.chains())
+        return self._chains
 
 
 def recorded_heads(store: Store) -> tuple[dict[str, ChainRecord], str | None]:

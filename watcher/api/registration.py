@@ -14,14 +14,15 @@ from watcher.api.models.limits import shape_problem
 from watcher.api.models.settlements import SettlementRequest
 from watcher.api.sender_facts import FieldProblem, sender_facts
 from watcher.api.views import chain_or_error
-from watcher.settlements import ANONYMOUS_OWNER, Registration, new_settlement
-from watcher.store import NewSettlement
+from watcher.settlements import ANONYMOUS_OWNER, Registration, differing_terms, new_settlement
+from watcher.store import NewSettlement, SettlementRecord
 
 __all__ = [
     "MAX_DEPENDENT_STATE_BYTES",
     "SettlementRequest",
     "check_dependent_state",
     "checked_settlement",
+    "same_terms",
 ]
 
 MAX_DEPENDENT_STATE_BYTES = 64 * 1024
@@ -29,31 +30,30 @@ MAX_DEPENDENT_STATE_BYTES = 64 * 1024
 max_dependent_state_bytes``."""
 
 
-def check_dependent_state(state: object, limit: int) -> None:
+def check_dependent_state(state: object, limit: int, name: str = "dependent_state") -> None:
     """Refuse dependent state that is not a JSON object, has NaN or Infinity, is over
     ``limit`` bytes (413, with the limit), or has no canonical JSON form (a float: its
-    digest is signed into the binding receipt); raises :class:`ApiError`."""
+    digest is signed into the binding receipt); raises :class:`ApiError`. ``name`` is the
+    field named (a workflow step's ``side_effects`` are bounded the same way)."""
     if not isinstance(state, dict):
-        raise ApiError(422, "dependent_state: must be a JSON object", fields=["dependent_state"])
-    problem = shape_problem(state, "dependent_state")  # what is stored must read back
+        raise ApiError(422, f"{name}: must be a JSON object", fields=[name])
+    problem = shape_problem(state, name)  # what is stored must read back
     if problem is not None:
-        raise ApiError(422, problem, fields=["dependent_state"])
+        raise ApiError(422, problem, fields=[name])
     try:
         encoded = json.dumps(state, separators=(",", ":"), allow_nan=False)
     except ValueError:
         raise ApiError(
-            422, "dependent_state: must be JSON without NaN or Infinity", fields=["dependent_state"]
+            422, f"{name}: must be JSON without NaN or Infinity", fields=[name]
         ) from None
     size = len(encoded.encode())
     if size > limit:
-        raise ApiError(
-            413, f"dependent_state: {size} bytes is over the limit of {limit} bytes", limit=limit
-        )
+        raise ApiError(413, f"{name}: {size} bytes is over the limit of {limit} bytes", limit=limit)
     try:
         canonical_json(state)
     except CanonicalError as exc:
-        message = str(exc).replace("$", "dependent_state", 1)
-        raise ApiError(422, message, fields=["dependent_state"]) from None
+        message = str(exc).replace("$", name, 1)
+        raise ApiError(422, message, fields=[name]) from None
 
 
 def checked_settlement(
@@ -99,3 +99,19 @@ def checked_settlement(
     new = new_settlement(registration, deps.clock())
     # ``replace`` copies every field: a fifth of this function's time in a batch of 1,000.
     return replace(new, provisional=True) if body.provisional else new
+
+
+def same_terms(stored: SettlementRecord, new: NewSettlement) -> None:
+    """A repeated registration must ask for the stored settlement's terms: else a 409
+    :class:`ApiError` naming each field that differs (the stored settlement is unchanged;
+    its id is in the answer)."""
+    fields = differing_terms(stored, new)
+    if fields:
+        raise ApiError(
+            409,
+            f"{', '.join(fields)}: settlement {stored.settlement_id} is already registered "
+            f"with other {', '.join(fields)} (its terms are in GET /v1/settlements/"
+            f"{stored.settlement_id}); repeat it with the same terms",
+            fields=fields,
+            settlement_id=stored.settlement_id,
+        )

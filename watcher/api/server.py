@@ -10,8 +10,11 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
+from watcher import otel_tracing
 from watcher.api import (
     chains,
+    console,
+    console_reads,
     deliveries,
     events,
     handoff,
@@ -22,14 +25,17 @@ from watcher.api import (
     settlements,
     sources,
     subscriptions,
+    workflows,
 )
 from watcher.api.auth import install_auth
 from watcher.api.body_limit import BodyLimit
 from watcher.api.deps import ApiDeps, deps_of
+from watcher.api.docs_pages import install_docs
 from watcher.api.errors import install
 from watcher.api.guards import Guards
 from watcher.api.hot_read import HotRead, HotReads
 from watcher.api.openapi_doc import install_openapi
+from watcher.api.tracing_middleware import RequestSpans
 
 if TYPE_CHECKING:
     from watcher.app.daemon import App
@@ -46,6 +52,8 @@ def build_app(deps: ApiDeps, hot_read: bool = True) -> FastAPI:
         # with lifespan off, so nothing reads the OTEL environment), yet asking whether they
         # are cost 11 us a request, every request (issue 14). Off: the one cheap check.
         telemetry={"tracing": False, "metrics": False, "logs": False},
+        docs_url=None,  # FastAPI's pages load from a CDN: ours serve local files
+        redoc_url=None,
     )
     install(app)
     app.add_middleware(BodyLimit)  # bodies capped before anything reads them
@@ -53,7 +61,9 @@ def build_app(deps: ApiDeps, hot_read: bool = True) -> FastAPI:
     app.state.hot_reads = HotReads()
     if hot_read:  # inside Guards: Host is checked first (watcher/api/hot_read.py)
         app.add_middleware(HotRead, deps=deps, callers=app.state.callers, reads=app.state.hot_reads)
-    app.add_middleware(Guards, api=deps.config.api)  # Host and JSON-only checks, outermost
+    app.add_middleware(Guards, api=deps.config.api)  # Host and JSON-only checks
+    if otel_tracing.enabled():  # asked once: without a tracer provider, no cost per request
+        app.add_middleware(RequestSpans)  # outermost: refused requests are spans too
     for topic in (
         listing,
         settlements,
@@ -66,9 +76,13 @@ def build_app(deps: ApiDeps, hot_read: bool = True) -> FastAPI:
         handoff,
         subscriptions,
         invoices,
+        console_reads,
+        workflows,
     ):
         app.include_router(topic.router(deps))
+    app.include_router(console.router())  # /ui/: the operator console's static page
     install_openapi(app)
+    install_docs(app)
     return app
 
 

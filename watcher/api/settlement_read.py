@@ -22,7 +22,13 @@ from guard.payment import ADDRESS_KINDS
 from watcher.api.deps import ApiDeps
 from watcher.api.payments import payment_view
 from watcher.api.source_settlements import source_view
-from watcher.api.views import TERMINAL, chain_settlement_view, settlement_at_head
+from watcher.api.views import (
+    TERMINAL,
+    chain_settlement_view,
+    node_notes,
+    settlement_at_head,
+    waits_on_finalized,
+)
 from watcher.settlements import settlement_view
 from watcher.store import SettlementRecord, StoreError
 
@@ -32,8 +38,8 @@ async def settlement_answer(deps: ApiDeps, settlement_id: str, owner: str) -> di
     if not on_loop(deps):
         return await run_in_threadpool(_answer, deps, settlement_id, owner)
     rec, head = settlement_at_head(deps, settlement_id, owner)
-    if plain(deps, rec):
-        return settlement_view(rec, head)  # no receipt (not terminal), no binding (no state)
+    if plain(deps, rec):  # no receipt (not terminal), no binding (no state)
+        return settlement_view(rec, head, now=deps.clock())
     return await run_in_threadpool(_view, deps, rec, head)
 
 
@@ -48,7 +54,7 @@ def plain_answer(deps: ApiDeps, settlement_id: str, owner: str) -> dict[str, Any
         rec, head = deps.store.settlement_at_head(settlement_id, owner)
     except StoreError:  # SettlementNotFound included: the route answers it
         return None
-    return settlement_view(rec, head) if plain(deps, rec) else None
+    return settlement_view(rec, head, now=deps.clock()) if plain(deps, rec) else None
 
 
 def on_loop(deps: ApiDeps) -> bool:
@@ -58,13 +64,17 @@ def on_loop(deps: ApiDeps) -> bool:
 
 
 def plain(deps: ApiDeps, rec: SettlementRecord) -> bool:
-    """Whether the view is the row and its head alone (nothing more to read or sign)."""
+    """Whether the view is the row and its head alone (nothing more to read or sign, nothing
+    to say about its node data: watcher/api/views.py ``node_notes``; a rule on the
+    ``finalized`` tag reads the chain's recorded one too)."""
     source = deps.sources is not None and rec.chain in deps.sources.slots
     return not (
         source
         or rec.kind in ADDRESS_KINDS
         or rec.verdict in TERMINAL
         or rec.dependent_state is not None
+        or bool(node_notes(deps, rec))
+        or waits_on_finalized(rec)
     )
 
 

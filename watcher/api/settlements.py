@@ -22,7 +22,7 @@ from watcher.api.models.settlements import SettlementView, SourceSettlementReque
 from watcher.api.models.views import EventView
 from watcher.api.payments import register_payment_settlement
 from watcher.api.receipt_read import receipt_answer
-from watcher.api.registration import SettlementRequest, checked_settlement
+from watcher.api.registration import SettlementRequest, checked_settlement, same_terms
 from watcher.api.settlement_read import settlement_answer
 from watcher.api.source_settlements import register_source_settlement
 from watcher.api.views import (
@@ -60,8 +60,8 @@ _CREATE: dict[str, Any] = {
         422: ERRORS[422],
     },
 }
-"""How ``POST /v1/settlements`` is documented (409: a payment's reference reused for a
-different payment)."""
+"""How ``POST /v1/settlements`` is documented (409: a repeat of a registration with other
+terms, naming the fields that differ; a payment's reference reused for another payment)."""
 
 
 _READ: dict[str, Any] = {"response_model_exclude_unset": True, "responses": _NOT_FOUND}
@@ -131,5 +131,8 @@ def _without_kind(payload: dict[str, Any]) -> dict[str, Any]:
 def _register(deps: ApiDeps, body: SettlementRequest, owner: str) -> tuple[dict[str, Any], bool]:
     """Check a chain registration against its chain and store it as ``owner``'s; (view,
     created: False when ``owner`` had registered the tx already)."""
-    rec, created = deps.store.register(checked_settlement(deps, body, owner))
+    new = checked_settlement(deps, body, owner)
+    rec, created = deps.store.register(new)
+    if not created:
+        same_terms(rec, new)
     return chain_settlement_view(deps, rec), created

@@ -19,7 +19,7 @@ from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError, printable
 from watcher.api.models.limits import lone_surrogate
 from watcher.api.models.settlements import MIN_TIMEOUT_S
-from watcher.api.registration import check_dependent_state
+from watcher.api.registration import check_dependent_state, same_terms
 from watcher.api.views import binding_for, latest_signed
 from watcher.config.source_kinds import EVM_KIND
 from watcher.settlements import ANONYMOUS_OWNER
@@ -52,6 +52,11 @@ def register_source_settlement(
     if isinstance(new, tuple):
         return new
     rec, created = deps.store.register(new)
+    if not created:
+        try:
+            same_terms(rec, new)
+        except ApiError as exc:
+            return {"error": exc.message, **exc.extra}, exc.status
     if created and deps.sources is not None:
         deps.sources.kick(rec.chain)
     return _view(deps, rec), 201 if created else 200
@@ -88,7 +93,7 @@ def source_view(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any] | None:
 def _view(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any]:
     """The source view with the latest signed receipt, once one exists for its verdict."""
     receipt = latest_signed(deps, rec.settlement_id) if rec.verdict_enum.terminal else None
-    return source_settlement_view(rec, receipt, binding_for(deps, rec))
+    return source_settlement_view(rec, receipt, binding_for(deps, rec), now=deps.clock())
 
 
 def _checked(deps: ApiDeps, body: object) -> tuple[SourceSlot, str, float | None]:

@@ -18,11 +18,12 @@ from fastapi import APIRouter, Query
 from guard.settlement import Verdict
 from watcher.api.auth import Reader, Registrar
 from watcher.api.commit_url import check_commit_url
-from watcher.api.cursors import CURSOR, cursor_seq
+from watcher.api.cursors import CursorParam, cursor_seq
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.models.deposits import AddressesRequest, SubscriptionRequest
 from watcher.api.models.errors import ERRORS
+from watcher.api.models.params import DIGITS_ONLY
 from watcher.api.models.settlements import MAX_PAGE
 from watcher.api.payments import check_confirmations, payment_view
 from watcher.api.views import chain_or_error, head_of
@@ -76,10 +77,8 @@ def router(deps: ApiDeps) -> APIRouter:
         caller: Reader,
         subscription_id: str,
         verdict: Annotated[Verdict | None, Query()] = None,
-        cursor: Annotated[
-            str | None, Query(description="next_cursor of the previous page.", pattern=CURSOR)
-        ] = None,
-        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+        cursor: CursorParam = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE), DIGITS_ONLY] = 100,
     ) -> dict[str, Any]:
         """The subscription's deposits, oldest first, a page at a time."""
         _owned(deps, subscription_id, caller.name)

@@ -10,10 +10,12 @@ from typing import Any
 from chains.redact import redact_text, redact_url
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
-from watcher.api.recorded_heads import recorded_head
+from watcher.api.recorded_heads import HeadsOnce, recorded_head
 from watcher.config.chains import ChainConfig
 from watcher.config.errors import UnknownChainName
+from watcher.config.secrets import configured_secrets
 from watcher.delivery.format import event_json
+from watcher.receipts.attestation import attests_only
 from watcher.receipts.waiting import wait_receipt
 from watcher.settlements import settlement_view
 from watcher.store import SettlementNotFound, SettlementRecord
@@ -105,19 +107,67 @@ def binding_for(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any] | None:
 
 
 def view_parts(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any]:
-    """The ``receipt`` and ``binding`` arguments of ``settlement_view`` for ``rec``."""
+    """The ``receipt``, ``binding`` and ``notes`` arguments of ``settlement_view`` for
+    ``rec``."""
     receipt = latest_signed(deps, rec.settlement_id) if rec.verdict in TERMINAL else None
-    return {"receipt": receipt, "binding": binding_for(deps, rec)}
+    return {"receipt": receipt, "binding": binding_for(deps, rec), "notes": node_notes(deps, rec)}
+
+
+def node_notes(deps: ApiDeps, rec: SettlementRecord) -> dict[str, str]:
+    """What a settlement's view says about the node data it rests on, when there is
+    something to say: ``waiting`` (why it cannot progress now: its chain's polls fail, e.g.
+    the node's data did not check out and no other endpoint is left) and ``attestation``
+    (its chain's headers cannot be re-hashed, so its verdict rests on the node's word: the
+    receipt signs that word, it cannot prove it)."""
+    try:
+        chain = deps.config.chain(rec.chain)
+    except UnknownChainName:
+        return {}  # an off-chain source's settlement
+    notes: dict[str, str] = {}
+    reason = attests_only(chain.chain_id)
+    if reason is not None:
+        notes["attestation"] = reason
+    error = deps.chains.last_error(rec.chain) if rec.verdict not in TERMINAL else None
+    if error is not None:
+        shown = shown_error(error, configured_secrets(deps.config))
+        notes["waiting"] = f"the chain is not followed now, nothing on it can progress: {shown}"
+    return notes
 
 
 def chain_settlement_view(
     deps: ApiDeps, rec: SettlementRecord, heads: Callable[[str], int | None] | None = None
 ) -> dict[str, Any]:
-    """A chain settlement's view, at its chain's recorded head, with its receipt parts.
-    ``heads``: the head already read (a ``HeadsOnce`` of a batch, or the head read with the
-    row); without it the head is read from the store."""
+    """A chain settlement's view, at its chain's recorded head, with its receipt parts, as of
+    now. ``heads``: the head already read (a ``HeadsOnce`` of a batch, or the head read with
+    the row); without it the head is read from the store."""
     head = heads(rec.chain) if heads is not None else head_of(deps, rec.chain)
-    return settlement_view(rec, head, **view_parts(deps, rec))
+    finalized = finalized_for(deps, rec, heads)
+    return settlement_view(
+        rec, head, **view_parts(deps, rec), now=deps.clock(), finalized=finalized
+    )
+
+
+def waits_on_finalized(rec: SettlementRecord) -> bool:
+    """Whether the view says how far the chain's ``finalized`` block is (an included tx,
+    still waiting, under a rule that uses the tag)."""
+    return (
+        rec.finality_mode not in ("depth", "safe")
+        and rec.verdict == "AWAITING_FINALITY"
+        and rec.block_number is not None
+    )
+
+
+def finalized_for(
+    deps: ApiDeps, rec: SettlementRecord, heads: Callable[[str], int | None] | None = None
+) -> int | None:
+    """The chain's recorded ``finalized`` block, read only when the view says it (from a
+    page's or batch's one read of the chains when ``heads`` is that read)."""
+    if not waits_on_finalized(rec):
+        return None
+    if isinstance(heads, HeadsOnce):
+        return heads.finalized(rec.chain)
+    record = deps.store.chain(rec.chain)
+    return None if record is None else record.finalized_number
 
 
 def endpoints(urls: list[str], health: list[dict[str, object]] | None) -> list[dict[str, object]]:

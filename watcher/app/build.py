@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -46,13 +46,17 @@ from watcher.receipts.signer import Signer, load_signer
 from watcher.sources.inbox import WebhookInbox
 from watcher.sources.poller import SourcePoller
 from watcher.store import Store
+from watcher.store.instance_lock import lock_store
+from watcher.workflows.lapses import WorkflowLapses
+from watcher.workflows.service import WorkflowService
 
 
 @dataclass(frozen=True)
 class _Chains:
-    """Per chain: its client, budget (if any), engine and lock."""
+    """Per chain: its client, live look-up client, budget (if any), engine and lock."""
 
     clients: dict[str, RpcClient]
+    live_clients: dict[str, RpcClient]
     budgets: dict[str, CallBudget]
     watchers: dict[str, ChainWatcher]
     locks: dict[str, threading.Lock]
@@ -64,20 +68,37 @@ def build(
     monotonic: Callable[[], float] = time.monotonic,
 ) -> App:
     """The daemon for ``config``, built and not started (``monotonic`` is the clock of the
-    chains' call budgets). Raises ``SigningKeyError`` without a usable signing key."""
-    store = Store.open(config.store.url)
+    chains' call budgets). Raises ``SigningKeyError`` without a usable signing key, and
+    :class:`~watcher.store.instance_lock.StoreInUse` when another daemon holds the SQLite
+    store. The configuration is checked (the signing key loaded) before the store is
+    opened: a daemon that cannot run must not create or migrate a database first."""
+    signer = load_signer(config.signing, [(c.name, c.chain_id) for c in config.chains])
+    lock = lock_store(config.store.url)
     try:
-        return _build(config, store, clock, monotonic)
+        store = Store.open(config.store.url)
     except BaseException:
-        store.close()  # e.g. no usable signing key: nothing may stay open
+        if lock is not None:
+            lock.release()
+        raise
+    try:
+        return replace(_build(config, store, signer, clock, monotonic), instance_lock=lock)
+    except BaseException:
+        store.close()  # nothing may stay open
+        if lock is not None:
+            lock.release()
         raise
 
 
-def _build(config: Config, store: Store, clock: Clock, monotonic: Callable[[], float]) -> App:
+def _build(
+    config: Config,
+    store: Store,
+    signer: Signer,
+    clock: Clock,
+    monotonic: Callable[[], float],
+) -> App:
     started_at = clock()
     plan = OutboxPlan(routes_from_config(config.alerts))
     chains = _build_chains(config, store, clock, monotonic, plan)
-    signer = load_signer(config.signing, [(c.name, c.chain_id) for c in config.chains])
     handoff = HandoffManager(
         store,
         [c.name for c in config.chains] + [src.name for src in config.sources],
@@ -107,11 +128,13 @@ def _build(config: Config, store: Store, clock: Clock, monotonic: Callable[[], f
     )
     ws = [c for c in config.chains if c.heads == "ws"]
     heads = HeadsWaker(ws, runner.poll, scheduler, stopping) if ws else None
+    workflows = WorkflowService(store, signer, clock, lambda: plan)
     return App(
         config=config,
         store=store,
         clock=clock,
         clients=chains.clients,
+        live_clients=chains.live_clients,
         budgets=chains.budgets,
         watchers=chains.watchers,
         chains=runner,
@@ -124,7 +147,8 @@ def _build(config: Config, store: Store, clock: Clock, monotonic: Callable[[], f
         sources=parts.sources,
         inbox=parts.inbox,
         heads=heads,
-        components=parts.in_start_order(heads),
+        components=[*parts.in_start_order(heads), WorkflowLapses(workflows)],
+        workflows=workflows,
         started_at=started_at,
     )
 
@@ -205,7 +229,7 @@ def _build_chains(
     plan: OutboxPlan,
 ) -> _Chains:
     """Each configured chain's budget, client (failover over its endpoints), engine and lock."""
-    built = _Chains({}, {}, {}, {})
+    built = _Chains({}, {}, {}, {}, {})
     for chain in config.chains:
         budget = None
         if chain.calls_per_minute is not None:
@@ -213,6 +237,8 @@ def _build_chains(
             built.budgets[chain.name] = budget
         client = _client(chain, budget)
         built.clients[chain.name] = client
+        # Live look-ups never spend the engine's budget (watcher/api/live_limits.py).
+        built.live_clients[chain.name] = client if budget is None else _client(chain, None)
         alert = event_recorder(store, chain.name, clock, lambda: plan)
         built.watchers[chain.name] = ChainWatcher(
             chain,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from chains import pool
 from chains.budget import CallBudget
-from chains.errors import ChainError, ChainIdMismatch
+from chains.errors import ChainError, ChainIdMismatch, NodeDataInvalid
 from chains.health import redact
 from chains.rpc import RpcClient
 from watcher.clock import Clock
@@ -170,7 +170,11 @@ class ChainRunner:
         health.last_error = str(exc)
         health.consecutive_errors += 1
         if isinstance(exc, ChainError):
-            self.watchers[name].note_poll(str(exc))
+            # Data that failed a check, from the chain's only endpoint: said at once (with
+            # several, the failover reads on and the endpoint's own alert says it).
+            lied = isinstance(exc, NodeDataInvalid)
+            alone = pool.health_report(self.clients[name]) is None
+            self.watchers[name].note_poll(str(exc), at_once=lied and alone)
 
     # -- what the API reports ------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from chains.budget import CallBudget
 from chains.errors import ChainError, ChainIdMismatch
 from chains.rpc import RpcClient
 from watcher.app.chains import ChainHealth, ChainRunner
+from watcher.app.listen import ApiPortBusy, bind_api
 from watcher.app.pacing import PollPacing, poll_job_id
 from watcher.clock import Clock
 from watcher.components import Component
@@ -41,6 +42,8 @@ from watcher.receipts.component import ReceiptIssuer
 from watcher.sources.inbox import WebhookInbox
 from watcher.sources.poller import SourcePoller
 from watcher.store import Store, StoreError
+from watcher.store.instance_lock import InstanceLock
+from watcher.workflows.service import WorkflowService
 
 log = logging.getLogger("finality.service")
 
@@ -53,6 +56,9 @@ class App:
     store: Store
     clock: Clock
     clients: Mapping[str, RpcClient]
+    live_clients: Mapping[str, RpcClient]
+    """Each chain's client for live look-ups of unregistered txs: the engine's, or for a
+    chain with a call budget one of its own that never spends it."""
     budgets: Mapping[str, CallBudget]
     """Each budgeted chain's calls-per-minute budget."""
     watchers: Mapping[str, ChainWatcher]
@@ -73,7 +79,11 @@ class App:
     """The WebSocket new-heads component (None when every chain polls)."""
     components: Sequence[Component]
     """Every component, in start order."""
+    workflows: WorkflowService
+    """Callers' workflows under the handoff guard (``/v1/workflows``)."""
     started_at: int
+    instance_lock: InstanceLock | None = None
+    """This daemon's hold on its SQLite store (None on PostgreSQL), freed when it stops."""
 
     # -- chains (see watcher.app.chains) -------------------------------------------------
 
@@ -191,7 +201,13 @@ class App:
             (self.clock() - self.started_at) / 1000,
             summary or "none",
         )
+        self.close()
+
+    def close(self) -> None:
+        """Close the store, then free the SQLite store's lock for the next daemon."""
         self.store.close()
+        if self.instance_lock is not None:
+            self.instance_lock.release()
 
     def start_chains(self) -> None:
         """Start every chain before serving: a chain id mismatch is fatal (the store is
@@ -200,7 +216,7 @@ class App:
             try:
                 self.start_chain(chain.name)
             except ChainIdMismatch:
-                self.store.close()
+                self.close()
                 raise
             except ChainError as exc:
                 self.health[chain.name].last_error = str(exc)
@@ -213,8 +229,20 @@ class App:
     def run(self, create_app: Callable[[App], ASGIApp]) -> None:
         """Run until SIGTERM/SIGINT: the API ``create_app`` builds over this daemon in the
         foreground, polling in the background. The HTTP side is passed in (watcher/cli
-        gives ``watcher.api``'s): the wiring point never imports the API, which sits above."""
-        self.start_chains()
+        gives ``watcher.api``'s): the wiring point never imports the API, which sits above.
+
+        The API's port is bound first (:class:`~watcher.app.listen.ApiPortBusy` if it
+        cannot be, the store closed): nothing starts or is announced before it is held."""
+        try:
+            sock = bind_api(self.config.api.host, self.config.api.port)
+        except ApiPortBusy:
+            self.close()
+            raise
+        try:
+            self.start_chains()
+        except BaseException:
+            sock.close()
+            raise
         server = _Server(self.stopping, self._server_config(create_app(self)))
         # What start-up built (modules, config, the application, the watch index) lives as
         # long as the process: frozen out of the collector, so its full passes under load do
@@ -235,7 +263,7 @@ class App:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: None)
         try:
-            server.run()
+            server.run(sockets=[sock])
         finally:
             self.stop()
 

@@ -15,12 +15,16 @@ block was there already, so it came earlier still). A poll that then finds nothi
 early: it is retried a step later but not past the phase that found the last block, then
 once a step past that phase (a block a little late); found, the phase stays there
 (*settled*, at most a step after the block comes). Settled, it probes half a step earlier
-every :data:`PROBE_EVERY` polls (at the next poll again while a probe still finds its
-block), so the phase closes in to within half a step and a drifting block time is
-followed; a probe that finds nothing costs a retry, about one call in ten in all. Nothing
-a step past the phase that found the last block means a missed slot or a stalled chain:
-that phase goes on an interval later, and the chain must be regular again before anything
-moves. An idle or irregular chain (a development node mining on demand, a poll interval
+every :data:`PROBE_EVERY` polls at first (at the next poll again while a probe still finds
+its block), so the phase closes in to within half a step and a drifting block time is
+followed. A probe that finds nothing costs a retry and shows the phase at the block's edge
+already, so the gap to the next probe doubles, up to :data:`PROBE_EVERY_MAX` polls; one
+that finds its block (a drift) brings it back. On a steady chain the settled state costs a
+few calls in a hundred blocks (``bench.pacing``, "once settled"). One poll that found two
+blocks (run late: a busy machine delays a scheduled run) keeps the phase; two in a row mean
+faster blocks, and the search starts over. Nothing a step past the phase that found the
+last block means a missed slot or a stalled chain: that phase goes on an interval later,
+and the chain must be regular again before anything moves. An idle or irregular chain (a development node mining on demand, a poll interval
 far from the block time) is polled on its interval and costs almost no extra call.
 
 Only the interval job's next run is moved: a poll reads the chain over JSON-RPC as always,
@@ -49,8 +53,14 @@ SEARCH_STEPS = 2
 interval is crossed in at most :data:`STEP_FRACTION` / this many polls."""
 
 PROBE_EVERY = 8
-"""Settled, polls between two probes half a step earlier (the next poll probes again while
-a probe still finds its block)."""
+"""Settled, polls between two probes half a step earlier at first (the next poll probes
+again while a probe still finds its block)."""
+
+PROBE_EVERY_MAX = 64
+"""Most polls between two probes: each probe that finds nothing (the phase is at the
+block's edge already) doubles the gap up to this; one that finds its block (the blocks came
+earlier: a drift) brings it back to :data:`PROBE_EVERY`. Settled on a steady chain, probing
+then costs about one call in this many blocks instead of one in :data:`PROBE_EVERY`."""
 
 STEP_FRACTION = 8
 """The step is the interval over this (clamped to :data:`STEP_MIN_MS`..:data:`STEP_MAX_MS`):
@@ -82,6 +92,12 @@ class PollPacer:
         self.settled = False
         """Whether an empty poll found the block's edge since the chain became regular."""
         self._since_probe = 0
+        self.probe_every = PROBE_EVERY
+        """Polls between two probes now (:data:`PROBE_EVERY`..:data:`PROBE_EVERY_MAX`)."""
+        self._probing = False
+        """Whether the poll in flight is a probe (moved half a step earlier)."""
+        self._caught_up = False
+        """Whether the last poll, settled, found two blocks or more (one is forgiven)."""
         self._found_ms: int | None = None
         """When the last poll that found its block ran: the phase known to be late enough."""
         self._due_ms: int | None = None
@@ -95,28 +111,41 @@ class PollPacer:
         """A poll started at ``at_ms`` found ``blocks`` new blocks (None: it did not run or
         failed), and the interval would run the next at ``next_ms``: the time to run it
         instead, or None to keep the schedule."""
+        probed, self._probing = self._probing, False
         if blocks is None:
             self._reset()
             return None
         if self._due_ms is not None:
             return self._after_retry(at_ms, blocks, self._due_ms)
         if blocks == 1:
+            self._caught_up = False
+            if probed:  # the block came earlier than the phase: probe often again
+                self.probe_every = PROBE_EVERY
             self._found_ms = at_ms
             self.streak += 1
             self._since_probe += 1
-            if self.streak < REGULAR or (self.settled and self._since_probe < PROBE_EVERY):
+            if self.streak < REGULAR or (self.settled and self._since_probe < self.probe_every):
                 return None
             # A probe that found its block was late by half a step or more: probe again
             # at once (a block time a little shorter than the interval is followed).
-            self._since_probe = PROBE_EVERY - 1 if self.settled else 0
+            self._since_probe = self.probe_every - 1 if self.settled else 0
+            self._probing = self.settled
             move = self.step_ms // 2 if self.settled else SEARCH_STEPS * self.step_ms
             return self._moved(next_ms - move)
         if blocks == 0 and self.streak >= REGULAR and self._found_ms is not None:
+            if probed:  # at the block's edge already: probe less often
+                self.probe_every = min(2 * self.probe_every, PROBE_EVERY_MAX)
             # Early (the phase was moved before the block), or the block is late: retried
             # (see _retry_at), in this interval of the phase that found the last one.
             behind = max(1, -(-(at_ms - self._found_ms) // self.interval_ms))
             self._due_ms = self._found_ms + behind * self.interval_ms
             return self._retry_at(at_ms, self._due_ms)
+        if blocks > 1 and self.settled and self.streak >= PROBE_EVERY and not self._caught_up:
+            # Settled for a while, one poll that found two blocks ran late (a busy machine
+            # delays a run) or follows a block that came late: the phase stays; a second
+            # one in a row means faster blocks, and the search starts over.
+            self._caught_up = True
+            return None
         self._reset()  # two blocks or more (late, or faster blocks), or an irregular chain
         return None
 
@@ -151,6 +180,7 @@ class PollPacer:
 
     def _reset(self) -> None:
         self.streak, self.settled, self._since_probe, self._due_ms = 0, False, 0, None
+        self.probe_every, self._probing, self._caught_up = PROBE_EVERY, False, False
 
 
 class PollJobs(Protocol):

@@ -2,7 +2,8 @@
 is, a client of its HTTP API, and the output helpers.
 
 Exit codes: 0 ok (``watch``: final), 1 failed, 2 timed out, 64 bad input (one line on stderr
-naming the problem), 69 daemon or node unreachable, 78 bad configuration.
+naming the problem), 69 daemon or node unreachable, 75 ``watch --wait-timeout`` stopped
+waiting (the settlement is still being watched), 78 bad configuration.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from watcher.client.errors import ClientError, Unreachable
 from watcher.client.sync_client import FinalityClient
 
 EX_OK, EX_FAILED, EX_TIMEOUT = 0, 1, 2
-EX_USAGE, EX_UNAVAILABLE, EX_CONFIG = 64, 69, 78
+EX_USAGE, EX_UNAVAILABLE, EX_STOPPED_WAITING, EX_CONFIG = 64, 69, 75, 78
 DEFAULT_API = "http://127.0.0.1:8710"
 DEFAULT_CONFIG = "config/local.toml"
 
@@ -173,16 +174,24 @@ def short(value: str | None) -> str:
 
 
 def progress(view: dict[str, Any]) -> str:
-    """Where a chain settlement stands, in words."""
+    """Where a chain settlement stands, in words (under a rule on the ``finalized`` tag,
+    what it waits for rather than a count of confirmations it does not wait for)."""
     if view["verdict"] == "NO_SETTLEMENT":
         return "the node does not know this transaction"
     if view["block_number"] is None:
         if view.get("replaced_by"):
             return f"replaced by {view['replaced_by']}"
+        if view.get("finality_mode") not in (None, "depth"):
+            return "waiting for inclusion in a block"
         return f"waiting for inclusion; 0/{view['required_confirmations']} confirmations"
+    where = f"included in block {view['block_number']} ({short(view['block_hash'])})"
+    if view.get("status") == 0:
+        return f"{where}, reverted (receipt status 0)"
+    waiting = view.get("waiting_for")
+    if waiting and view.get("finality_mode") not in (None, "depth"):
+        return f"{where}, depth {view['confirmations']}; waiting for {waiting}"
     return (
-        f"included in block {view['block_number']} ({short(view['block_hash'])}), "
-        f"{min(view['confirmations'], view['required_confirmations'])}"
+        f"{where}, {min(view['confirmations'], view['required_confirmations'])}"
         f"/{view['required_confirmations']} confirmations"
     )
 

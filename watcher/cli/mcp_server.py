@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from watcher import logs
 from watcher.cli.common import (
     EX_OK,
     EX_UNAVAILABLE,
@@ -22,6 +23,8 @@ from watcher.cli.common import (
     api_url,
 )
 from watcher.config.api import is_loopback
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def _host_port(text: str) -> tuple[str, int]:
@@ -42,6 +45,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             "own and would lend its token to anyone who reaches it; serve it on loopback",
             EX_USAGE,
         )
+    # stderr is the agent host's log: warnings only unless asked (``--log-level info``); a
+    # line per tool call's HTTP request would bury what matters.
+    logs.configure(args.log_level.upper())
     try:
         from watcher.mcp.mcp_tools import build_server
     except ImportError as exc:
@@ -49,7 +55,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             f"mcp: the MCP SDK is not installed ({exc.name}): pip install 'finality-watcher[mcp]'",
             EX_UNAVAILABLE,
         ) from None
-    server = build_server(url, token)
+    server = build_server(url, token, log_level=args.log_level.upper())
     if http is None:
         server.run("stdio")
     else:
@@ -65,4 +71,11 @@ def add_commands(
     """Register ``mcp``."""
     p = query("mcp", "serve the daemon to an AI agent as MCP tools (stdio, or --http)")
     p.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP at /mcp instead")
+    p.add_argument(
+        "--log-level",
+        default="WARNING",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        help="what goes to stderr (default WARNING; DEBUG adds every HTTP request)",
+    )
     commands["mcp"] = cmd_mcp

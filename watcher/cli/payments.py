@@ -3,7 +3,7 @@
 ::
 
     finality watch --kind evm_payment --chain local --to 0x… --asset native --amount 1000 \
-        [--from 0x…] [--reference ORDER] [--confirmations N] [--timeout S]
+        [--from 0x…] [--reference ORDER] [--confirmations N] [--settlement-timeout S]
 
 Addresses and the amount are checked here first (exit 64 with the field named, before any
 request); the daemon checks them again. The wait has the exit codes of every wait: 0 paid
@@ -45,8 +45,8 @@ def payment_body(args: argparse.Namespace, chain: str) -> dict[str, Any]:
     opts: dict[str, Any] = {"sender": sender, "reference": args.reference}
     if args.confirmations:
         opts["confirmations"] = args.confirmations
-    if args.timeout:
-        opts["timeout_s"] = args.timeout
+    if args.settlement_timeout:
+        opts["timeout_s"] = args.settlement_timeout
     return payment_registration(chain, to, asset, amount, **opts)
 
 

@@ -1,8 +1,11 @@
 """``finality verify RECEIPT.json``: check a signed receipt offline, as anyone can.
 
 Exit codes: 0 valid; 1 invalid, with the precise reason on one line (``finality: invalid:
-header 812: parentHash does not match block 811``); 64 an unreadable file or bad arguments;
-69 ``--rpc`` given but the node could not be asked.
+header 812: parentHash does not match block 811``), whatever the file holds (a duplicate
+key, a float, a nest too deep are reasons too); 3 ``--rpc`` names a node of another chain
+(nothing was checked there: not a verdict on the receipt); 64 an unreadable file (not
+UTF-8, not JSON) or bad arguments (a ``--signer`` that is no address, or a mixed-case one
+with a wrong EIP-55 checksum); 69 ``--rpc`` given but the node could not be asked.
 
 Options: ``--signer 0x…`` (repeatable) accepts only those signers; ``--rpc URL`` also asks a
 node whether the receipt's highest block (the confirming head, or the head at the deadline)
@@ -19,10 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from watcher.cli.common import EX_FAILED, EX_OK, EX_UNAVAILABLE, EX_USAGE, CliError, Commands, Query
+
+EX_OTHER_CHAIN = 3
+"""``--rpc`` names a node of another chain: its answer says nothing about the receipt."""
 
 if TYPE_CHECKING:
     from guard.verify import VerifiedReceipt
@@ -35,7 +42,9 @@ def add_commands(
 ) -> None:
     """Register ``verify``."""
     verify = sub.add_parser(
-        "verify", help="check a signed receipt offline: exit 0 valid, 1 invalid, 64 unreadable"
+        "verify",
+        help="check a signed receipt offline: exit 0 valid, 1 invalid, 64 unreadable, "
+        "3 --rpc node of another chain",
     )
     verify.add_argument("receipt", metavar="RECEIPT.json", help="the receipt ('-' for stdin)")
     verify.add_argument(
@@ -53,49 +62,75 @@ def add_commands(
         metavar="0xROOT",
         help="a beacon block root you trust: check the receipt's finality by Ethereum consensus",
     )
+    verify.add_argument(
+        "--workflow", metavar="ID", help="check the receipt is one of this workflow's four"
+    )
     verify.add_argument("--json", action="store_true", help="machine-readable output")
     commands["verify"] = cmd_verify
 
 
-def _read_json(name: str, what: str) -> Any:
+def _read_text(name: str, what: str) -> str:
     try:
-        text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+        return sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise CliError(f"verify: cannot read {what} {name}: {reason}", EX_USAGE) from None
+
+
+def _read_receipt(name: str) -> Mapping[str, Any]:
+    """The receipt document in file ``name``: exit 64 when it cannot be read or is not JSON,
+    ``invalid:`` (exit 1) when it is JSON but no receipt can be made of it."""
+    from guard.errors import ReceiptInvalid, ReceiptUnreadable
+    from guard.receipt_json import parse_receipt
+
     try:
-        return json.loads(text)
+        return parse_receipt(_read_text(name, "receipt"), f"receipt {name}")
+    except ReceiptUnreadable as exc:
+        raise CliError(f"verify: {exc.reason}", EX_USAGE) from None
+    except ReceiptInvalid as exc:
+        raise CliError(f"invalid: {exc.reason}", EX_FAILED) from None
+
+
+def _state_digest(name: str) -> str:
+    """The canonical digest of the dependent state in file ``name`` (exit 64 if none)."""
+    from guard.canonical import CanonicalError, digest
+
+    text = _read_text(name, "dependent state")
+    try:
+        return digest(json.loads(text))
+    except RecursionError:
+        raise CliError(f"verify: dependent state {name} is nested too deep", EX_USAGE) from None
+    except CanonicalError as exc:
+        raise CliError(f"verify: dependent state has no canonical form: {exc}") from None
     except ValueError as exc:
-        raise CliError(f"verify: {what} {name} is not JSON: {exc}", EX_USAGE) from None
+        raise CliError(f"verify: dependent state {name} is not JSON: {exc}", EX_USAGE) from None
 
 
 def _signers(values: list[str] | None) -> list[str] | None:
     if not values:
         return None
     from guard.errors import InvalidAddress
-    from guard.hexes import parse_address
+    from guard.hexes import parse_checked_address
 
     try:
-        return [str(parse_address(v, "--signer")) for v in values]
+        return [str(parse_checked_address(v, "--signer")) for v in values]
     except InvalidAddress as exc:
         raise CliError(str(exc), EX_USAGE) from None
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from guard.canonical import CanonicalError, digest
     from guard.errors import ReceiptInvalid
     from guard.verify import verify_receipt
+    from guard.workflow_receipts import verify_workflow_receipt
 
-    receipt = _read_json(args.receipt, "receipt")
     trusted = _signers(args.signer)
-    state_digest = None
-    if args.dependent_state:
-        try:
-            state_digest = digest(_read_json(args.dependent_state, "dependent state"))
-        except CanonicalError as exc:
-            raise CliError(f"verify: dependent state has no canonical form: {exc}") from None
+    receipt = _read_receipt(args.receipt)
+    state_digest = _state_digest(args.dependent_state) if args.dependent_state else None
     try:
-        verified = verify_receipt(receipt, trusted_signers=trusted)
+        if args.workflow:
+            verified = verify_workflow_receipt(receipt, args.workflow, trusted)
+        else:
+            verified = verify_receipt(receipt, trusted_signers=trusted)
     except ReceiptInvalid as exc:
         raise CliError(f"invalid: {exc.reason}", EX_FAILED) from None
     lines = [f"valid: {verified.summary()}"]
@@ -130,7 +165,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _verified_json(
-    verified: VerifiedReceipt, checks: list[str], receipt: dict[str, Any]
+    verified: VerifiedReceipt, checks: list[str], receipt: Mapping[str, Any]
 ) -> dict[str, Any]:
     """``finality verify --json``: what the receipt says, the checks passed, and for a
     payment its checked ``payment`` section."""
@@ -150,13 +185,13 @@ def _verified_json(
     }
 
 
-def _payment_lines(receipt: dict[str, Any]) -> list[str]:
+def _payment_lines(receipt: Mapping[str, Any]) -> list[str]:
     """What a verified payment receipt shows (its ``payment`` section checked): the terms,
     then one line per transfer, proven (its proof carried) or stated (a timeout's claim)."""
     pay = receipt.get("payment")
-    if not isinstance(pay, dict):
+    if not isinstance(pay, Mapping):
         return []
-    carried = isinstance(receipt.get("proof"), dict) and "transfers" in receipt["proof"]
+    carried = isinstance(receipt.get("proof"), Mapping) and "transfers" in receipt["proof"]
     proven = "proven" if carried else "stated"
     asset = "wei" if pay["asset"] == "native" else f"of token {pay['asset']}"
     sender = f" from {pay['from']}" if pay.get("from") else ""
@@ -173,7 +208,7 @@ def _payment_lines(receipt: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _check_consensus(receipt: dict[str, Any], checkpoint: str) -> list[str]:
+def _check_consensus(receipt: Mapping[str, Any], checkpoint: str) -> list[str]:
     """The receipt's finality checked by Ethereum consensus from ``checkpoint``: one line (and
     one naming the network when it is not mainnet), or CliError (64 for a checkpoint that is
     not a root, 1 for a receipt it does not prove)."""
@@ -208,8 +243,9 @@ def _check_canonical(url: str, chain_id: int, anchor: tuple[int, str] | None) ->
         raise CliError(f"verify: cannot check with {url}: {exc}", EX_UNAVAILABLE) from None
     if actual != chain_id:
         raise CliError(
-            f"invalid: rpc: {url} serves chain id {actual}, the receipt is for chain id {chain_id}",
-            EX_FAILED,
+            f"verify: rpc: {url} serves chain id {actual}, the receipt is for chain id "
+            f"{chain_id}: nothing was checked there (give a node of chain {chain_id})",
+            EX_OTHER_CHAIN,
         )
     if anchor is None:
         return f"rpc: chain id {actual} matches; the receipt names no block to check"

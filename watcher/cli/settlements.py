@@ -3,13 +3,19 @@
 ::
 
     finality status 0xTX [--chain C]                       verdict, depth, required depth
-    finality watch 0xTX [--confirmations N] [--timeout S]  register a tx and wait
+    finality watch 0xTX [--confirmations N] [--settlement-timeout S] [--wait-timeout S]
+                                                           register a tx and wait
     finality watch --kind stripe_payment_intent --ref pi_…   register a payment or job and wait
     finality watch --kind evm_payment --to 0x… --asset native --amount 1000   a payment to an address
     finality settlement ID [--wait]                       one settlement by id (chain or source)
 
 A source settlement is registered by ``kind`` and ``ref`` (the same ``POST /v1/settlements``
-as the API); every wait has the same exit codes: 0 final, 1 failed, 2 timed out.
+as the API); every wait has the same exit codes: 0 final, 1 failed, 2 timed out, 75 the
+command stopped waiting (``--wait-timeout``; the settlement is unchanged). Two different
+times, named for what they bound: ``--settlement-timeout`` is the settlement's deadline
+(past it the daemon signs a timeout and delivers the discard), ``--wait-timeout`` only how
+long this command waits. The old ``--timeout`` still sets the settlement's deadline, with
+a deprecation line.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from guard.payment import PAYMENT_KIND
 from watcher.cli.common import (
     EX_FAILED,
     EX_OK,
+    EX_STOPPED_WAITING,
     EX_TIMEOUT,
     Api,
     CliError,
@@ -32,11 +39,11 @@ from watcher.cli.common import (
     cli_errors,
     positive_float,
     positive_int,
-    progress,
     show,
     status_line,
 )
 from watcher.cli.payments import add_payment_flags, payment_progress, register_payment
+from watcher.cli.watching import changes
 
 SOURCE_KINDS = ("stripe_payment_intent", "rq_job", "celery_task")
 """The built-in source kinds (a plugin's kind is accepted too: the daemon checks it)."""
@@ -57,31 +64,49 @@ def wait_for_verdict(api: Api, view: dict[str, Any], args: argparse.Namespace) -
     """Print progress to stderr until ``view``'s settlement is terminal; its exit code.
 
     The wait follows the daemon's event stream (:meth:`FinalityClient.wait`), not a poll
-    loop: the settlement is read again only when an event concerns it."""
+    loop: the settlement is read again when an event concerns it and at each new head of
+    its chain, and a chain settlement's lines say what changed (:mod:`watcher.cli.watching`).
+    With ``--wait-timeout`` the command stops waiting after that long (exit 75): the
+    settlement itself keeps its own deadline and goes on being watched."""
 
     codes = {
         "FINALITY_CONFIRMED": EX_OK,
         "SETTLEMENT_FAILED": EX_FAILED,
         "TIMEOUT_TREATED_AS_FAILURE": EX_TIMEOUT,
     }
+    shown: list[dict[str, Any]] = []
     last = ""
 
     def report(current: dict[str, Any]) -> None:
         nonlocal last
-        line = source_progress(current) if current.get("source") else progress(current)
-        if current.get("kind") == PAYMENT_KIND:
-            line = payment_progress(current)
-        if line != last and not args.json:
-            label = (
-                current.get("ref") or (current["tx_hash"] or current["settlement_id"])[:10] + "…"
-            )
-            print(f"{label}: {line}", file=sys.stderr, flush=True)
+        if args.json:
+            return
+        label = current.get("ref") or (current["tx_hash"] or current["settlement_id"])[:10] + "…"
+        if current.get("source") or current.get("kind") == PAYMENT_KIND:
+            line = source_progress(current) if current.get("source") else payment_progress(current)
+            lines = [line] if line != last else []
             last = line
+        else:
+            lines = changes(shown[-1] if shown else None, current)
+        shown[:] = [current]
+        for line in lines:
+            print(f"{label}: {line}", file=sys.stderr, flush=True)
 
     report(view)
     if view["verdict"] not in codes:
         with cli_errors(api.base):
-            view = api.client.wait(view["settlement_id"], on_progress=report)
+            view = api.client.wait(
+                view["settlement_id"], timeout_s=args.wait_timeout, on_progress=report
+            )
+    if view["verdict"] not in codes:
+        show(
+            args,
+            view,
+            f"{view['verdict']}: stopped waiting after {args.wait_timeout:g} s "
+            f"(--wait-timeout); the settlement is still watched until its deadline: "
+            f"finality settlement {view['settlement_id']} --wait",
+        )
+        return EX_STOPPED_WAITING
     show(args, view, f"{view['verdict']}: {view.get('directive', '')}")
     return codes[view["verdict"]]
 
@@ -99,8 +124,8 @@ def watch_source(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"kind": args.kind, "ref": args.ref}
     if args.source:
         body["source"] = args.source
-    if args.timeout:
-        body["timeout_s"] = args.timeout
+    if args.settlement_timeout:
+        body["timeout_s"] = args.settlement_timeout
     api = api_of(args)
     return wait_for_verdict(api, api.request("POST", "/v1/settlements", json=body), args)
 
@@ -134,6 +159,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_watch(args: argparse.Namespace) -> int:
     """``finality watch 0xTX`` (or ``--kind K --ref R``, or ``--kind evm_payment``): register
     and wait."""
+    settlement_timeout(args)
     if args.kind == PAYMENT_KIND:
         return wait_for_verdict(*register_payment(args), args)
     if args.kind != "evm_tx":
@@ -148,9 +174,26 @@ def cmd_watch(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"chain": chain, "tx_hash": tx}
     if args.confirmations:
         body["confirmations"] = args.confirmations
-    if args.timeout:
-        body["timeout_s"] = args.timeout
+    if args.settlement_timeout:
+        body["timeout_s"] = args.settlement_timeout
     return wait_for_verdict(api, api.request("POST", "/v1/settlements", json=body), args)
+
+
+def settlement_timeout(args: argparse.Namespace) -> None:
+    """Map the old ``--timeout`` (it always set the settlement's deadline) to
+    ``--settlement-timeout``, saying so once on stderr: a short value fails the settlement
+    with a signed timeout receipt, which is rarely what "stop waiting" meant."""
+    if args.timeout is None:
+        return
+    if args.settlement_timeout is not None:
+        raise CliError("watch: give --settlement-timeout, not the old --timeout as well")
+    print(
+        "finality: --timeout is deprecated: it sets the settlement's deadline (a timeout "
+        "receipt and a discard when it passes), now --settlement-timeout; to bound how long "
+        "this command waits, use --wait-timeout",
+        file=sys.stderr,
+    )
+    args.settlement_timeout = args.timeout
 
 
 def add_tx_commands(
@@ -181,7 +224,25 @@ def add_tx_commands(
     watch.add_argument("--source", help="which configured source (when several have --kind)")
     watch.add_argument("--chain")
     watch.add_argument("--confirmations", type=positive_int)
-    watch.add_argument("--timeout", type=positive_float, help="seconds until treated as failed")
+    watch.add_argument(
+        "--settlement-timeout",
+        type=positive_float,
+        metavar="S",
+        help="the settlement's deadline: not final S seconds after registration, it is "
+        "treated as failed (signed timeout receipt, discard delivered)",
+    )
+    watch.add_argument(
+        "--wait-timeout",
+        type=positive_float,
+        metavar="S",
+        help="how long this command waits: after S seconds it stops (exit 75) and the "
+        "settlement goes on being watched",
+    )
+    watch.add_argument(
+        "--timeout",
+        type=positive_float,
+        help="deprecated: the old name of --settlement-timeout (not how long the command waits)",
+    )
     watch.add_argument("--interval", type=positive_float, help=argparse.SUPPRESS)
     add_payment_flags(watch)
     commands["watch"] = cmd_watch
@@ -196,5 +257,11 @@ def add_commands(
     p = query("settlement", "one settlement by id (a tx, a payment or a job); --wait to follow")
     p.add_argument("settlement_id")
     p.add_argument("--wait", action="store_true", help="wait: exit 0 final, 1 failed, 2 timed out")
+    p.add_argument(
+        "--wait-timeout",
+        type=positive_float,
+        metavar="S",
+        help="with --wait: stop waiting after S seconds (exit 75); the settlement is unchanged",
+    )
     p.add_argument("--interval", type=positive_float, help=argparse.SUPPRESS)
     commands["settlement"] = cmd_settlement

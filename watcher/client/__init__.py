@@ -21,20 +21,24 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from watcher.client.async_client import AsyncFinalityClient
-    from watcher.client.common import TERMINAL
+    from watcher.client.common import TERMINAL, PaymentOptions, RegistrationOptions
     from watcher.client.errors import ClientError, Rejected, Unreachable
     from watcher.client.offline import Verification, verify
     from watcher.client.sync_client import FinalityClient
+    from watcher.client.workflows import verify_workflow
 
 _HOME = {
     "AsyncFinalityClient": "async_client",
     "TERMINAL": "common",
+    "RegistrationOptions": "common",
+    "PaymentOptions": "common",
     "ClientError": "errors",
     "Rejected": "errors",
     "Unreachable": "errors",
     "FinalityClient": "sync_client",
     "Verification": "offline",
     "verify": "offline",
+    "verify_workflow": "workflows",
 }
 """Where each re-exported name lives: imported on first use, so a caller that needs only
 the HTTP calls does not pay for guard's verification code at start-up."""
@@ -44,10 +48,13 @@ __all__ = [
     "AsyncFinalityClient",
     "ClientError",
     "FinalityClient",
+    "PaymentOptions",
+    "RegistrationOptions",
     "Rejected",
     "Unreachable",
     "Verification",
     "verify",
+    "verify_workflow",
 ]
 
 

@@ -4,16 +4,21 @@ for asyncio programs (agents, async backends), with the same SSE-based ``wait``.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from watcher.api.models.settlements import BatchResponse, SettlementPage
+from watcher.api.models.views import SignerView
 from watcher.client import common
-from watcher.client.common import TERMINAL, Event, View
+from watcher.client import workflows as wf
+from watcher.client.common import TERMINAL, Event, PaymentOptions, RegistrationOptions, View
 from watcher.client.errors import ClientError
 from watcher.client.sse import FrameParser
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.12
 
 AsyncProgress = Callable[[View], Awaitable[None] | None]
 """Called (and awaited, if it returns an awaitable) with each view a wait reads."""
@@ -61,14 +66,18 @@ class AsyncFinalityClient:
         return list(await self.request("GET", "/v1/chains"))
 
     async def register(
-        self, chain: str | None = None, tx_hash: str | None = None, **opts: Any
+        self,
+        chain: str | None = None,
+        tx_hash: str | None = None,
+        **opts: Unpack[RegistrationOptions],
     ) -> View:
-        """Register a tx or (``kind``/``ref``) a payment or job; idempotent."""
+        """Register a tx or (``kind``/``ref``) a payment or job; idempotent (see
+        ``FinalityClient.register``)."""
         body = common.registration(chain, tx_hash, **opts)
         return dict(await self.request("POST", "/v1/settlements", json=body))
 
     async def register_payment(
-        self, chain: str, to: str, asset: str, amount: int | str, **opts: Any
+        self, chain: str, to: str, asset: str, amount: int | str, **opts: Unpack[PaymentOptions]
     ) -> View:
         """Register a payment to an address (see ``FinalityClient.register_payment``)."""
         body = common.payment_registration(chain, to, asset, amount, **opts)
@@ -107,6 +116,10 @@ class AsyncFinalityClient:
         params = {"confirmations": confirmations} if confirmations else None
         path = f"/v1/chains/{chain}/txs/{tx_hash}"
         return dict(await self.request("GET", path, params=params))
+
+    async def signers(self) -> list[SignerView]:
+        """The daemon's receipt-signing addresses (see ``FinalityClient.signers``)."""
+        return [SignerView.model_validate(s) for s in await self.request("GET", "/v1/signers")]
 
     async def receipt(self, settlement_id: str) -> dict[str, Any]:
         """The settlement's signed receipt."""
@@ -159,7 +172,7 @@ class AsyncFinalityClient:
         while True:
             parser = FrameParser(last_id=cursor)
             view: View | None = None
-            async for event in self._stream(cursor, deadline, parser, opened=True):
+            async for event in self._stream(cursor, deadline, parser, opened=True, heads=True):
                 if event.get("opened") or (view is not None and common.concerns(event, view)):
                     view = await self._read(settlement_id, on_progress)
                 if view is not None and view["verdict"] in TERMINAL:
@@ -169,6 +182,74 @@ class AsyncFinalityClient:
             cursor = parser.last_id or cursor
             if deadline is not None and self.clock() >= deadline:
                 return view if view is not None else await self.get(settlement_id)
+
+    # -- workflows (docs/workflows.md; the requests are watcher.client.workflows') -------------
+
+    async def start_workflow(
+        self,
+        steps: Sequence[str],
+        holder: str,
+        lease_s: float,
+        *,
+        idempotent_steps: Sequence[str] | None = None,
+        reference: str | None = None,
+    ) -> View:
+        """Create a workflow held by ``holder``: its view and ``lock`` (fencing token 1)."""
+        method, path, kw = wf.start(steps, holder, lease_s, idempotent_steps, reference)
+        return dict(await self.request(method, path, **kw))
+
+    async def begin_step(
+        self,
+        workflow_id: str,
+        step: str,
+        fencing_token: int,
+        operation: str,
+        *,
+        recovery: Mapping[str, str] | None = None,
+    ) -> View:
+        """Put ``step`` in flight; ``recovery``: ``{"settlement_id": ...}`` or
+        ``{"idempotency_key": ...}`` (how a successor learns its real state)."""
+        method, path, kw = wf.begin(workflow_id, step, fencing_token, operation, recovery)
+        return dict(await self.request(method, path, **kw))
+
+    async def complete_step(
+        self,
+        workflow_id: str,
+        step: str,
+        fencing_token: int,
+        *,
+        side_effects: Mapping[str, Any] | None = None,
+    ) -> View:
+        """Mark an in-flight ``step`` completed with what it committed."""
+        method, path, kw = wf.complete(workflow_id, step, fencing_token, side_effects)
+        return dict(await self.request(method, path, **kw))
+
+    async def renew_workflow_lease(self, workflow_id: str, fencing_token: int) -> View:
+        """Renew the lease (409 once the token is stale)."""
+        method, path, kw = wf.renew(workflow_id, fencing_token)
+        return dict(await self.request(method, path, **kw))
+
+    async def release_workflow(self, workflow_id: str, fencing_token: int) -> View:
+        """Hand the workflow off now: a successor may take over at once."""
+        method, path, kw = wf.release(workflow_id, fencing_token)
+        return dict(await self.request(method, path, **kw))
+
+    async def take_over_workflow(self, workflow_id: str, holder: str, lease_s: float) -> View:
+        """Take over a released or lapsed workflow: verdict, directive, ``fencing_token``,
+        ``recovery`` per in-flight step, the four ``receipts``. While the lease is live:
+        :class:`~watcher.client.errors.Rejected` (409) whose ``body`` names the holder."""
+        method, path, kw = wf.take_over(workflow_id, holder, lease_s)
+        return dict(await self.request(method, path, **kw))
+
+    async def get_workflow(self, workflow_id: str) -> View:
+        """One workflow's view, its in-flight steps' ``recovery`` resolved now."""
+        method, path, kw = wf.get(workflow_id)
+        return dict(await self.request(method, path, **kw))
+
+    async def workflows(self, *, cursor: str | None = None, limit: int | None = None) -> View:
+        """One page of the caller's workflows (``items``, ``next_cursor``)."""
+        method, path, kw = wf.page(cursor, limit)
+        return dict(await self.request(method, path, **kw))
 
     async def _read(self, settlement_id: str, on_progress: AsyncProgress | None) -> View:
         view = await self.get(settlement_id)
@@ -185,6 +266,7 @@ class AsyncFinalityClient:
         parser: FrameParser | None = None,
         *,
         opened: bool = False,
+        heads: bool = False,
     ) -> AsyncIterator[Event]:
         """One connection of the event stream (see the sync client's ``_stream``)."""
         parser = parser or FrameParser(last_id=after)
@@ -193,7 +275,11 @@ class AsyncFinalityClient:
         timeout = httpx.Timeout(10.0, read=read_s)
         try:
             async with self.http.stream(
-                "GET", "/v1/events", headers=headers, timeout=timeout
+                "GET",
+                "/v1/events",
+                headers=headers,
+                params={"heads": "true"} if heads else None,
+                timeout=timeout,
             ) as response:
                 if response.status_code != 200:
                     text = (await response.aread()).decode()

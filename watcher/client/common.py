@@ -7,11 +7,14 @@ Kept free of I/O so :mod:`.sync_client` and :mod:`.async_client` cannot drift ap
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import httpx
 
 from watcher.client.errors import Rejected, Unreachable
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.12
 
 TERMINAL = frozenset({"FINALITY_CONFIRMED", "SETTLEMENT_FAILED", "TIMEOUT_TREATED_AS_FAILURE"})
 """Verdicts after which a settlement never changes (short of a finality violation)."""
@@ -42,49 +45,70 @@ def with_json_body(method: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
+class DeliveryOptions(TypedDict, total=False):
+    """What every registration may add: a deadline, and state for the daemon to deliver.
+    ``None`` is the same as leaving a field out (the daemon's default)."""
+
+    timeout_s: float | None
+    """Seconds until the settlement is treated as failed (at least 1; capped by the chain)."""
+    dependent_state: Mapping[str, Any] | None
+    """JSON object the daemon holds and delivers once: commit on finality, discard on failure."""
+    commit_url: str | None
+    """Where the commit or discard is POSTed (docs/delivery.md)."""
+
+
+class RegistrationOptions(DeliveryOptions, total=False):
+    """The keyword arguments of ``register``: every field of ``POST /v1/settlements`` besides
+    ``chain`` and ``tx_hash`` (the API's ``SettlementRequest`` and ``SourceSettlementRequest``),
+    typed, so an IDE and ``mypy --strict`` catch a misspelt or mistyped one."""
+
+    confirmations: int | None
+    """Depth N (the chain's default if left out)."""
+    provisional: bool | None
+    """Also deliver inclusion and depth updates before finality, marked provisional."""
+    sender: str | None
+    """The tx's sender (with ``nonce``): the daemon can prove a replacement without a lookup."""
+    nonce: int | None
+    """The tx's nonce (with ``sender``)."""
+    raw_tx: str | None
+    """The signed tx (0x hex), checked against ``tx_hash``."""
+    kind: str | None
+    """An off-chain source kind (``stripe_payment_intent``, ``rq_job``, ``celery_task``)."""
+    ref: str | None
+    """The payment intent, job or task id of a source kind."""
+    source: str | None
+    """The configured source's name (optional when only one has the kind)."""
+
+
+class PaymentOptions(DeliveryOptions, total=False):
+    """The keyword arguments of ``register_payment`` (a payment to an address, docs/api.md)."""
+
+    sender: str | None
+    """Only transfers from this address count (the body's ``from``)."""
+    reference: str | None
+    """Idempotency key: the same payment again; without it every call is a new payment."""
+    confirmations: int | None
+    """Depth N of each transfer (the chain's default if left out)."""
+
+
 def registration(
-    chain: str | None,
-    tx_hash: str | None,
-    *,
-    confirmations: int | None = None,
-    timeout_s: float | None = None,
-    dependent_state: Any = None,
-    commit_url: str | None = None,
-    kind: str | None = None,
-    ref: str | None = None,
-    source: str | None = None,
+    chain: str | None, tx_hash: str | None, **opts: Unpack[RegistrationOptions]
 ) -> dict[str, Any]:
     """The ``POST /v1/settlements`` body: only the fields given (the daemon checks them)."""
-    given = {
-        "chain": chain,
-        "tx_hash": tx_hash,
-        "confirmations": confirmations,
-        "timeout_s": timeout_s,
-        "dependent_state": dependent_state,
-        "commit_url": commit_url,
-        "kind": kind,
-        "ref": ref,
-        "source": source,
-    }
+    given: dict[str, Any] = {"chain": chain, "tx_hash": tx_hash, **opts}
     return {k: v for k, v in given.items() if v is not None}
 
 
 def payment_registration(
-    chain: str,
-    to: str,
-    asset: str,
-    amount: int | str,
-    *,
-    sender: str | None = None,
-    reference: str | None = None,
-    **opts: Any,
+    chain: str, to: str, asset: str, amount: int | str, **opts: Unpack[PaymentOptions]
 ) -> dict[str, Any]:
     """The ``POST /v1/settlements`` body of a payment to an address (``kind`` evm_payment):
     ``amount`` in base units, sent as a decimal string (an int keeps every digit);
-    ``sender`` is the body's ``from``; ``opts`` as :func:`registration`'s."""
+    ``sender`` is the body's ``from``."""
     body = {"kind": "evm_payment", "chain": chain, "to": to, "asset": asset}
     body["amount"] = str(amount) if isinstance(amount, int) else amount
-    given = {"from": sender, "reference": reference, **opts}
+    given: dict[str, Any] = {**opts}
+    given["from"] = given.pop("sender", None)
     return {**body, **{k: v for k, v in given.items() if v is not None}}
 
 
@@ -124,7 +148,12 @@ def answer(base: str, response: httpx.Response) -> Any:
         message = str(body.get("error", body)) if isinstance(body, Mapping) else str(body)
         fields = body.get("fields") if isinstance(body, Mapping) else None
         kind = Unreachable if response.status_code >= 500 else Rejected
-        raise kind(message, response.status_code, fields if isinstance(fields, list) else None)
+        raise kind(
+            message,
+            response.status_code,
+            fields if isinstance(fields, list) else None,
+            dict(body) if isinstance(body, Mapping) else None,
+        )
     return body
 
 

@@ -9,12 +9,20 @@ from __future__ import annotations
 
 class ClientError(Exception):
     """Any failure of a client call: ``status`` is the HTTP status (None if there was none),
-    ``fields`` the request fields the daemon named (``{"error", "fields"}`` answers)."""
+    ``fields`` the request fields the daemon named (``{"error", "fields"}`` answers), ``body``
+    the whole error answer (a refused takeover names the holder and the guard's verdict)."""
 
-    def __init__(self, message: str, status: int | None = None, fields: list[str] | None = None):
+    def __init__(
+        self,
+        message: str,
+        status: int | None = None,
+        fields: list[str] | None = None,
+        body: dict[str, object] | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.fields = list(fields or [])
+        self.body = dict(body or {})
 
 
 class Unreachable(ClientError):

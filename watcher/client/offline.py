@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from guard.errors import GuardError, ReceiptInvalid
-from guard.hexes import parse_address
+from guard.errors import GuardError, ReceiptInvalid, ReceiptUnreadable
+from guard.hexes import parse_checked_address
+from guard.receipt_json import parse_receipt
 from guard.verify import VerifiedReceipt, verify_receipt
 
 
@@ -47,20 +48,28 @@ class Verification:
         }
 
 
-def verify(receipt: Mapping[str, Any], *, signers: Sequence[str] | None = None) -> Verification:
-    """Check ``receipt`` (as ``GET /v1/settlements/{id}/receipt`` serves it) offline.
+def verify(
+    receipt: Mapping[str, Any] | str | bytes, *, signers: Sequence[str] | None = None
+) -> Verification:
+    """Check ``receipt`` (as ``GET /v1/settlements/{id}/receipt`` serves it: the parsed
+    document, or its text) offline. Any input gets an answer, never an exception: a text
+    that is not JSON, or JSON that is no receipt, is ``Verification(False, reason)``.
 
-    ``signers``: accept only these addresses (see ``GET /v1/signers``); without them any
-    signer the signature recovers is accepted and named in the answer, for you to judge."""
+    ``signers``: accept only these addresses (see ``GET /v1/signers``; a mixed-case one must
+    carry its EIP-55 checksum); without them any signer the signature recovers is accepted
+    and named in the answer, for you to judge."""
     try:
-        trusted = None if signers is None else [str(parse_address(s, "signer")) for s in signers]
-    except GuardError as exc:
-        return Verification(False, f"signer: {exc}")
-    try:
-        verified = verify_receipt(receipt, trusted_signers=trusted)
-        payment = receipt.get("payment")
-        return Verification(
-            True, receipt=verified, payment=payment if isinstance(payment, Mapping) else None
+        trusted = (
+            None if signers is None else [str(parse_checked_address(s, "signer")) for s in signers]
         )
-    except ReceiptInvalid as exc:
+    except GuardError as exc:
+        return Verification(False, str(exc))
+    try:
+        document = parse_receipt(receipt) if isinstance(receipt, str | bytes) else receipt
+        verified = verify_receipt(document, trusted_signers=trusted)
+    except (ReceiptInvalid, ReceiptUnreadable) as exc:
         return Verification(False, exc.reason)
+    payment = document.get("payment")
+    return Verification(
+        True, receipt=verified, payment=payment if isinstance(payment, Mapping) else None
+    )

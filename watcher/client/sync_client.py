@@ -9,16 +9,21 @@ concerns it (its own, or a reorg on its chain), and again once after every recon
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from watcher.api.models.settlements import BatchResponse, SettlementPage
+from watcher.api.models.views import SignerView
 from watcher.client import common
-from watcher.client.common import TERMINAL, Event, View
+from watcher.client import workflows as wf
+from watcher.client.common import TERMINAL, Event, PaymentOptions, RegistrationOptions, View
 from watcher.client.errors import ClientError
 from watcher.client.sse import FrameParser
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.12
 
 Progress = Callable[[View], None]
 """Called with the settlement view each time a wait reads it."""
@@ -70,16 +75,23 @@ class FinalityClient:
         """The chains the daemon follows (``GET /v1/chains``)."""
         return list(self.request("GET", "/v1/chains"))
 
-    def register(self, chain: str | None = None, tx_hash: str | None = None, **opts: Any) -> View:
+    def register(
+        self,
+        chain: str | None = None,
+        tx_hash: str | None = None,
+        **opts: Unpack[RegistrationOptions],
+    ) -> View:
         """Register a tx (``chain``, ``tx_hash``) or, with ``kind``/``ref``, a payment or job.
 
-        Options: ``confirmations``, ``timeout_s``, ``dependent_state``, ``commit_url``,
-        ``kind``, ``ref``, ``source``. Idempotent on (chain, tx hash): the existing view."""
+        Options (typed: :class:`~watcher.client.common.RegistrationOptions`): ``confirmations``,
+        ``timeout_s``, ``dependent_state``, ``commit_url``, ``provisional``, ``sender`` and
+        ``nonce``, ``raw_tx``, ``kind``, ``ref``, ``source``. Idempotent on (chain, tx hash):
+        the existing view."""
         body = common.registration(chain, tx_hash, **opts)
         return dict(self.request("POST", "/v1/settlements", json=body))
 
     def register_payment(
-        self, chain: str, to: str, asset: str, amount: int | str, **opts: Any
+        self, chain: str, to: str, asset: str, amount: int | str, **opts: Unpack[PaymentOptions]
     ) -> View:
         """Register a payment of ``amount`` base units of ``asset`` (``"native"`` or a token
         contract) to ``to``: final once final transfers add up to it (docs/api.md).
@@ -132,6 +144,11 @@ class FinalityClient:
         params = {"confirmations": confirmations} if confirmations else None
         return dict(self.request("GET", f"/v1/chains/{chain}/txs/{tx_hash}", params=params))
 
+    def signers(self) -> list[SignerView]:
+        """The daemon's receipt-signing addresses (``GET /v1/signers``), current first, then
+        the retired ones: pin them once and pass them to :func:`verify` as ``signers=``."""
+        return [SignerView.model_validate(s) for s in self.request("GET", "/v1/signers")]
+
     def receipt(self, settlement_id: str) -> dict[str, Any]:
         """The settlement's signed receipt, as ``finality verify`` and :func:`verify` take it."""
         return dict(self.request("GET", f"/v1/settlements/{settlement_id}/receipt"))
@@ -181,7 +198,7 @@ class FinalityClient:
         while True:
             parser = FrameParser(last_id=cursor)
             view: View | None = None
-            for event in self._stream(cursor, deadline, parser, opened=True):
+            for event in self._stream(cursor, deadline, parser, opened=True, heads=True):
                 if event.get("opened") or (view is not None and common.concerns(event, view)):
                     view = self._read(settlement_id, on_progress)
                 if view is not None and view["verdict"] in TERMINAL:
@@ -191,6 +208,74 @@ class FinalityClient:
             cursor = parser.last_id or cursor
             if deadline is not None and self.clock() >= deadline:
                 return view if view is not None else self.get(settlement_id)
+
+    # -- workflows (docs/workflows.md; the requests are watcher.client.workflows') -------------
+
+    def start_workflow(
+        self,
+        steps: Sequence[str],
+        holder: str,
+        lease_s: float,
+        *,
+        idempotent_steps: Sequence[str] | None = None,
+        reference: str | None = None,
+    ) -> View:
+        """Create a workflow held by ``holder``: its view and ``lock`` (fencing token 1)."""
+        method, path, kw = wf.start(steps, holder, lease_s, idempotent_steps, reference)
+        return dict(self.request(method, path, **kw))
+
+    def begin_step(
+        self,
+        workflow_id: str,
+        step: str,
+        fencing_token: int,
+        operation: str,
+        *,
+        recovery: Mapping[str, str] | None = None,
+    ) -> View:
+        """Put ``step`` in flight; ``recovery``: ``{"settlement_id": ...}`` or
+        ``{"idempotency_key": ...}`` (how a successor learns its real state)."""
+        method, path, kw = wf.begin(workflow_id, step, fencing_token, operation, recovery)
+        return dict(self.request(method, path, **kw))
+
+    def complete_step(
+        self,
+        workflow_id: str,
+        step: str,
+        fencing_token: int,
+        *,
+        side_effects: Mapping[str, Any] | None = None,
+    ) -> View:
+        """Mark an in-flight ``step`` completed with what it committed."""
+        method, path, kw = wf.complete(workflow_id, step, fencing_token, side_effects)
+        return dict(self.request(method, path, **kw))
+
+    def renew_workflow_lease(self, workflow_id: str, fencing_token: int) -> View:
+        """Renew the lease (409 once the token is stale)."""
+        method, path, kw = wf.renew(workflow_id, fencing_token)
+        return dict(self.request(method, path, **kw))
+
+    def release_workflow(self, workflow_id: str, fencing_token: int) -> View:
+        """Hand the workflow off now: a successor may take over at once."""
+        method, path, kw = wf.release(workflow_id, fencing_token)
+        return dict(self.request(method, path, **kw))
+
+    def take_over_workflow(self, workflow_id: str, holder: str, lease_s: float) -> View:
+        """Take over a released or lapsed workflow: verdict, directive, ``fencing_token``,
+        ``recovery`` per in-flight step, the four ``receipts``. While the lease is live:
+        :class:`~watcher.client.errors.Rejected` (409) whose ``body`` names the holder."""
+        method, path, kw = wf.take_over(workflow_id, holder, lease_s)
+        return dict(self.request(method, path, **kw))
+
+    def get_workflow(self, workflow_id: str) -> View:
+        """One workflow's view, its in-flight steps' ``recovery`` resolved now."""
+        method, path, kw = wf.get(workflow_id)
+        return dict(self.request(method, path, **kw))
+
+    def workflows(self, *, cursor: str | None = None, limit: int | None = None) -> View:
+        """One page of the caller's workflows (``items``, ``next_cursor``)."""
+        method, path, kw = wf.page(cursor, limit)
+        return dict(self.request(method, path, **kw))
 
     def _read(self, settlement_id: str, on_progress: Progress | None) -> View:
         view = self.get(settlement_id)
@@ -205,16 +290,22 @@ class FinalityClient:
         parser: FrameParser | None = None,
         *,
         opened: bool = False,
+        heads: bool = False,
     ) -> Iterator[Event]:
         """One connection of the event stream from ``after``: its events until the daemon
         ends it (or the deadline passes). ``opened``: first yield ``{"opened": True}`` once
-        the daemon has accepted the subscription."""
+        the daemon has accepted the subscription; ``heads``: ask for a frame at each new
+        head of a chain too (a wait re-reads its settlement then: each new depth shows)."""
         parser = parser or FrameParser(last_id=after)
         read_s = 30.0 if deadline is None else max(0.05, min(30.0, deadline - self.clock()))
         headers = {**common.SSE_HEADERS, "Last-Event-ID": str(after)}
         try:
             with self.http.stream(
-                "GET", "/v1/events", headers=headers, timeout=httpx.Timeout(10.0, read=read_s)
+                "GET",
+                "/v1/events",
+                headers=headers,
+                params={"heads": "true"} if heads else None,
+                timeout=httpx.Timeout(10.0, read=read_s),
             ) as response:
                 if response.status_code != 200:
                     raise common.stream_error(self.base, response, response.read().decode())

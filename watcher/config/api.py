@@ -112,6 +112,12 @@ class ApiConfig(Strict):
     live_lookup_timeout_s: float = Field(default=2.0, gt=0, le=60)
     """Longest a live look-up of an unregistered tx waits for the node; then the answer says
     what the store knows and that the live check timed out."""
+    live_calls_per_minute: int = Field(default=600, ge=1)
+    """JSON-RPC calls live look-ups may make per chain per minute (3-4 a look-up), apart from
+    the chain's own ``calls_per_minute``, which they never spend; past it, 429."""
+    live_lookups_per_caller_per_minute: int = Field(default=60, ge=1)
+    """Live look-ups one caller (a token's name; the client's address without tokens) may
+    make per minute; past it, 429 with ``Retry-After``."""
 
     @field_validator("listen")
     @classmethod

@@ -59,8 +59,8 @@ class ChainConfig(Strict):
     """Seconds between head polls; ``None`` → the registry's block time, else 1.0."""
     poll_pacing: bool = True
     """Move each poll to just after the node has the next block when the blocks come at the
-    poll interval (watcher/app/pacing.py; about one extra call in ten); false: strictly on
-    the interval."""
+    poll interval (watcher/app/pacing.py; settled, a few extra calls in a hundred blocks);
+    false: strictly on the interval."""
     timeout_s: float = Field(default=3600.0, gt=0, allow_inf_nan=False)
     """Settlement timeout used when a registration gives none."""
     max_wait_s: float = Field(default=86400.0, gt=0, allow_inf_nan=False)
@@ -78,6 +78,12 @@ class ChainConfig(Strict):
     """How receipts carry their header chain: ``list`` (``proof.headers``, JSON objects) or
     ``compact`` (``proof.header_chain``, RLP in base64, ~0.7 KB a header instead of ~1.6 KB;
     docs/receipts.md). Verifiers older than the compact format accept only ``list``."""
+    receipt_ancestry: Literal["history", "headers"] = "history"
+    """How receipts link the tx's block to the confirming block: ``history`` (where the
+    chain has the EIP-2935 contract and it is smaller, one ``eth_getProof`` per confirming
+    block instead of the headers between; else the header chain, ``proof.ancestry`` saying
+    why) or ``headers`` (the header chain, with no ``proof.ancestry``: the form verifiers
+    before it accept)."""
 
     @field_validator("name")
     @classmethod

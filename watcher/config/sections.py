@@ -4,6 +4,7 @@ own: they carry most of the rules)."""
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -12,10 +13,21 @@ from pydantic import Field, field_validator, model_validator
 from watcher.config.api import ApiConfig as ApiConfig
 from watcher.config.api import split_listen as split_listen
 from watcher.config.base import KeyedErrors, Strict
+from watcher.config.webhook_secret import webhook_key
 from watcher.destinations import check_entries
 from watcher.invoices.xpub import parse_extended_public_key, parse_template
 
 _STORE_SCHEMES = ("sqlite://", "postgresql://", "postgresql+psycopg://")
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported (found, and not blocked in ``sys.modules``),
+    without importing it: the config is checked before anything heavy loads."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a None entry in sys.modules: blocked
+        return False
+
 
 Severity = Literal["info", "warning", "critical"]
 
@@ -38,6 +50,12 @@ class StoreConfig(Strict):
             raise ValueError("must start with sqlite://, postgresql:// or postgresql+psycopg://")
         if value.startswith("postgresql") and not urlsplit(value).netloc:
             raise ValueError("a PostgreSQL URL needs a host, e.g. postgresql://user@host/db")
+        if value.startswith("postgresql") and not _installed("psycopg"):
+            raise ValueError(
+                "a PostgreSQL store needs the postgres extra (the psycopg driver), which is "
+                "not installed: pip install 'finality-watcher[postgres]' (from a checkout: "
+                "pip install '.[postgres]')"
+            )
         return value
 
 
@@ -64,7 +82,8 @@ class DeliveryConfig(Strict):
     """The outbox sender: commits, discards and webhook alerts."""
 
     secret: str | None = None
-    """HMAC-SHA256 secret for the signature header (use "${FINALITY_WEBHOOK_SECRET}")."""
+    """HMAC-SHA256 key of the signature headers: ``"whsec_<base64>"``, the Standard Webhooks
+    form receivers' libraries take (use "${FINALITY_WEBHOOK_SECRET}")."""
     max_attempts: int = Field(default=8, ge=1)
     """Attempts before an entry is dead-lettered."""
     backoff_initial_s: float = Field(default=1.0, gt=0)
@@ -72,11 +91,16 @@ class DeliveryConfig(Strict):
     backoff_max_s: float = Field(default=300.0, gt=0)
     """Cap on the retry delay."""
     timeout_s: float = Field(default=10.0, gt=0)
-    """HTTP timeout of one delivery attempt."""
+    """Deadline of one delivery attempt, whole (connect, send, answer): a receiver that
+    answers slowly fails the attempt once it passes."""
     workers: int = Field(default=4, ge=1)
     """Deliveries sent concurrently."""
+    max_per_destination: int = Field(default=2, ge=1)
+    """Attempts to one destination (scheme, host, port) at once: a slow receiver holds no
+    more workers than this, so other destinations' deliveries keep going."""
     receipt_wait_s: float = Field(default=30.0, ge=0)
-    """How long a commit/discard waits for its signed receipt before going out without it."""
+    """After this, a commit/discard still waiting for its signed receipt is looked at less
+    often (it never goes without it); a finality violation goes without its revocation."""
     max_dependent_state_bytes: int = Field(default=65536, ge=1)
     """Largest accepted dependent_state (canonical JSON bytes); larger gets 413."""
     allow_destinations: list[str] = Field(default_factory=list)
@@ -85,6 +109,16 @@ class DeliveryConfig(Strict):
     (``"10.1.0.0/16"``) or a host name (``"hooks.internal"``), each optionally with a port
     (``"hooks.internal:8443"``, ``"[fd00::1]:443"``). Loopback is allowed without an entry
     when every chain is a local development chain."""
+
+    @model_validator(mode="after")
+    def _check_secret(self) -> DeliveryConfig:
+        # Reported through KeyedErrors so the message never quotes the value.
+        if self.secret is not None:
+            try:
+                webhook_key(self.secret)
+            except ValueError as exc:
+                raise KeyedErrors([(("secret",), f"{exc} (value not shown)")]) from None
+        return self
 
     @field_validator("allow_destinations")
     @classmethod

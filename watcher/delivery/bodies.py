@@ -2,9 +2,14 @@
 
 A ``commit`` or ``discard`` carries the signed receipt of the decision it reports, and a
 ``finality_violation`` the signed revocation of the receipt it withdraws. The receipts part
-signs after the verdict commits, so the body waits for them, at most ``receipt_wait_s``;
-then it goes without, and says where to fetch them later. Once assembled, the body is
-stored, so every retry sends the same bytes.
+signs after the verdict commits, so the body waits for them. A commit or discard never goes
+without its receipt (unless the decision has none by design: a replacement or a payment on a
+chain whose headers do not re-hash; ``receipt_unavailable`` then says so): the receipt is the proof the receiver can check, and a decision whose
+receipt cannot be built (the node's data does not rebuild the header's roots) is not one to
+act on. Past ``receipt_wait_s`` it is still waited for, only looked at less often
+(:meth:`BodyAssembler.look_again_at`). A violation goes without its revocation after
+``receipt_wait_s`` (the withdrawal matters more than its proof) and says where to fetch it.
+Once assembled, the body is stored, so every retry sends the same bytes.
 """
 
 from __future__ import annotations
@@ -19,11 +24,19 @@ from watcher.delivery.format import (
     violation_body,
 )
 from watcher.delivery.plan import VIOLATION
+from watcher.receipts.attestation import no_receipt_by_design
 from watcher.store.errors import SettlementNotFound
 from watcher.store.outbox_store import REVOCATION, DeliveryRecord, ReceiptRow
 from watcher.store.receipts_store import receipt_store
 from watcher.store.records import ReceiptRecord, SettlementRecord
 from watcher.store.store import Store
+
+RECEIPT_POLL_MS = 200
+"""How often a body waiting for its receipt looks again."""
+
+RECEIPT_LATE_POLL_MS = 5000
+"""How often it looks again once ``receipt_wait_s`` has passed (it still waits: a commit or
+discard never goes without its receipt)."""
 
 
 class BodyAssembler:
@@ -36,8 +49,19 @@ class BodyAssembler:
         self.receipt_wait_s = receipt_wait_s
 
     def receipt_deadline(self, rec: DeliveryRecord) -> int:
-        """When a body stops waiting for its receipt and goes without."""
+        """When a violation stops waiting for its revocation and goes without; a commit or
+        discard goes on waiting for its receipt after it, looked at less often."""
         return self._decided_at(rec) + int(self.receipt_wait_s * 1000)
+
+    def look_again_at(self, rec: DeliveryRecord, now: int) -> int:
+        """When a row whose body is not ready yet (:meth:`assemble` gave None) is due again:
+        every :data:`RECEIPT_POLL_MS` until :meth:`receipt_deadline` (and at it), then every
+        :data:`RECEIPT_LATE_POLL_MS`."""
+        deadline = self.receipt_deadline(rec)
+        retry = (
+            min(now + RECEIPT_POLL_MS, deadline) if now < deadline else now + RECEIPT_LATE_POLL_MS
+        )
+        return max(retry, now + 1)
 
     def _decided_at(self, rec: DeliveryRecord) -> int:
         if rec.event_id is not None:
@@ -47,8 +71,8 @@ class BodyAssembler:
         return rec.created_at
 
     def assemble(self, rec: DeliveryRecord, now: int) -> dict[str, Any] | None:
-        """The body of a commit, discard or violation, or None while its receipt is worth
-        waiting for.
+        """The body of a commit, discard or violation, or None while its receipt is not
+        signed yet (a violation's revocation: while it is worth waiting for).
 
         The decision comes from the verdict's event (what was decided then, even if the
         settlement moved on); the receipt is the newest unrevoked one of the matching kind
@@ -71,17 +95,26 @@ class BodyAssembler:
             receipt = self.outbox.receipt_for(
                 rec.settlement_id, kind, str(digest) if digest else None, decided_at
             )
-        wait_ms = int(self.receipt_wait_s * 1000)
-        if receipt is None and now < (decided_at or rec.created_at) + wait_ms:
-            return None
+        none = None
+        if kind is not None and receipt is None:
+            none = self._none_by_design(settlement, decision)
+            if none is None:
+                return None  # never without its receipt (see the module doc)
         binding = None
         if settlement.dependent_state is not None:
             binding = self.outbox.receipt_for(rec.settlement_id, BINDING_RECEIPT_KIND, None, 0)
-        missing = (
-            f"no signed {kind} within {self.receipt_wait_s:g} s of the verdict; "
-            f"fetch it later from GET /v1/settlements/{rec.settlement_id}/receipt"
+        return terminal_body(rec, settlement, decision, receipt, binding, none)
+
+    def _none_by_design(self, settlement: SettlementRecord, decision: dict[str, Any]) -> str | None:
+        """Why ``decision`` gets no receipt at all, by design (watcher/receipts/attestation.py
+        ``no_receipt_by_design``), else None: its receipt is to be waited for."""
+        chain = self.store.chain(settlement.chain)
+        if chain is None:
+            return None  # an off-chain source: its receipts are built like any other
+        evidence = decision.get("evidence") or {}
+        return no_receipt_by_design(
+            chain.chain_id, settlement.kind, str(evidence.get("kind")), str(decision.get("verdict"))
         )
-        return terminal_body(rec, settlement, decision, receipt, binding, missing)
 
     def _assemble_violation(
         self, rec: DeliveryRecord, settlement: SettlementRecord, now: int

@@ -4,16 +4,23 @@ Every request the sender makes is a ``POST`` with a JSON body and these headers 
 receiver's side is described in ``docs/delivery.md``)::
 
     Content-Type:          application/json
+    webhook-id:            fw:stl_…:commit          Standard Webhooks: the idempotency key
+    webhook-timestamp:     1700000000               Unix seconds when this attempt was sent
+    webhook-signature:     v1,<base64>              HMAC-SHA256(key, id + "." + timestamp + "." + body)
     Idempotency-Key:       fw:stl_…:commit          same for every attempt, across restarts
     X-Finality-Event:      commit | discard | finality_violation | provisional | alert kind
     X-Finality-Delivery:   42                       the outbox row id
     X-Finality-Attempt:    1, 2, …
-    X-Finality-Timestamp:  1700000000               Unix seconds when this attempt was sent
-    X-Finality-Signature:  v1=<hex>                 HMAC-SHA256(secret, timestamp + "." + body)
+    X-Finality-Timestamp:  1700000000               (deprecated) same as webhook-timestamp
+    X-Finality-Signature:  v1=<hex>                 (deprecated) HMAC-SHA256(secret, timestamp + "." + body)
 
-The signature header is absent when no ``[delivery] secret`` is configured (the daemon
-warns once at start): receivers must then not trust the body without another check (the
-signed receipt inside a commit, or a TLS client certificate).
+The ``webhook-*`` headers follow Standard Webhooks (standardwebhooks.com), so a receiver
+verifies with its language's library: ``[delivery] secret = "whsec_<base64>"`` is the key
+those libraries take (the base64 bytes after ``whsec_``; a secret without the prefix is its
+UTF-8 bytes). ``X-Finality-Signature`` is the scheme of earlier releases, kept for one release
+for receivers that check it. Both signature headers are absent when no secret is configured
+(the daemon warns once at start): receivers must then not trust the body without another
+check (the signed receipt inside a commit, or a TLS client certificate).
 
 The body bytes are a pure function of the stored body (sorted keys, no white space), so
 every retry, and every retry after a restart, sends the very same bytes.
@@ -21,19 +28,23 @@ every retry, and every retry after a restart, sends the very same bytes.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
 from typing import Any
 
+from watcher.config.webhook_secret import webhook_key
 from watcher.store import SettlementRecord
 from watcher.store.outbox_store import DeliveryRecord, ReceiptRow
+from watcher.workflows.steps import EVENT_KINDS as WORKFLOW_EVENTS
 
 BODY_VERSION = 1
 """Bumped on an incompatible change of the body layout."""
 
 SIGNATURE_VERSION = "v1"
 """Prefix of the signature value; a new scheme would get a new prefix, sent beside it."""
+
 
 RECEIPT_KINDS = {
     "FINALITY_CONFIRMED": "settlement_finality_receipt",
@@ -60,6 +71,7 @@ EVENT_KINDS = (
     "failure_evidence_reorged",
     "payment_transfer_reorged",
     "decision_restated",
+    *WORKFLOW_EVENTS,
 )
 """Every event kind the daemon emits (alerts filter on these)."""
 
@@ -70,9 +82,16 @@ def body_bytes(body: dict[str, Any]) -> bytes:
 
 
 def signature(secret: str, timestamp: int, body: bytes) -> str:
-    """``v1=`` + hex HMAC-SHA256 of ``b"<timestamp>." + body`` under ``secret``."""
+    """(deprecated scheme) ``v1=`` + hex HMAC-SHA256 of ``b"<timestamp>." + body``."""
     mac = hmac.new(secret.encode(), str(timestamp).encode() + b"." + body, hashlib.sha256)
     return f"{SIGNATURE_VERSION}={mac.hexdigest()}"
+
+
+def standard_signature(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
+    """Standard Webhooks' ``v1,`` + base64 HMAC-SHA256 of ``id.timestamp.body`` under ``key``."""
+    signed = f"{msg_id}.{timestamp}.".encode() + body
+    mac = hmac.new(key, signed, hashlib.sha256).digest()
+    return f"{SIGNATURE_VERSION},{base64.b64encode(mac).decode()}"
 
 
 def headers(rec: DeliveryRecord, body: bytes, secret: str | None, now_s: int) -> dict[str, str]:
@@ -80,6 +99,8 @@ def headers(rec: DeliveryRecord, body: bytes, secret: str | None, now_s: int) ->
     out = {
         "Content-Type": "application/json",
         "User-Agent": "finality-watcher/1",
+        "webhook-id": rec.idempotency_key,
+        "webhook-timestamp": str(now_s),
         "Idempotency-Key": rec.idempotency_key,
         "X-Finality-Event": rec.kind,
         "X-Finality-Delivery": str(rec.id),
@@ -87,6 +108,8 @@ def headers(rec: DeliveryRecord, body: bytes, secret: str | None, now_s: int) ->
         "X-Finality-Timestamp": str(now_s),
     }
     if secret:
+        key = webhook_key(secret)
+        out["webhook-signature"] = standard_signature(key, rec.idempotency_key, now_s, body)
         out["X-Finality-Signature"] = signature(secret, now_s, body)
     return out
 
@@ -160,9 +183,10 @@ def terminal_body(
     decision: dict[str, Any],
     receipt: ReceiptRow | None,
     binding: ReceiptRow | None,
-    missing_reason: str | None,
+    unavailable: str | None = None,
 ) -> dict[str, Any]:
-    """The body of a ``commit`` or ``discard``: the verdict, the state, and the receipt."""
+    """The body of a ``commit`` or ``discard``: the verdict, the state, and the receipt
+    (None only for a decision that has none by design, ``unavailable`` saying why)."""
     body: dict[str, Any] = {
         "type": rec.kind,
         "version": BODY_VERSION,
@@ -176,7 +200,7 @@ def terminal_body(
         "dependent_state": settlement.dependent_state,
         "binding": receipt_json(binding),
         "receipt": receipt_json(receipt),
-        "receipt_missing": None if receipt is not None else missing_reason,
+        "receipt_unavailable": unavailable,
     }
     return body
 

@@ -10,16 +10,25 @@ due again once the lease ends, and is resent with the same ``Idempotency-Key``.
 For one row, a worker:
 
 1. assembles the body if it has none yet (a commit or discard waits for its signed receipt,
-   a ``finality_violation`` for the signed revocation of the receipt it withdraws, at most
-   ``receipt_wait_s``; then it goes without, and says why) and stores it, so every retry
+   for as long as it takes; a ``finality_violation`` for the signed revocation of the
+   receipt it withdraws, at most ``receipt_wait_s``, then it goes without and says why) and
+   stores it, so every retry
    sends the same bytes; a commit a finality violation superseded (renamed
    ``fw:<settlement>:commit~<event>`` by :mod:`watcher.delivery.plan`) is never sent again:
    if its attempt in flight failed, its next claim cancels it;
-2. POSTs it, signed (:mod:`watcher.delivery.format`);
+2. POSTs it, signed (:mod:`watcher.delivery.format`), the whole attempt within
+   ``timeout_s`` and at most a few KiB of the answer read (:mod:`watcher.delivery.outbound`);
 3. reports the outcome, which the dispatcher records in batches: delivered on 2xx;
    otherwise due again after an exponential backoff with jitter, capped at
    ``backoff_max_s``; dead after ``max_attempts`` (replay it with
-   ``finality deliveries replay ID`` or ``POST /v1/deliveries/{id}/replay``).
+   ``finality deliveries replay ID`` or ``POST /v1/deliveries/{id}/replay``). The cap is
+   also checked at every claim, so an attempt that never reported (its lease ran out)
+   cannot be followed by more than the cap allows.
+
+One destination (scheme, host and port) gets at most ``max_per_destination`` attempts at
+once: a slow receiver, or one with a large backlog, holds that many workers and no more,
+so other callers' deliveries go out meanwhile; rows over the limit are given back, due a
+moment later (:data:`HELD_BACK_MS`), without counting as an attempt.
 
 Delivery is at least once on the wire and exactly once in effect for a receiver that
 dedupes by ``Idempotency-Key`` (``docs/delivery.md``).
@@ -40,17 +49,22 @@ from collections.abc import Sequence
 import httpx
 
 from chains.redact import redact_text
+from watcher import otel_tracing
 from watcher.clock import Clock, wall_clock_ms
 from watcher.config.sections import AlertChannelConfig, DeliveryConfig
 from watcher.delivery.bodies import BodyAssembler
-from watcher.delivery.format import (
-    body_bytes,
-    headers,
-)
+from watcher.delivery.format import body_bytes, headers
 from watcher.delivery.log_channel import EventLog
-from watcher.delivery.outbound import DeliveryClients, post_checked
+from watcher.delivery.outbound import AttemptDeadline, AttemptLoop, post_checked
 from watcher.delivery.plan import commit_key
-from watcher.destinations import AllowList, DestinationRefused, Resolver, Unresolvable, resolve
+from watcher.destinations import (
+    AllowList,
+    DestinationRefused,
+    Resolver,
+    Unresolvable,
+    destination_of,
+    resolve,
+)
 from watcher.store.errors import StoreError
 from watcher.store.outbox_store import (
     CANCELLED,
@@ -67,8 +81,11 @@ log = logging.getLogger("finality.delivery")
 IDLE_S = 1.0
 """Longest the dispatcher sleeps when nothing is due (new rows also wake it at once)."""
 
-RECEIPT_POLL_MS = 200
-"""How often a commit waiting for its receipt looks again."""
+AHEAD = 4
+"""Rows claimed ahead per worker, so workers never wait for the dispatcher."""
+
+HELD_BACK_MS = 250
+"""How long a row whose destination is at its limit waits before it is claimed again."""
 
 
 def backoff_ms(attempts: int, initial_s: float, max_s: float, rng: random.Random) -> int:
@@ -101,9 +118,9 @@ class Sender:
         self.clock = clock
         self.event_log = EventLog(store, log_channels)
         self.bodies = BodyAssembler(store, config.receipt_wait_s)
-        self.lease_ms = int((2 * config.timeout_s + 2) * 1000)
-        """A claim's lease: two request timeouts and a margin (a request is one timeout per
-        phase, so it can take a little more than one); past it the row is sent again."""
+        self.lease_ms = int(((AHEAD + 1) * config.timeout_s + 2) * 1000)
+        """A claim's lease: the attempts queued ahead of it and its own, each within its
+        deadline of ``timeout_s``, and a margin; past it the row is sent again."""
         self.outcomes: Counter[tuple[str, str]] = Counter()
         """Attempts by (channel, outcome): delivered, retry, dead, superseded, waiting,
         cancelled."""
@@ -112,6 +129,8 @@ class Sender:
         self._queue: queue.Queue[DeliveryRecord | None] = queue.Queue()
         self._results: queue.Queue[Outcome] = queue.Queue()
         self._in_flight = 0
+        self._busy: Counter[str] = Counter()
+        """Attempts queued or running per destination (:func:`destination_of`)."""
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
         self._threads: list[threading.Thread] = []
@@ -122,8 +141,8 @@ class Sender:
         """Start the dispatcher and the workers."""
         if not self.config.secret:
             log.warning(
-                "[delivery] secret is not set: deliveries go out WITHOUT an "
-                "X-Finality-Signature header, and receivers cannot authenticate them"
+                "[delivery] secret is not set: deliveries go out WITHOUT signature headers "
+                "(webhook-signature), and receivers cannot authenticate them"
             )
         self._stopping.clear()
         self._threads = [
@@ -170,7 +189,7 @@ class Sender:
         A crash between a 2xx answer and its recording resends the row after its lease,
         under the same Idempotency-Key: the receiver's dedupe absorbs it."""
         workers = self.config.workers
-        capacity = 4 * workers
+        capacity = AHEAD * workers
         while not self._stopping.is_set():
             self.wake.clear()
             wait = IDLE_S
@@ -181,11 +200,17 @@ class Sender:
                     free = capacity - self._in_flight
                 if free >= workers:
                     now = self.clock()
-                    rows = self.outbox.claim(now, free, self.lease_ms)
+                    claimed = self.outbox.claim_within(
+                        now, free, self.lease_ms, self.config.max_attempts
+                    )
+                    for rec in claimed.buried:
+                        self._count(rec, "dead")
+                        self._log_dead(rec, rec.last_error)
+                    rows = claimed.rows
                     with self._lock:
                         self._in_flight += len(rows)
                     for row in rows:
-                        self._queue.put(row)
+                        self._hand_out(row, now)
                     if len(rows) == free:
                         continue  # there may be more due right now
                     due_at = self.outbox.next_due_at(now)
@@ -194,6 +219,27 @@ class Sender:
             except StoreError as exc:
                 log.warning("delivery: store unavailable, retrying in %.0f s: %s", IDLE_S, exc)
             self.wake.wait(wait)
+
+    def _hand_out(self, rec: DeliveryRecord, now: int) -> None:
+        """Queue ``rec`` for a worker, or give it back if its destination is at its limit."""
+        where = destination_of(rec.url)
+        with self._lock:
+            busy = self._busy[where] >= self.config.max_per_destination
+            if not busy:
+                self._busy[where] += 1
+        if busy:
+            later = now + HELD_BACK_MS
+            self._results.put(Outcome(rec, PENDING, now, due_at=later, attempted=False))
+        else:
+            self._queue.put(rec)
+
+    def _release(self, rec: DeliveryRecord) -> None:
+        """``rec``'s attempt is over: its destination has room for one more."""
+        where = destination_of(rec.url)
+        with self._lock:
+            self._busy[where] -= 1
+            if self._busy[where] <= 0:
+                del self._busy[where]  # many destinations come and go: keep only busy ones
 
     def _record(self) -> None:
         """Write the outcomes the workers reported, in one transaction."""
@@ -213,18 +259,15 @@ class Sender:
         for outcome, ok in zip(batch, done, strict=True):
             self._count(outcome.rec, self._label(outcome) if ok else "superseded")
             if ok and outcome.state == DEAD:
-                rec = outcome.rec
-                log.warning(
-                    "delivery %d (%s %s to %s) is dead after %d attempts: %s; replay it with "
-                    "`finality deliveries replay %d`",
-                    rec.id,
-                    rec.channel,
-                    rec.kind,
-                    rec.url,
-                    rec.attempts,
-                    outcome.error,
-                    rec.id,
-                )
+                self._log_dead(outcome.rec, outcome.error)
+
+    @staticmethod
+    def _log_dead(rec: DeliveryRecord, error: str | None) -> None:
+        log.warning(
+            "delivery %d (%s %s to %s) is dead after %d attempts: %s; replay it with "
+            "`finality deliveries replay %d`",
+            *(rec.id, rec.channel, rec.kind, rec.url, rec.attempts, error, rec.id),
+        )
 
     @staticmethod
     def _label(outcome: Outcome) -> str:
@@ -237,7 +280,7 @@ class Sender:
     # -- workers -------------------------------------------------------------------------
 
     def _work(self) -> None:
-        with DeliveryClients(self.config.timeout_s) as clients:
+        with AttemptLoop(self.config.timeout_s) as attempts:
             while True:
                 rec = self._queue.get()
                 if rec is None:
@@ -247,7 +290,7 @@ class Sender:
                         now = self.clock()
                         outcome = Outcome(rec, PENDING, now, due_at=now, attempted=False)
                     else:
-                        outcome = self.deliver(rec, clients)
+                        outcome = self.deliver(rec, attempts)
                 except Exception as exc:
                     # The row stays "sending": it is due again when its lease ends.
                     if isinstance(exc, StoreError):
@@ -258,9 +301,11 @@ class Sender:
                         self._in_flight -= 1
                 else:
                     self._results.put(outcome)
+                finally:
+                    self._release(rec)
                 self.wake.set()
 
-    def deliver(self, rec: DeliveryRecord, clients: DeliveryClients) -> Outcome:
+    def deliver(self, rec: DeliveryRecord, attempts: AttemptLoop) -> Outcome:
         """One attempt of a claimed row: the outcome to record (by the dispatcher)."""
         now = self.clock()
         if rec.kind == "commit" and rec.idempotency_key != commit_key(rec.settlement_id or ""):
@@ -274,27 +319,47 @@ class Sender:
             except ValueError as exc:  # nothing to build it from: retrying cannot help
                 return Outcome(rec, DEAD, now, None, f"cannot assemble the body: {exc}")
             if body is None:
-                retry = min(now + RECEIPT_POLL_MS, self.bodies.receipt_deadline(rec))
-                return Outcome(rec, PENDING, now, due_at=max(retry, now + 1), attempted=False)
+                retry = self.bodies.look_again_at(rec, now)
+                return Outcome(rec, PENDING, now, due_at=retry, attempted=False)
             rec = self.outbox.set_body(rec, body, now)
+        assert rec.body is not None
+        attributes: otel_tracing.Attributes = {  # ids only: the URL may carry a token
+            "finality.delivery_id": rec.id,
+            "finality.settlement_id": rec.settlement_id or "",
+            "finality.delivery_kind": rec.kind,
+            "finality.channel": rec.channel,
+            "finality.attempt": rec.attempts,
+        }
+        with otel_tracing.span("finality.delivery", attributes) as current:
+            outcome = self._send(rec, attempts)
+            if current is not None and outcome.status:
+                current.set_attribute("http.status_code", outcome.status)
+        return outcome
+
+    def _send(self, rec: DeliveryRecord, attempts: AttemptLoop) -> Outcome:
+        """The request of one attempt of ``rec`` (its body assembled), and its outcome."""
         assert rec.body is not None
         data = body_bytes(rec.body)
         sent = self.clock()
         signed = headers(rec, data, self.config.secret, sent // 1000)
         try:
-            answer = post_checked(clients, rec.url, self.destinations, data, signed, self.resolver)
+            status = attempts.run(
+                post_checked(
+                    attempts.clients, rec.url, self.destinations, data, signed, self.resolver
+                )
+            )
         except Unresolvable as exc:  # DNS may come back: an ordinary failed attempt
             return self._failed(rec, None, f"destination: {exc}")
         except DestinationRefused as exc:  # nothing was sent, and retrying cannot help
             return Outcome(rec, DEAD, self.clock(), None, f"destination refused: {exc}")
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, AttemptDeadline) as exc:
             error = redact_text(f"{type(exc).__name__}: {exc}".rstrip(": "), [rec.url])
             return self._failed(rec, None, error)
-        if 200 <= answer.status_code < 300:
-            return Outcome(rec, DELIVERED, self.clock(), status=answer.status_code)
+        if 200 <= status < 300:
+            return Outcome(rec, DELIVERED, self.clock(), status=status)
         # The status only: the answer's body is never stored or shown (a destination's
         # words would make the outbox a way to read what answers at an address).
-        return self._failed(rec, answer.status_code, f"HTTP {answer.status_code}")
+        return self._failed(rec, status, f"HTTP {status}")
 
     def _failed(self, rec: DeliveryRecord, status: int | None, error: str) -> Outcome:
         now = self.clock()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from chains.block_checks import check_senders, checked_receipts
 from chains.errors import ChainError
 from chains.models import Block, BlockHeader
 from chains.quorum import GateResult
@@ -100,14 +101,24 @@ class BlockCommits(PaymentCommits):
         return match_block(block.txs, self.index, reanchor)
 
     def _receipts(self, block: Block | None, matches: BlockMatches) -> dict[str, Any]:
-        """Receipts of the block's watched txs (none fetched when it holds none)."""
-        if block is None or not matches.matched:
+        """Receipts of the block's watched txs, checked against its roots (none fetched
+        when it holds none; a block with only a replacing tx is checked the same way: the
+        replacement is decided on its txs)."""
+        if block is None or not (matches.matched or matches.replacing):
             return {}
         # Several settlements of one tx (one per caller) share its receipt: asked once.
         wanted: list[str] = list(dict.fromkeys(tx.hash for _, tx in matches.matched))
-        found: dict[str, Any] = {
-            r.tx_hash: r for r in self.client.block_receipts(block.header.hash, wanted)
-        }
+        checked = checked_receipts(
+            self.client,
+            self.facts,
+            block.header.hash,
+            wanted or [tx.hash for _, tx in matches.replacing],
+        )
+        found: dict[str, Any] = {r.tx_hash: r for r in checked}
+        # Who sent them is what inclusions and replacements are matched on: checked too.
+        said = {tx.hash: (tx.hash, tx.sender, tx.nonce) for _, tx in matches.matched}
+        said.update((tx.hash, (tx.hash, tx.sender, tx.nonce)) for _, tx in matches.replacing)
+        check_senders(self.client, self.facts, block.header.hash, list(said.values()))
         missing = [h for h in wanted if h not in found]
         if missing:
             raise ChainInconsistentReceipts(self.name, block.header.number, missing)

@@ -37,12 +37,13 @@ from chains.block_facts import facts_of
 from chains.budget import CallBudget, CallsDeferred
 from chains.errors import ChainError
 from chains.finality_modes import NEEDS_FINALIZED, NEEDS_SAFE
-from chains.models import BlockHeader
+from chains.models import Block, BlockHeader
 from chains.quorum import FinalityGate, GateResult, SingleNodeGate
 from chains.rpc import RpcClient
 from chains.tracker import Advance, HeaderWindow, HeadTracker, Reorg
 from guard.settlement import SettlementPolicy
 from guard.types import BlockHash, BlockNumber
+from watcher import otel_tracing
 from watcher.clock import Clock, wall_clock_ms
 from watcher.config.chains import ChainConfig
 from watcher.delivery.plan import OutboxPlan
@@ -210,7 +211,8 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
             self.index.add(entry)
         self._load_payments()
         try:
-            self._round(stats)
+            with otel_tracing.span("finality.poll", {"finality.chain": self.name}):
+                self._round(stats)
             self.last_error = None
             self.deferred = None
         except CallsDeferred as exc:
@@ -247,6 +249,19 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
                 self._deadlines_despite(exc)
             raise
 
+    def _commit_traced(
+        self,
+        block: Block | None,
+        reorg: Reorg | None,
+        finalized: int | None,
+        node_head: BlockHeader,
+    ) -> int:
+        """:meth:`_commit_block` in a ``finality.block_commit`` span (watcher/otel_tracing.py)."""
+        at = block.header if block is not None else (reorg.common_ancestor if reorg else None)
+        attributes = {"finality.chain": self.name, "finality.block": at.number if at else -1}
+        with otel_tracing.span("finality.block_commit", attributes):
+            return self._commit_block(block, reorg, finalized, node_head)
+
     def _advance(self, stats: PollStats, advance: Advance) -> bool:
         """Commit what the tracker found (a transaction per block); with no new block, apply
         deadlines. Returns whether deadlines were applied."""
@@ -260,10 +275,12 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
         stats.behind += len(advance.blocks) - len(blocks)  # a node capping eth_getLogs' range
         for i, block in enumerate(blocks):
             reorg = advance.reorg if i == 0 else None
-            stats.decisions += self._commit_block(block, reorg, finalized, advance.node_head)
+            stats.decisions += self._commit_traced(block, reorg, finalized, advance.node_head)
             stats.blocks += 1
         if advance.reorg is not None and not advance.blocks:
-            stats.decisions += self._commit_block(None, advance.reorg, finalized, advance.node_head)
+            stats.decisions += self._commit_traced(
+                None, advance.reorg, finalized, advance.node_head
+            )
         stats.reorg = advance.reorg
         if advance.reorg is not None and advance.reorg.beyond_window:
             stats.probes += self._recheck_after_rebase()
@@ -328,9 +345,10 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
 
     # -- node health (watcher.engine.health) ---------------------------------------------
 
-    def note_poll(self, error: str | None) -> None:
+    def note_poll(self, error: str | None, at_once: bool = False) -> None:
         """Track the node's health after a poll job (see :mod:`watcher.engine.health`): a
-        poll is bad when it failed (``error``) or the node lags behind the processed head."""
+        poll is bad when it failed (``error``) or the node lags behind the processed head;
+        ``at_once``: report it now (the node's data failed a check)."""
         reason = error
         if reason is None and self.lagging:
             head = self.window.head
@@ -339,7 +357,7 @@ class ChainWatcher(BlockCommits, TxLookups, Deadlines):
                 f"{head.number if head else '?'} (lagging, or went backwards)"
             )
         head_number = self.head.number if self.head else None
-        self.health.note_poll(reason, self.client.endpoint, head_number)
+        self.health.note_poll(reason, self.client.endpoint, head_number, at_once)
 
     def endpoint_problem(self, endpoint: str, reason: str) -> bool:
         """One ``rpc_unhealthy`` event about one endpoint; False if the store failed."""

@@ -9,7 +9,8 @@ After every successful poll of such a chain, :class:`EndpointAlerts` compares ea
 endpoint's health state with what it last reported and stores, once per change:
 
 - ``rpc_unhealthy`` (warning: the chain still runs) when an endpoint goes ``open``,
-  ``stalled``, ``forked`` (its chain cannot be joined to ours) or ``wrong_chain``, with its
+  ``stalled``, ``forked`` (its chain cannot be joined to ours), ``inconsistent`` (its data
+  failed a check: not believed) or ``wrong_chain``, with its
   state and the reason (its last error);
 - ``rpc_recovered`` (info) when it is ``closed`` again.
 
@@ -25,7 +26,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from chains import pool
-from chains.health import redact
+from chains.health import redact, why_unused
 from chains.redact import redact_text
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from chains.rpc import RpcClient
     from watcher.engine.chain_watcher import ChainWatcher
 
-BAD_STATES = frozenset({"open", "stalled", "forked", "wrong_chain"})
+BAD_STATES = frozenset({"open", "stalled", "forked", "wrong_chain", "inconsistent"})
 """States in which an endpoint is not used."""
 
 
@@ -82,13 +83,7 @@ class EndpointAlerts:
                 continue
             url = redact(str(endpoint["endpoint"]))
             if state in BAD_STATES and state != last:
-                reason = (
-                    endpoint.get("forked")
-                    or endpoint.get("stalled")
-                    or endpoint.get("last_error")
-                    or state
-                )
-                said = redact_text(str(reason), [str(endpoint["endpoint"])])
+                said = redact_text(why_unused(endpoint), [str(endpoint["endpoint"])])
                 if watcher.endpoint_event("rpc_unhealthy", "warning", url, state, said):
                     self._reported[key] = state
             elif (

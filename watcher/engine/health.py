@@ -2,8 +2,8 @@
 ``rpc_recovered``; and the per-endpoint events other parts report through the chain.
 
 A poll is bad when it failed or the node lags behind the processed head (a node that went
-backwards). After :data:`UNHEALTHY_AFTER_POLLS` bad polls in a row one ``rpc_unhealthy``
-event (critical) is stored, with its alert deliveries; the first good poll afterwards
+backwards). After :data:`UNHEALTHY_AFTER_POLLS` bad polls in a row (at once when the node's
+data failed a check: a lie is no blip) one ``rpc_unhealthy`` event (critical) is stored, with its alert deliveries; the first good poll afterwards
 stores one ``rpc_recovered`` (info). A single blip raises nothing. If the store fails, the
 event is retried on the next poll.
 """
@@ -37,8 +37,11 @@ class ChainHealth:
         self.bad_since: int | None = None
         self.unhealthy_since: int | None = None
 
-    def note_poll(self, reason: str | None, endpoint: str, head_number: int | None) -> None:
-        """Count a poll that went wrong for ``reason`` (None: it went well)."""
+    def note_poll(
+        self, reason: str | None, endpoint: str, head_number: int | None, at_once: bool = False
+    ) -> None:
+        """Count a poll that went wrong for ``reason`` (None: it went well); ``at_once``: a
+        failure no retry explains away (the node's data failed a check), reported now."""
         now = self.clock()
         if reason is None:
             self._good(now)
@@ -46,7 +49,8 @@ class ChainHealth:
         self.bad_polls += 1
         if self.bad_since is None:
             self.bad_since = now
-        if self.bad_polls < UNHEALTHY_AFTER_POLLS or self.unhealthy_since is not None:
+        enough = at_once or self.bad_polls >= UNHEALTHY_AFTER_POLLS
+        if not enough or self.unhealthy_since is not None:
             return
         payload = {
             "chain": self.chain,

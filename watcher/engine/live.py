@@ -168,20 +168,31 @@ def timed_out_view(
     }
 
 
-def _ask(
-    client: RpcClient, chain: ChainConfig, tx_hash: str
-) -> tuple[TxInfo | None, TxReceipt | None, BlockHeader, int | None, int | None]:
-    """One batch: the tx, its receipt, the head and (unless the chain uses depth only) its
-    ``finalized`` or ``safe`` tag. Returns (tx, receipt, head, finalized, safe)."""
+def lookup_cost(chain: ChainConfig) -> int:
+    """The JSON-RPC calls one live look-up on ``chain`` makes (what its budget counts)."""
+    return len(_calls(chain, ""))
+
+
+def _calls(chain: ChainConfig, tx_hash: str) -> list[tuple[str, list[Any]]]:
+    """The batch of a look-up: tx, receipt, head, and the chain's tag unless depth only."""
     calls: list[tuple[str, list[Any]]] = [
         ("eth_getTransactionByHash", [tx_hash]),
         ("eth_getTransactionReceipt", [tx_hash]),
         ("eth_getBlockByNumber", ["latest", False]),
     ]
-    tag = "safe" if chain.resolved_finality in NEEDS_SAFE else "finalized"
     if chain.resolved_finality != "depth":
+        tag = "safe" if chain.resolved_finality in NEEDS_SAFE else "finalized"
         calls.append(("eth_getBlockByNumber", [tag, False]))
-    raw = client.batch(calls)
+    return calls
+
+
+def _ask(
+    client: RpcClient, chain: ChainConfig, tx_hash: str
+) -> tuple[TxInfo | None, TxReceipt | None, BlockHeader, int | None, int | None]:
+    """One batch: the tx, its receipt, the head and (unless the chain uses depth only) its
+    ``finalized`` or ``safe`` tag. Returns (tx, receipt, head, finalized, safe)."""
+    tag = "safe" if chain.resolved_finality in NEEDS_SAFE else "finalized"
+    raw = client.batch(_calls(chain, tx_hash))
     tx = None if raw[0] is None else client.parse_tx_info(raw[0])
     receipt = None if raw[1] is None else client.parse_receipt(raw[1], "eth_getTransactionReceipt")
     head = client.parse_block(raw[2], "eth_getBlockByNumber").header

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from chains.block_checks import check_senders
 from chains.models import BlockHeader, TxInfo
 from chains.quorum import Anchor, GateResult
 from guard.types import Address, TxHash
@@ -124,15 +125,21 @@ class TxLookups(ChainState):
             if i is not None and (i.block_number is not None or receipt is not None)
         ]
         included = [(r, i) for r, i, _ in hits]
-        if by_receipt:
-            receipts = [receipt for _, _, receipt in hits]
-        else:
-            by_hash = receipts_by_block(
-                self.client,
-                self.facts,
-                [(r.tx_hash, i.block_hash) for r, i in included if i.block_hash is not None],
-            )
-            receipts = [by_hash.get(r.tx_hash) for r, _ in included]
+        # Every receipt is checked against its block's roots (chains/block_checks.py): the
+        # node's word alone (``eth_getTransactionReceipt``) only says which block to check.
+        blocks = [receipt.block_hash if receipt else i.block_hash for _, i, receipt in hits]
+        by_hash = receipts_by_block(
+            self.client,
+            self.facts,
+            [(r.tx_hash, b) for (r, _), b in zip(included, blocks, strict=True) if b is not None],
+        )
+        receipts = [by_hash.get(r.tx_hash) for r, _ in included]
+        said: dict[str, list[tuple[str, str, int]]] = {}
+        for (r, i), receipt in zip(included, receipts, strict=True):
+            if receipt is not None:  # in a checked block: who sent it is checked there too
+                said.setdefault(receipt.block_hash, []).append((r.tx_hash, i.sender, i.nonce))
+        for block_hash, txs in said.items():
+            check_senders(client, self.facts, block_hash, txs)
         included_ids = {r.settlement_id for r, _ in included}
         # The signed bytes of a pending tx prove its sender and nonce later, after a
         # replacement has made it vanish from every node.

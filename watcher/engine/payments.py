@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from chains.block_checks import checked_receipts
 from chains.errors import ChainInconsistent, RpcErrorResponse
 from chains.logs import TransferLog, transfer_logs
 from chains.models import Block
@@ -168,7 +169,7 @@ class PaymentCommits(ChainState):
         statuses: dict[str, int] = {}
         if native:
             wanted = list(dict.fromkeys(tx.hash for _, tx in native))
-            receipts = self.client.block_receipts(block.header.hash, wanted)
+            receipts = checked_receipts(self.client, self.facts, block.header.hash, wanted)
             statuses = {r.tx_hash: r.status for r in receipts}
             missing = [h for h in wanted if h not in statuses]
             if missing:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from chains.block_checks import checked_receipts, sender_mismatch
 from chains.block_facts import BlockFacts
 from chains.models import TxInfo, TxReceipt
 from chains.rpc import RpcClient
@@ -75,6 +76,12 @@ def _lookup(client: RpcClient, tx_hashes: Sequence[str]) -> list[tuple[TxInfo | 
         fetched = client.raw_transactions([tx_hashes[i] for i in unbuilt])
         for i, signed in zip(unbuilt, fetched, strict=True):
             out[i] = (out[i][0], signed)
+    for said, signed in out:  # a replacement is matched on these: the signature decides
+        if said is not None and signed is not None:
+            raw = bytes.fromhex(signed[2:])
+            wrong = sender_mismatch(said.hash, said.sender, said.nonce, raw)
+            if wrong is not None:
+                raise client.distrust(client.answering_endpoint(), wrong)
     return out
 
 
@@ -89,25 +96,16 @@ def _rebuilt(tx: Mapping[str, Any]) -> str | None:
 def receipts_by_block(
     client: RpcClient, facts: BlockFacts, included: Sequence[tuple[str, str]]
 ) -> dict[str, TxReceipt]:
-    """Receipts of ``included`` (tx hash, block hash): one ``eth_getBlockReceipts`` per block
-    not already held (then held for the receipt builder too)."""
+    """Receipts of ``included`` (tx hash, block hash), checked against their blocks' roots
+    (chains/block_checks.py): one ``eth_getBlockReceipts`` per block not already held (then
+    held for the receipt builder too)."""
     by_block: dict[str, dict[str, None]] = {}
     for tx_hash, block_hash in included:
         by_block.setdefault(block_hash, {})[tx_hash] = None
     found: dict[str, TxReceipt] = {}
     for block_hash, distinct in by_block.items():
-        hashes = list(distinct)
-        held = facts.receipts(block_hash)
-        if held is None:
-            receipts = client.block_receipts(block_hash, hashes)
-        else:
-            wanted = set(hashes)
-            receipts = [
-                r
-                for r in (client.parse_receipt(raw, "eth_getBlockReceipts") for raw in held)
-                if r.tx_hash in wanted
-            ]
-        found.update((r.tx_hash, r) for r in receipts if r.block_hash == block_hash)
+        receipts = checked_receipts(client, facts, block_hash, list(distinct))
+        found.update((r.tx_hash, r) for r in receipts)
     return found
 
 

@@ -61,8 +61,8 @@ def undo_reorg(
         "chain %s: reorg of depth %d at ancestor %d (%s); %d watched settlements touched",
         chain,
         reorg.depth,
-        anc.number,
-        anc.hash,
+        reorg.recorded_ancestor.number,
+        reorg.recorded_ancestor.hash,
         len(touched),
     )
     reversal = Reversal(
@@ -118,8 +118,9 @@ def _record(
     chain: str,
     violation: bool,
 ) -> dict[str, Any]:
-    """Store the reorg row; return the payload its event and alerts carry."""
-    anc = reorg.common_ancestor
+    """Store the reorg row; return the payload its event and alerts carry (its ancestor: a
+    block known to be on both branches, chains.tracker ``Reorg.recorded_ancestor``)."""
+    anc = reorg.recorded_ancestor
     replaced = [
         {"number": b.number, "old_hash": b.old_hash, "new_hash": b.new_hash} for b in reorg.replaced
     ]
@@ -145,8 +146,8 @@ def _record(
         "touched": touched_ids,
     }
     if reorg.beyond_window:
-        # No block we followed survived: the ancestor is the node's block below our
-        # window (a rebase) and the depth a lower bound.
+        # No block we followed survived: the depth counts the blocks known to be replaced
+        # (a lower bound) and the ancestor is the highest block known to be common.
         payload["beyond_window"] = True
     return payload
 

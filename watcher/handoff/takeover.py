@@ -184,10 +184,7 @@ class TakeoverRecorder:
         signed receipt, checked by the offline verifier before it is stored."""
         element: dict[str, Any] = {"kind": kind, "body": body, "digest": digest(body)}
         if self.signer is not None:
-            signer = self.signer
-            receipt = signer.sign(handoff_body(kind, takeover, body, signer.address, takeover.at))
-            verify_receipt(receipt, trusted_signers=[signer.address])
-            element["receipt"] = receipt
+            element["receipt"] = signed_element(self.signer, kind, body, takeover)
         return element
 
     def _checkpoint(self, name: str) -> tuple[dict[str, Any], int, int]:
@@ -270,3 +267,13 @@ class TakeoverRecorder:
         if str(header.hash) == stored:
             return f"stored head {number} is canonical; nothing of block {number + 1} committed"
         return f"stored head {number} was reorged out: re-read from the common ancestor"
+
+
+def signed_element(
+    signer: Sealer, kind: str, body: dict[str, Any], takeover: Takeover
+) -> dict[str, Any]:
+    """The signed receipt of one recorded element of ``takeover``, checked by the offline
+    verifier before anyone stores it (a receipt that would not verify is a bug, not data)."""
+    receipt = signer.sign(handoff_body(kind, takeover, body, signer.address, takeover.at))
+    verify_receipt(receipt, trusted_signers=[signer.address])
+    return receipt

@@ -55,13 +55,17 @@ def why_wait(view: dict[str, Any]) -> str:
     reorgs = view.get("reorg_count") or 0
     text = f"included at depth {depth} of the {required} required"
     if view.get("finality_mode") not in (None, "depth"):
+        text = f"included at depth {depth}; waiting for {view.get('waiting_for')}"
         text += f" (finality mode {view.get('finality_mode')})"
     return text + (f"; {reorgs} reorg(s) seen so far" if reorgs else "")
 
 
 def progress_line(view: dict[str, Any]) -> str:
-    """The progress message while waiting: verdict, depth, reorgs."""
-    return (
-        f"{view.get('verdict')}: depth {view.get('confirmations') or 0}/"
-        f"{view.get('required_confirmations')}, reorgs {view.get('reorg_count') or 0}"
-    )
+    """The progress message while waiting: verdict, depth (and, under a rule on the
+    ``finalized`` tag, what it waits for rather than a depth it does not), reorgs."""
+    depth = f"depth {view.get('confirmations') or 0}"
+    if view.get("finality_mode") not in (None, "depth") and view.get("waiting_for"):
+        depth += f"; waiting for {view.get('waiting_for')}"
+    else:
+        depth += f"/{view.get('required_confirmations')}"
+    return f"{view.get('verdict')}: {depth}, reorgs {view.get('reorg_count') or 0}"

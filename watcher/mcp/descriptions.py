@@ -91,3 +91,71 @@ GET /v1/settlements/{id}/receipt serves it); `signer` (0x address) accepts only 
 signer. Answers {"valid": true, "kind", "settlement_id", "chain_id", "tx_hash", "signer",
 "digest"} or {"valid": false, "reason": "..."}: a tampered receipt or a wrong signer is an
 answer, not an error. Trust a receipt only if it is valid AND its signer is one you expect."""
+
+# -- workflows: multi-step work handed between agents (docs/workflows.md) ---------------------
+
+START_WORKFLOW = """\
+Record a multi-step operation BEFORE doing any of it (e.g. steps ["charge", "ship",
+"notify"]), so that whoever continues it after you (another agent, or you after a restart)
+knows exactly which steps were done, which were in flight, and cannot collide with you.
+`holder`: your name. `lease_s`: how long your lock lasts without renew_workflow_lease.
+`idempotent_steps`: the steps that are safe to run twice. `reference`: an id of the work
+(an order id): calling again with the same reference returns the same workflow (never a
+second one). Answers the workflow view with `workflow_id` and `lock.fencing_token`: pass
+that token to every later call. Then, for each step: begin_step, do the step, complete_step."""
+
+BEGIN_STEP = """\
+Say you are about to perform one step, BEFORE performing it. `fencing_token`: yours.
+`operation`: what you are doing, in words ("charge card for order 812"). `recovery`: how a
+successor can learn whether the step took effect if you die mid-way: {"settlement_id":
+"stl_..."} when the step is a transaction or payment registered with register_settlement
+(the watcher then answers from its finality), or {"idempotency_key": "..."} when the step
+is idempotent and re-sending it with that key is safe. A step begun without either cannot
+be checked: a successor will be told not to retry it. An error naming `fencing_token`
+("stale") means another agent took the workflow over: stop, do not perform the step. A step
+is begun once: an error naming `step` (already in_flight) means do not run it again."""
+
+COMPLETE_STEP = """\
+Say a step you began has taken effect, AFTER it did (for a transaction: after may_commit
+answered COMMIT). `side_effects`: what it committed (a JSON object: ids, amounts), recorded
+in the signed checkpoint for whoever comes next. An error naming `fencing_token` means you
+no longer hold the workflow: stop writing to it."""
+
+TAKE_OVER_WORKFLOW = """\
+Take over a workflow whose holder stopped (died, was replaced, handed it off). While the
+holder's lease is live the answer is {"verdict": "LOCK_NOT_HELD", "holder",
+"lease_expires_at"}: change nothing, do none of its steps; try again after that time.
+Otherwise you get a new `fencing_token` (use it from now on; the old holder can no longer
+write), the signed `receipts`, and a `verdict` with a `directive`:
+- NO_TRANSACTION: nothing was mid-way; continue with the first pending step.
+- HANDOFF_SAFE: every in-flight step can be checked; `recovery` has one entry per in-flight
+  step with its real `state`:
+  completed: it took effect (`evidence` holds the finality receipt): call complete_step for
+    it and NEVER run it again;
+  failed: it did not take effect (`evidence` holds the failure or timeout receipt): do not
+    run it again in this workflow; undo or report what depended on it;
+  pending: not settled yet: do NOT re-run it; call get_workflow until it is completed or
+    failed (only when `evidence` says the step is idempotent may you re-run it, with the
+    same idempotency key);
+  unknown: nobody can tell: NEVER re-run it.
+- IN_FLIGHT_UNTRACKED: a step is in flight that nothing can check: do NOT retry it; ask
+  whoever carried it out (a person, the processor's dashboard), then complete_step it.
+- CHECKPOINT_MISSING: the recorded steps cannot be trusted: do nothing until the real state
+  is rebuilt from the source of truth."""
+
+GET_WORKFLOW = """\
+A workflow's current view: `holder`, `fencing_token`, `lease_expires_at`, `lease_state`
+(held, expired, released), each step's `state` (pending, in_flight, completed),
+`operation`, `recovery` and `side_effects`, and `recovery` resolved now for every in-flight
+step (completed / failed / pending / unknown, with evidence). Call it after a takeover to
+follow a pending step until it is completed or failed. Never re-run an in-flight step whose
+recovery says completed or unknown."""
+
+RENEW_WORKFLOW_LEASE = """\
+Keep your lock on a workflow: extends the lease by its length from now. Call it well
+before `lease_expires_at` while a step takes long. An error naming `fencing_token` means
+you lost the workflow to another agent: stop writing to it."""
+
+RELEASE_WORKFLOW = """\
+Hand a workflow off on purpose (you are stopping): a successor may take it over at once,
+and your fencing token writes nothing more."""

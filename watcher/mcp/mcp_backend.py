@@ -18,6 +18,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from chains.health import redact
 from watcher.client.async_client import AsyncFinalityClient
 from watcher.client.errors import ClientError, Unreachable
+from watcher.client.workflows import Call
 
 TIMEOUT_S = 15.0
 """Per request; the daemon answers in milliseconds, a receipt being signed in under 5 s."""
@@ -87,6 +88,22 @@ class DaemonApi:
         the daemon's event stream and reads the view again on each event that concerns it)."""
         call = self.client.wait(_seg(settlement_id), timeout_s=timeout_s, on_progress=on_view)
         return await self._call(call)
+
+    async def workflow(self, call: Call) -> View:
+        """One ``/v1/workflows`` request (:mod:`watcher.client.workflows` builds it)."""
+        method, path, kw = call
+        return dict(await self._call(self.client.request(method, path, **kw)))
+
+    async def take_over(self, call: Call) -> View:
+        """``POST /v1/workflows/{id}/takeover``: a lease still live is an answer (the 409's
+        body: ``LOCK_NOT_HELD``, the holder, when its lease ends), not an error."""
+        method, path, kw = call
+        try:
+            return dict(await self.client.request(method, path, **kw))
+        except ClientError as exc:
+            if exc.status == 409 and exc.body.get("verdict") == "LOCK_NOT_HELD":
+                return exc.body
+            raise self._tool_error(exc) from None
 
     async def receipt(self, settlement_id: str) -> dict[str, Any] | None:
         """``GET /v1/settlements/{id}/receipt``; None while none is signed yet (404)."""

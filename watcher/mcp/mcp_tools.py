@@ -1,4 +1,5 @@
-"""The MCP server: seven tools over a running daemon, results as structured JSON objects.
+"""The MCP server: seven settlement tools (and the workflow tools of
+:mod:`watcher.mcp.mcp_workflows`) over a running daemon, results as structured JSON objects.
 
 Bad arguments are tool errors naming the field (the SDK's schema check, or the daemon's
 own ``{"error"}`` message passed on); the server keeps serving. ``verify_receipt`` is
@@ -10,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -21,6 +22,7 @@ from watcher.client.common import invoice_body, payment_registration, registrati
 from watcher.mcp import descriptions as text
 from watcher.mcp.decide import decision, is_terminal, progress_line
 from watcher.mcp.mcp_backend import DaemonApi
+from watcher.mcp.mcp_workflows import add_workflow_tools
 
 MAX_WAIT_S = 3600.0
 PROGRESS_S = 1.0
@@ -124,12 +126,15 @@ class Tools:
         timeout_s: Annotated[float, Field(gt=0, le=MAX_WAIT_S)] = 60.0,
     ) -> Json:
         sent: list[str] = []
+        shown = [0.0]
 
         async def report(view: Json) -> None:
             line = progress_line(view)
             if not sent or sent[-1] != line:
                 sent.append(line)
-                await ctx.report_progress(float(view.get("confirmations") or 0), _total(view), line)
+                total = _total(view)
+                shown[0] = progress_value(view, total, shown[0])
+                await ctx.report_progress(shown[0], total, line)
 
         view = await self.api.settlement(settlement_id)
         await report(view)
@@ -159,7 +164,9 @@ class Tools:
 
     async def verify_receipt(
         self,
-        receipt: Annotated[Json, Field(description="the receipt document, as served")],
+        receipt: Annotated[
+            Any, Field(description="the receipt document, as served (or its JSON text)")
+        ],
         signer: Annotated[str | None, Field(description="accept only this 0x address")] = None,
     ) -> Json:
         return verify_offline(receipt, signer)
@@ -170,20 +177,35 @@ def _total(view: Json) -> float | None:
     return float(required) if isinstance(required, int) else None
 
 
-def verify_offline(receipt: Json, signer: str | None) -> Json:
-    """guard's complete offline check; a malformed ``signer`` is a bad argument."""
-    from guard.errors import InvalidAddress, ReceiptInvalid
-    from guard.hexes import parse_address
-    from guard.verify import verify_receipt
+def progress_value(view: Json, total: float | None, before: float) -> float:
+    """The progress to notify: the depth, never past ``total`` (depth goes on growing past
+    the required one) and never below what was sent ``before`` (the protocol asks progress
+    to increase; a reorg's lost depth is in the message, not in the number)."""
+    depth = float(view.get("confirmations") or 0)
+    return max(before, depth if total is None else min(depth, total))
+
+
+def verify_offline(receipt: object, signer: str | None) -> Json:
+    """The client's offline check (:func:`watcher.client.verify`): any document is an answer,
+    ``{"valid": false, "reason"}`` when it is no valid receipt; a malformed ``signer`` is a
+    bad argument (a tool error naming it)."""
+    from guard.errors import InvalidAddress
+    from guard.hexes import parse_checked_address
+    from watcher.client.offline import verify
 
     try:
-        trusted = None if signer is None else [str(parse_address(signer, "signer"))]
+        trusted = None if signer is None else [str(parse_checked_address(signer, "signer"))]
     except InvalidAddress as exc:
         raise ToolError(str(exc)) from None
-    try:
-        verified = verify_receipt(receipt, trusted_signers=trusted)
-    except ReceiptInvalid as exc:
-        return {"valid": False, "reason": exc.reason}
+    if not isinstance(receipt, dict | str):
+        return {
+            "valid": False,
+            "reason": f"receipt: must be a JSON object, got {type(receipt).__name__}",
+        }
+    answer = verify(receipt, signers=trusted)
+    verified = answer.receipt
+    if not answer.valid or verified is None:
+        return {"valid": False, "reason": answer.reason}
     return {
         "valid": True,
         "kind": verified.kind,
@@ -195,11 +217,18 @@ def verify_offline(receipt: Json, signer: str | None) -> Json:
     }
 
 
-def build_server(api_url: str, token: str | None = None) -> MCPServer:
+def build_server(
+    api_url: str,
+    token: str | None = None,
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING",
+) -> MCPServer:
     """The MCP server over the daemon at ``api_url`` (as the caller ``token`` names),
-    every tool registered."""
-    server: MCPServer = MCPServer(name="finality-watcher", instructions=text.INSTRUCTIONS)
-    tools = Tools(DaemonApi(api_url, token=token))
+    every tool registered; the SDK logs at ``log_level`` (warnings only by default)."""
+    server: MCPServer = MCPServer(
+        name="finality-watcher", instructions=text.INSTRUCTIONS, log_level=log_level
+    )
+    api = DaemonApi(api_url, token=token)
+    tools = Tools(api)
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     for fn, description, hints in (
         (
@@ -217,4 +246,5 @@ def build_server(api_url: str, token: str | None = None) -> MCPServer:
         (tools.verify_receipt, text.VERIFY, reads),
     ):
         server.add_tool(fn, description=description, annotations=hints, structured_output=True)
+    add_workflow_tools(server, api)  # multi-step work handed between agents
     return server

@@ -12,6 +12,7 @@ from typing import Any
 
 from chains.registry import known_chain
 from guard.attestation import Attested, attestation_body
+from guard.payment import PAYMENT_KIND
 from guard.receipts import FinalityBasis, Subject
 
 
@@ -23,6 +24,24 @@ def attests_only(chain_id: int) -> str | None:
     return known.headers_note
 
 
+def no_receipt_by_design(
+    chain_id: int, settlement_kind: str, evidence_kind: str, verdict: str
+) -> str | None:
+    """Why a terminal decision gets no receipt at all, by design (not for a failure that a
+    retry may mend), else None: on a chain whose headers do not re-hash, a replacement (the
+    replacing tx's position is not recorded: nothing to attest) and a payment's confirmation
+    (no header chain to prove its transfers in). Its delivery goes without a receipt and
+    says why; every other decision's delivery waits for its receipt."""
+    why = attests_only(chain_id)
+    if why is None:
+        return None
+    if evidence_kind == "replaced":
+        return f"no receipt for a replacement on this chain: {why}"
+    if settlement_kind == PAYMENT_KIND and verdict == "FINALITY_CONFIRMED":
+        return f"no payment receipt on this chain: {why}"
+    return None
+
+
 def attestation_receipt(
     reason: str,
     subject: Subject,
@@ -32,12 +51,10 @@ def attestation_receipt(
     state: str | None,
 ) -> dict[str, Any]:
     """The attestation body for a terminal chain decision (finality or reverted; a
-    replacement gets none: ValueError, as for any decision the builder cannot attest)."""
+    replacement gets none: :func:`no_receipt_by_design`, asked by the builder first)."""
     evidence = decision.get("evidence") or {}
     kind = str(evidence.get("kind"))
     facts: Mapping[str, Any] = evidence.get("facts") or {}
-    if kind == "replaced":  # the replacing tx's position is not recorded: nothing to attest
-        raise ValueError(f"{subject.settlement_id}: no attestation for a replacement")
     attested = Attested(
         reason=reason,
         block_number=int(facts["block_number"]),

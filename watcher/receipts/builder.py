@@ -7,7 +7,9 @@ when the node's chain is no longer the one the decision saw: a receipt is only s
 the evidence the verdict rests on.
 
 * finality / reverted: headers from the inclusion block up to depth min(confirmations, N),
-  checked to still link with the decision's head; both tries of the inclusion block rebuilt
+  checked to still link with the decision's head, or, where the chain has the EIP-2935
+  history contract and it is smaller, the inclusion header and a history proof of the top
+  one (watcher/receipts/ancestry.py); both tries of the inclusion block rebuilt
   from ``eth_getBlockReceipts`` and the signed txs (rebuilt from the tx objects the head
   tracker already fetched, else from ``eth_getBlockByHash(hash, true)``, else the node's raw
   bytes), their roots checked against the header;
@@ -28,6 +30,7 @@ from chains.errors import ChainError
 from chains.proofs import (
     BlockTries,
     BranchMoved,
+    ProofUnavailable,
     Trie,
     TxObjectCache,
     fetch_block_tries,
@@ -53,15 +56,23 @@ from guard.receipts import (
     timeout_body,
 )
 from watcher.config.chains import ChainConfig
-from watcher.receipts.attestation import attestation_receipt, attests_only
+from watcher.receipts.ancestry import Ancestry, AncestryProver
+from watcher.receipts.attestation import (
+    attestation_receipt,
+    attests_only,
+    no_receipt_by_design,
+)
 from watcher.receipts.consensus import ConsensusSection
-from watcher.receipts.headers import HeaderRows, stored_chain
+from watcher.receipts.headers import HeaderRows, stored_chain, stored_ends
 from watcher.store import SettlementRecord
 from watcher.store.leaves_store import BlockLeaves, LeavesStore
 
 TRIES_CACHED = 16
 """Blocks whose tries the builder keeps (a block hash names its content for good): those
 prepared at inclusion stay until their depth-N receipts at the usual N and spread."""
+
+ChainKey = tuple[int, int, str, tuple[int, str]]
+"""(block B, headers wanted from B up, B's hash, the decision's head): one receipt's chain."""
 
 PREPARED_HELD = 64
 """Blocks waiting for :meth:`ReceiptBuilder.prepare` at most (older ones: built when their
@@ -107,8 +118,14 @@ class ReceiptBuilder:
         """The block receipts and tx hashes the engine and tracker fetched through
         ``client``: proven from, not fetched again."""
         self.observed_by = [redact(client.endpoint)]
-        self._chains: OrderedDict[tuple[int, int, str, tuple[int, str]], list[dict[str, str]]]
-        self._chains = OrderedDict()
+        self.prover = (
+            AncestryProver(client, compact=chain.receipt_headers == "compact")
+            if chain.receipt_ancestry == "history"
+            else None
+        )
+        """History proofs of the link from B to H (watcher/receipts/ancestry.py); None when
+        the chain's receipts carry header chains only, in the form before ``ancestry``."""
+        self._chains: OrderedDict[ChainKey, list[dict[str, str]]] = OrderedDict()
         """Header chains read from the store, by (block, count, block hash, head): the
         settlements a block confirmed at one head share one read."""
         self._tries: OrderedDict[str, BlockTries] = OrderedDict()
@@ -151,6 +168,9 @@ class ReceiptBuilder:
             observed_by=self.observed_by,
             safe_number=facts.get("safe_number") if tag == "safe" else None,
         )
+        none = no_receipt_by_design(self.chain.chain_id, rec.kind, kind, rec.verdict)
+        if none is not None:
+            raise ValueError(f"{rec.settlement_id}: {none}")
         attest_why = attests_only(self.chain.chain_id)
         if attest_why is not None:  # headers that do not re-hash: a signed attestation
             return attestation_receipt(attest_why, subject, now, decision, basis, state)
@@ -172,6 +192,44 @@ class ReceiptBuilder:
         head = (int(facts["head_number"]), str(facts["head_hash"]))
         count = max(1, min(head[0] - number + 1, required))
         key = (number, count, block_hash, head)
+        ancestry, headers = self._ancestry(key)
+        if ancestry is not None and ancestry.history is not None:
+            block = self._block_of(headers[0])  # the inclusion block alone: H is in the proof
+        else:
+            block, headers = self._header_chain(key)
+            if self.prover is not None and ancestry is None:  # the ends were not stored
+                ancestry = self.prover.prove(headers[0], headers[-1], count)
+                if ancestry.history is not None:
+                    headers = headers[:1]
+        tries = self._block_tries(block)
+        try:
+            index = tries.tx_hashes.index(tx_hash)
+        except ValueError:
+            raise BranchMoved(f"tx {tx_hash} is not in block {block_hash}") from None
+        proof = inclusion_proof(tries, headers, index)
+        return replace(
+            proof,
+            compact_headers=self.chain.receipt_headers == "compact",
+            history=None if ancestry is None else ancestry.history,
+            header_chain_reason=None if ancestry is None else ancestry.reason,
+        )
+
+    def _ancestry(self, key: ChainKey) -> tuple[Ancestry | None, list[dict[str, str]]]:
+        """(the prover's answer, [block B, block H] from the store) when the store holds both
+        ends; (None, []) without a prover or when it does not (the chain is read whole)."""
+        number, count, block_hash, head = key
+        if self.prover is None or self.header_rows is None:
+            return None, []
+        ends = stored_ends(self.header_rows, self.chain.name, number, count, block_hash, head)
+        if ends is None:
+            return None, []
+        first, last = _frozen(ends)
+        return self.prover.prove(first, last, count), [first]
+
+    def _header_chain(self, key: ChainKey) -> tuple[Mapping[str, Any], list[dict[str, str]]]:
+        """(block B's object for its tries, the ``count`` headers from B up): from the store
+        (kept for the block's other settlements), else from the node."""
+        number, count, block_hash, head = key
         headers = self._chains.get(key)
         if headers is None and self.header_rows is not None:
             stored = stored_chain(
@@ -184,18 +242,8 @@ class ReceiptBuilder:
                     self._chains.popitem(last=False)
         if headers is None:
             block, fetched = fetch_headers(self.client, number, count, block_hash, head)
-            headers = _frozen(fetched)
-        else:
-            block = self._block_of(headers[0])
-        tries = self._block_tries(block)
-        try:
-            index = tries.tx_hashes.index(tx_hash)
-        except ValueError:
-            raise BranchMoved(f"tx {tx_hash} is not in block {block_hash}") from None
-        proof = inclusion_proof(tries, headers, index)
-        if self.chain.receipt_headers == "compact":
-            return replace(proof, compact_headers=True)
-        return proof
+            return block, _frozen(fetched)
+        return self._block_of(headers[0]), headers
 
     def _block_of(self, header: Mapping[str, str]) -> Mapping[str, Any]:
         """The block object the tries need (hash, roots, tx hashes) around a stored header:
@@ -254,7 +302,7 @@ class ReceiptBuilder:
         tries = self._tries.pop(key, None) or self._stored_tries(block)
         if tries is None:
             cache = self.tx_objects if tx_objects is None else tx_objects
-            tries = fetch_block_tries(self.client, block, cache, self.facts.receipts(key))
+            tries = self.facts.tries(key) or self._fetched_tries(block, cache)
             if self.leaves is not None and not tries.unprovable:
                 number = int(str(block["number"]), 16)
                 leaves = BlockLeaves(
@@ -265,6 +313,15 @@ class ReceiptBuilder:
                 )
         self._keep(tries)
         return tries
+
+    def _fetched_tries(self, block: Mapping[str, Any], cache: TxObjectCache) -> BlockTries:
+        """Both tries of ``block`` from the node (the engine had not built them): answers that
+        do not rebuild the header's roots mark the endpoint inconsistent, as the engine does,
+        so health says why the receipt waits."""
+        try:
+            return fetch_block_tries(self.client, block, cache, self.facts.receipts(block["hash"]))
+        except ProofUnavailable as exc:
+            raise self.client.distrust(self.client.answering_endpoint(), str(exc)) from exc
 
     def _keep(self, tries: BlockTries) -> None:
         self._tries.pop(tries.block_hash, None)

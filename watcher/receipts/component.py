@@ -15,15 +15,15 @@ once) and the API's readers waiting for one (``signal``). Per chain, one lock:
    verifier; a batch (a block's settlements together) is stored in one transaction.
 
 Crash safety without bookkeeping: the cursor lives in memory and starts at 0, so a restarted
-daemon re-reads the events and builds only what is missing (one query per 500). A receipt
-that cannot be built yet (the node lags, or the chain moved away from the decision's
-evidence: never sign then) waits out a backoff, reset by each new decision; fresh decisions
-go before retries (watcher/receipts/due.py).
+daemon re-reads the events and builds only what is missing (one query per 500). A receipt that
+cannot be built yet (the node lags, or the chain moved away from the decision's evidence: never
+sign then) waits out a backoff, reset by each new decision; fresh decisions go before retries
+(watcher/receipts/due.py).
 
-Source settlements (Stripe, RQ, Celery) are receipted the same way, keyed by the source's
-name: their builder (watcher/receipts/sources.py) needs no node, only the stored decision
-and the settlement's events. The source poller calls ``after_poll(source)`` right after it
-stored a decision (poll job or webhook), so the commit usually finds its receipt at once.
+Source settlements (Stripe, RQ, Celery) are receipted the same way, keyed by the source's name:
+their builder (watcher/receipts/sources.py) needs no node, only the stored decision and the
+settlement's events. The source poller calls ``after_poll(source)`` right after it stored a
+decision (poll job or webhook), so the commit usually finds its receipt at once.
 
 The binding receipt is made at registration, by the API (:func:`binding_for`), and again
 on demand if a crash lost it."""
@@ -47,6 +47,7 @@ from guard.receipts import (
     revocation_body,
 )
 from guard.verify import verify_receipt
+from watcher import otel_tracing
 from watcher.components import HasComponents, first_of
 from watcher.receipts.builder import ReceiptBuilder
 from watcher.receipts.due import BUILDS_PER_POLL, Due, block_of
@@ -115,8 +116,9 @@ class ReceiptIssuer:
     _thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Build receipts in a thread of their own, woken after each poll: a burst of
-        verdicts must not hold up the chain's next block (its poll waits for ``after_poll``)."""
+        """Record the signer as current (only now: a daemon that fails to start must not retire
+        a running one's key); build receipts in a thread woken after each poll, not in it."""
+        self.receipts.use_signer(self.signer.address, self.signer.source, self.clock())
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._pending: set[str] = set()
@@ -250,14 +252,8 @@ class ReceiptIssuer:
         wait = entry.postpone(self.clock())
         level = logging.INFO if isinstance(exc, BranchMoved) else logging.WARNING
         if entry.attempts in (1, 5) or entry.attempts % 50 == 0:
-            log.log(
-                level,
-                "receipt for %s not built yet (attempt %d, retry in %d s): %s",
-                sid,
-                entry.attempts,
-                wait // 1000,
-                exc,
-            )
+            message = "receipt for %s not built yet (attempt %d, retry in %d s): %s"
+            log.log(level, message, sid, entry.attempts, wait // 1000, exc)
 
     def _settle(
         self, chain: str, rec: SettlementRecord, entry: Due, stored: list[ReceiptRecord]
@@ -271,8 +267,12 @@ class ReceiptIssuer:
         entry.revoke.clear()
         if rec.verdict not in TERMINAL or _has_current(stored, rec.digest):
             return None
-        receipt, hashes = self.signer.seal(self.builders[chain].decision_body(rec, self.clock()))
-        verify_receipt(receipt, trusted_signers=[self.signer.address], signed_hashes=hashes)
+        ids = {"finality.chain": chain, "finality.settlement_id": rec.settlement_id}
+        with otel_tracing.span("finality.receipt_build", ids):
+            receipt, hashes = self.signer.seal(
+                self.builders[chain].decision_body(rec, self.clock())
+            )
+            verify_receipt(receipt, trusted_signers=[self.signer.address], signed_hashes=hashes)
         return receipt
 
     def _fence(self, name: str) -> tuple[str, str, int] | None:
@@ -363,12 +363,11 @@ def build_issuer(
     on_lost: Callable[[str, int], None],
     on_issued: Callable[[], None],
 ) -> ReceiptIssuer:
-    """The receipts component over ``signer`` (recorded here as the current signer): a
-    builder per chain (its client) and per source. With several instances on one store a
+    """The receipts component over ``signer`` (recorded as the current signer when it
+    starts): a builder per chain (its client) and per source. With several instances on one store a
     receipt is a processing write of its chain or source, fenced by its lease like a block
     (``fence_of``/``on_lost``: the handoff manager's); ``on_issued`` wakes the sender."""
     receipts = receipt_store(store)
-    receipts.use_signer(signer.address, signer.source, clock())
     builders: dict[str, ReceiptBuilder | SourceReceiptBuilder] = {
         c.name: chain_builder(c, clients[c.name], signer.address, store) for c in config.chains
     }

@@ -16,7 +16,7 @@ re-hash) the caller falls back to the node.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from chains.block_facts import header_from_compact
 from chains.proofs import BranchMoved
@@ -39,12 +39,49 @@ def stored_chain(
     stored chain holds another block at ``first`` or at the decision's ``head``."""
     last = first + count - 1
     rows = rows_of(chain, first, max(last, head[0]))
+    headers = _headers(rows, range(first, last + 1), first_hash, head)
+    if headers is None:
+        return None
+    for below, above in itertools.pairwise(headers):
+        if above["parentHash"] != below["hash"]:
+            return None
+    return headers
+
+
+def stored_ends(
+    rows_of: HeaderRows,
+    chain: str,
+    first: int,
+    count: int,
+    first_hash: str,
+    head: tuple[int, str],
+) -> list[dict[str, str]] | None:
+    """The header objects of block ``first`` and of block ``first + count - 1`` only (what
+    a history proof needs: watcher/receipts/ancestry.py), read from the store; None and
+    BranchMoved as :func:`stored_chain`. The link between them is the proof's to show."""
+    last = first + count - 1
+    rows = [
+        row for number in sorted({first, last, head[0]}) for row in rows_of(chain, number, number)
+    ]
+    return _headers(rows, (first, last), first_hash, head)
+
+
+def _headers(
+    rows: list[tuple[int, str, str, bytes | None]],
+    numbers: Iterable[int],
+    first_hash: str,
+    head: tuple[int, str],
+) -> list[dict[str, str]] | None:
+    """The header objects of ``numbers`` (the first is the decision's block) from ``rows``;
+    BranchMoved when a row holds another block at the decision's block or head; None when
+    a row is missing or does not give back its block."""
     by_number = {r[0]: r for r in rows}
-    for number, wanted in ((first, first_hash), head):
+    wanted = list(numbers)
+    for number, block_hash in ((wanted[0], first_hash), head):
         row = by_number.get(number)
-        if row is not None and row[1] != wanted:
-            raise BranchMoved(f"block {number} is no longer {wanted}: the chain moved, waiting")
-    wanted_rows = [by_number.get(n) for n in range(first, last + 1)]
+        if row is not None and row[1] != block_hash:
+            raise BranchMoved(f"block {number} is no longer {block_hash}: the chain moved, waiting")
+    wanted_rows = [by_number.get(n) for n in wanted]
     if head[0] not in by_number or any(r is None or r[3] is None for r in wanted_rows):
         return None
     headers: list[dict[str, str]] = []
@@ -57,7 +94,4 @@ def stored_chain(
         if header["hash"] != row[1]:
             return None  # not the row's block: let the node answer
         headers.append(header)
-    for below, above in itertools.pairwise(headers):
-        if above["parentHash"] != below["hash"]:
-            return None
     return headers

@@ -36,7 +36,7 @@ from guard.receipt_payment import (
     payment_tx_hash,
 )
 from watcher.config.chains import ChainConfig
-from watcher.receipts.attestation import attests_only
+from watcher.receipts.attestation import attests_only, no_receipt_by_design
 from watcher.receipts.builder import ReceiptBuilder
 from watcher.receipts.consensus import consensus_section
 from watcher.receipts.headers import stored_chain
@@ -127,9 +127,9 @@ class PaymentReceiptBuilder(ReceiptBuilder):
             observed_by=self.observed_by,
             safe_number=facts.get("safe_number") if tag == "safe" else None,
         )
-        why = attests_only(self.chain.chain_id)
-        if why is not None:  # no header chain to prove transfers in (docs/receipts.md)
-            raise ValueError(f"{rec.settlement_id}: no payment receipt on this chain: {why}")
+        none = no_receipt_by_design(self.chain.chain_id, rec.kind, basis_name, rec.verdict)
+        if none is not None:  # no header chain to prove transfers in (docs/receipts.md)
+            raise ValueError(f"{rec.settlement_id}: {none}")
         final = [transfer_of(t) for t in facts["transfers"] if t.get("basis") is not None]
         if not final:
             raise ValueError(f"{rec.settlement_id}: a confirmed payment without final transfers")

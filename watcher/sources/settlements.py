@@ -73,12 +73,20 @@ def source_settlement_view(
     rec: SettlementRecord,
     receipt: Mapping[str, Any] | None = None,
     binding: Mapping[str, Any] | None = None,
+    *,
+    now: int,
 ) -> dict[str, Any]:
-    """The public view of a source settlement: the chain view's keys (so clients read one
-    shape), with the chain-only ones null, plus ``kind``, ``source`` and ``ref``."""
-    view = settlement_view(rec, None, receipt, binding)
+    """The public view of a source settlement as of ``now``: the chain view's keys (so
+    clients read one shape), with the chain-only ones null, plus ``kind``, ``source`` and
+    ``ref``."""
+    view = settlement_view(rec, None, receipt, binding, now=now)
     view.update(
         {
+            "waiting_for": (
+                f"{rec.chain} to report {rec.tx_hash} final"
+                if rec.verdict == "AWAITING_FINALITY"
+                else None
+            ),
             "kind": rec.finality_mode,
             "source": rec.chain,
             "ref": rec.tx_hash,

@@ -291,12 +291,12 @@ def open_dbs(url: str) -> tuple[Db, Db]:
     write = Db(writer)
     if reader is writer:
         return write, write
-    database = _sqlite_file(driver_url)
+    database = sqlite_file(driver_url)
     loop = None if database is None else LoopReader(database, reader.dialect)
     return write, Db(reader, loop)
 
 
-def _sqlite_file(url: str) -> str | None:
+def sqlite_file(url: str) -> str | None:
     """The file of a SQLite URL, None for anything else (memory, ``file:`` URIs, a server)."""
     if not url.startswith("sqlite"):
         return None
@@ -312,7 +312,7 @@ def _sqlite_file(url: str) -> str | None:
 def _keep_private(url: str) -> None:
     """A SQLite file holds dependent state and delivery bodies: created 0600 (or narrowed to
     it) before SQLite opens it, its directory not writable by everyone (watcher/store/files)."""
-    database = _sqlite_file(url)
+    database = sqlite_file(url)
     if database is None:
         return
     try:

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 from watcher.store import schema as s
 from watcher.store.db import Db
 from watcher.store.records import EventRecord, ReorgRecord, from_row
-from watcher.store.settlements_store import owned_ids
+from watcher.store.settlements_store import owned_ids, owned_rows
 
 
 class EventQueries:
@@ -60,7 +60,14 @@ class EventQueries:
             query = query.where(t.c.settlement_id == settlement_id)
         if owner is not None:
             theirs = select(s.settlements.c.settlement_id).where(s.settlements.c.owner == owner)
-            query = query.where(or_(t.c.settlement_id.is_(None), t.c.settlement_id.in_(theirs)))
+            flows = select(s.workflows.c.workflow_id).where(s.workflows.c.owner == owner)
+            query = query.where(
+                or_(
+                    t.c.settlement_id.is_(None),
+                    t.c.settlement_id.in_(theirs),
+                    t.c.settlement_id.in_(flows),
+                )
+            )
         with self._reader.connect() as conn:
             rows = conn.execute(query).mappings().all()
         found = [from_row(EventRecord, r) for r in rows]
@@ -73,6 +80,7 @@ class EventQueries:
         named = {e.settlement_id for e in events if e.settlement_id is not None}
         named.update(i for e in events for i in _touched(e))
         mine = owned_ids(self._reader, named, owner) if named else set()
+        mine |= owned_workflows(self._reader, named, owner) if named else set()
         shown: list[EventRecord] = []
         for event in events:
             if event.settlement_id is not None and event.settlement_id not in mine:
@@ -82,6 +90,12 @@ class EventQueries:
                 event = replace(event, payload={**event.payload, "touched": touched})
             shown.append(event)
         return shown
+
+
+def owned_workflows(db: Db, ids: set[str], owner: str) -> set[str]:
+    """Those of ``ids`` that are ``owner``'s workflows (a workflow's event names it in its
+    ``settlement_id``: another caller never sees it)."""
+    return owned_rows(db, s.workflows.c.workflow_id, s.workflows.c.owner, ids, owner)
 
 
 def _touched(event: EventRecord) -> list[str]:

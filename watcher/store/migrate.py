@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from alembic import command
@@ -15,6 +16,8 @@ from watcher.store.db import Db, shown_url
 from watcher.store.errors import SchemaVersionUnknown, StoreError
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+
+log = logging.getLogger("finality.store")
 
 MIGRATION_LOCK = 0x66696E616C697479
 """PostgreSQL advisory lock key ("finality") taken while migrating."""
@@ -46,8 +49,20 @@ def migrate(db: Db, url: str) -> None:
                 raise SchemaVersionUnknown(shown_url(url), unknown[0])
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
+            after = MigrationContext.configure(conn).get_current_heads()
     except OperationalError as exc:
         raise StoreError(f"store {shown_url(url)}: cannot open: {exc.orig}") from exc
+    _say_schema(current, after)
+
+
+def _say_schema(before: tuple[str, ...], after: tuple[str, ...]) -> None:
+    """One line for the operator when the schema changed (Alembic's own per-revision lines
+    are at debug: ``finality run --log-level debug``)."""
+    was, now = ",".join(before) or "empty", ",".join(after) or "empty"
+    if before == after:
+        log.debug("store: schema at %s, nothing to migrate", now)
+    else:
+        log.info("store: schema migrated from %s to %s", was, now)
 
 
 def revision(db: Db) -> str | None:

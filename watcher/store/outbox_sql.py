@@ -17,7 +17,7 @@ from sqlalchemy import (
 )
 
 from watcher.store import schema as s
-from watcher.store.outbox_states import COMMIT_CHANNEL, PENDING, SENDING
+from watcher.store.outbox_states import COMMIT_CHANNEL, DEAD, PENDING, SENDING
 
 FINISH = (
     update(s.deliveries)
@@ -85,6 +85,23 @@ def _claim_statements() -> dict[str, Any]:
         .returning(*d.c),
     }
 
+
+BURY_OVER_CAP = (
+    update(s.deliveries)
+    .where(
+        s.deliveries.c.state.in_([PENDING, SENDING]),
+        s.deliveries.c.next_attempt_at <= bindparam("now", type_=BigInteger),
+        s.deliveries.c.attempts >= bindparam("max_attempts", type_=Integer),
+    )
+    .values(
+        state=DEAD,
+        last_error=bindparam("why"),
+        updated_at=bindparam("now", type_=BigInteger),
+    )
+    .returning(*s.deliveries.c)
+)
+"""Due rows that already had every attempt they may: dead, never claimed again (a row
+whose last attempt outlived its lease would otherwise be claimed for ever)."""
 
 CLAIM = _claim_statements()
 SQLITE_CLAIM = CLAIM["sqlite"]

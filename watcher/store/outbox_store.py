@@ -34,6 +34,7 @@ row of the same settlement is still pending or sending. Alert rows have no such 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
@@ -44,6 +45,7 @@ from watcher.store import schema as s
 from watcher.store.db import Db
 from watcher.store.errors import DeliveryNotFound, DeliveryNotReplayable
 from watcher.store.outbox_sql import (
+    BURY_OVER_CAP,
     FINISH,
     HELD,
     PG_CLAIM,
@@ -70,6 +72,16 @@ ReceiptRow = ReceiptRecord
 """A stored receipt as the outbox reads it: the receipts table has one row type."""
 
 
+@dataclass(frozen=True)
+class Claimed:
+    """What one claim did: the rows now leased to the claimer, and the rows it made dead."""
+
+    rows: list[DeliveryRecord]
+    """Leased ``sending`` rows, in id order."""
+    buried: list[DeliveryRecord]
+    """Rows past the attempt cap, now ``dead``."""
+
+
 # -- the sender's and the API's side -----------------------------------------------------------
 
 
@@ -84,27 +96,43 @@ class Outbox:
     # -- claiming ------------------------------------------------------------------------
 
     def claim(self, now: int, limit: int, lease_ms: int) -> list[DeliveryRecord]:
+        """Take up to ``limit`` due rows (:meth:`claim_within` without an attempt cap)."""
+        return self.claim_within(now, limit, lease_ms, None).rows
+
+    def claim_within(
+        self, now: int, limit: int, lease_ms: int, max_attempts: int | None
+    ) -> Claimed:
         """Take up to ``limit`` due rows: mark them ``sending`` until ``now + lease_ms``.
 
         Due are ``sending`` rows whose lease ended (a crashed or hung attempt: first, so they
         are not starved), then ``pending`` rows not held back by an older undelivered row of
         the same settlement (commit channel); each set is an index range scan in
-        ``next_attempt_at`` order, never a sort of the whole backlog."""
+        ``next_attempt_at`` order, never a sort of the whole backlog. First, in the same
+        transaction, due rows that had ``max_attempts`` attempts already are made ``dead``
+        (:attr:`Claimed.buried`): the cap holds even for attempts that never reported."""
         params = {"now": now, "lim": limit, "lease_end": now + lease_ms}
         with self._writer.begin() as conn:
+            buried: list[DeliveryRecord] = []
+            if max_attempts is not None:
+                why = (
+                    f"dead after {max_attempts} attempts: the last one ended without an "
+                    "outcome (its lease ran out: the daemon stopped, or the attempt hung)"
+                )
+                dead = conn.execute(
+                    BURY_OVER_CAP, {"now": now, "max_attempts": max_attempts, "why": why}
+                )
+                buried = [from_row(DeliveryRecord, r) for r in dead.mappings()]
             if self.dialect == "postgresql":
                 # Rows another instance is claiming right now are skipped, not waited for.
                 ids = list(conn.execute(PG_EXPIRED, params).scalars())
                 if len(ids) < limit:
                     ids += conn.execute(PG_PENDING, {**params, "lim": limit - len(ids)}).scalars()
-                if not ids:
-                    return []
-                rows = conn.execute(PG_CLAIM, {**params, "ids": ids})
+                rows = conn.execute(PG_CLAIM, {**params, "ids": ids}) if ids else None
             else:
                 # One claiming UPDATE; BEGIN IMMEDIATE has taken the write lock already.
                 rows = conn.execute(SQLITE_CLAIM, params)
-            records = [from_row(DeliveryRecord, r) for r in rows.mappings()]
-        return sorted(records, key=lambda r: r.id)
+            records = [] if rows is None else [from_row(DeliveryRecord, r) for r in rows.mappings()]
+        return Claimed(sorted(records, key=lambda r: r.id), buried)
 
     def next_due_at(self, now: int) -> int | None:
         """The next instant after ``now`` at which a row falls due (a retry, or a lease

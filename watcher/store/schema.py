@@ -309,6 +309,36 @@ payment_transfers = Table(
 """The transfers counted for a payment, while their block is canonical: a reorg deletes the
 ones above its common ancestor (``log_index`` NULL: a native transfer, the tx itself)."""
 
+# -- 0010: callers' multi-step workflows under the handoff guard ------------------------------
+
+workflows = Table(
+    "workflows",
+    metadata,
+    Column("seq", AutoId, primary_key=True, autoincrement=True),
+    Column("workflow_id", String(64), nullable=False, unique=True),
+    Column("owner", String(64), nullable=False),
+    Column("reference", String(128)),
+    Column("holder", String(128), nullable=False),
+    Column("token", BigInteger, nullable=False),
+    Column("acquired_at", BigInteger, nullable=False),
+    Column("lease_expires_at", BigInteger, nullable=False),
+    Column("lease_ms", BigInteger, nullable=False),
+    Column("expiry_noted", Boolean, nullable=False),
+    Column("steps", JSON, nullable=False),
+    Column("idempotent_steps", JSON, nullable=False),
+    Column("checkpoint_digest", String(80), nullable=False),
+    Column("handoff", JSON, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    UniqueConstraint("owner", "reference", name="uq_workflows_owner_reference"),
+    Index("ix_workflows_owner", "owner", "seq"),
+    Index("ix_workflows_lease", "expiry_noted", "lease_expires_at"),
+)
+"""A caller's multi-step work (watcher/workflows/): its steps and their states, the lease
+(holder, fencing token, ``lease_expires_at`` 0 once released) that lives here so any daemon
+instance answers, the digest of the checkpoint the last write recorded, and the last lock
+change's guard verdict and four signed receipts (``handoff``)."""
+
 # -- 0011: Ethereum consensus: the light client's verified committee chain ---------------------
 
 consensus_data = Table(

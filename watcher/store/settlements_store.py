@@ -325,13 +325,21 @@ def _settlement_values(new: NewSettlement) -> dict[str, Any]:
 def owned_ids(db: Db, settlement_ids: Iterable[str], owner: str) -> set[str]:
     """Those of ``settlement_ids`` that belong to ``owner`` (500 per statement)."""
     t = s.settlements
-    ids = sorted(set(settlement_ids))
+    return owned_rows(db, t.c.settlement_id, t.c.owner, settlement_ids, owner)
+
+
+def owned_rows(
+    db: Db, id_column: Any, owner_column: Any, ids: Iterable[str], owner: str
+) -> set[str]:
+    """Those of ``ids`` (values of ``id_column``) whose row's ``owner_column`` is ``owner``,
+    500 per statement (settlements, workflows)."""
+    wanted = sorted(set(ids))
     found: set[str] = set()
     with db.connect() as conn:
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
             rows = conn.execute(
-                select(t.c.settlement_id).where(t.c.settlement_id.in_(chunk), t.c.owner == owner)
+                select(id_column).where(id_column.in_(chunk), owner_column == owner)
             ).all()
             found.update(str(r[0]) for r in rows)
     return found

@@ -24,6 +24,7 @@ from watcher.store.invoices_store import InvoiceQueries
 from watcher.store.outbox_store import Outbox
 from watcher.store.payments_store import PaymentQueries
 from watcher.store.settlements_store import SettlementQueries
+from watcher.store.workflows_store import WorkflowStore
 
 __all__ = ["BlockTxn", "Store"]
 
@@ -105,3 +106,7 @@ class Store(
     def inbox(self) -> Inbox:
         """The webhook inbox over this store's connections (see ``inbox_store``)."""
         return Inbox(self._writer, self._reader)
+
+    def workflows(self) -> WorkflowStore:
+        """Callers' workflows over this store's connections (see ``workflows_store``)."""
+        return WorkflowStore(self._writer, self._reader)

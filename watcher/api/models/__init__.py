@@ -3,4 +3,5 @@ describes, and what a client library imports to read the answers without the dae
 
 - :mod:`.errors`: the one error shape ``{"error", "fields"}``;
 - :mod:`.settlements`: registration bodies, the settlement view, the listing page, the batch.
+- :mod:`.console`: the operator console's reads (timeline, search, time to final, newest event).
 """

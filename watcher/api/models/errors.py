@@ -25,6 +25,10 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorBody, "description": "Conflict"},
     413: {"model": ErrorBody, "description": "Too large"},
     422: {"model": ErrorBody, "description": "A field is invalid (named in fields)"},
+    429: {
+        "model": ErrorBody,
+        "description": "A rate limit of this caller (Retry-After: seconds until it fits)",
+    },
     503: {"model": ErrorBody, "description": "Store or chain unavailable"},
 }
 """The documented error answers, keyed by status (FastAPI ``responses=``)."""

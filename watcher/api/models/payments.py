@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from guard.payment import NATIVE, InvalidPaymentField, parse_amount, parse_payment_address
 from watcher.api.models.limits import MAX_DEPTH, MAX_KEYS, storable
 from watcher.api.models.settlements import MIN_TIMEOUT_S
+from watcher.destinations import url_text_problem
 
 MAX_REFERENCE = 128
 """Longest idempotency ``reference``."""
@@ -85,6 +86,7 @@ class PaymentRequest(BaseModel):
     @field_validator("commit_url")
     @classmethod
     def _check_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
+        problem = None if value is None else url_text_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value

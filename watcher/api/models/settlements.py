@@ -15,6 +15,7 @@ from guard.errors import InvalidHash
 from guard.hexes import parse_tx_hash
 from watcher.api.models.limits import MAX_DEPTH, MAX_KEYS, storable
 from watcher.api.models.params import MAX_ID
+from watcher.destinations import url_text_problem
 
 MAX_BATCH = 1000
 """Most registrations one ``POST /v1/settlements/batch`` takes."""
@@ -96,8 +97,9 @@ class SettlementRequest(BaseModel):
     @field_validator("commit_url")
     @classmethod
     def _check_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
+        problem = None if value is None else url_text_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
 
@@ -129,7 +131,16 @@ class SettlementView(BaseModel):
         "to an address, whose transfers are in 'transfers')."
     )
     verdict: Verdict
-    directive: str | None = None
+    directive: str | None = Field(
+        default=None,
+        description="What to do now and why, computed when answering (time elapsed and left).",
+    )
+    waiting_for: str | None = Field(
+        default=None,
+        description="What the finality rule still waits for, in words (null once terminal): "
+        "'inclusion in a block', 'depth 8; now 3', or 'the finalized block to reach 812; "
+        "finalized now 760'.",
+    )
     block_number: int | None = None
     block_hash: str | None = None
     status: int | None = Field(default=None, description="Receipt status: 1 success, 0 revert.")

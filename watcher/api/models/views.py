@@ -167,6 +167,12 @@ class ChainHealth(BaseModel):
     healthy: bool
     last_error: str | None = None
     head_number: int | None = None
+    endpoints_unused: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Endpoints of a chain read through several that are not used now, with "
+        "their state ('inconsistent': their data failed a check; 'open', 'stalled', ...) and "
+        "why; the chain may still be healthy on the others.",
+    )
 
 
 class HealthView(BaseModel):

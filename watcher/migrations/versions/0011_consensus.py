@@ -2,14 +2,14 @@
 (bootstrap at the checkpoint, one hand-over per period), kept across restarts (issue 24).
 
 Revision ID: 0011_consensus
-Revises: 0009
+Revises: 0010_workflows
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0011_consensus"
-down_revision = "0009"
+down_revision = "0010_workflows"
 branch_labels = None
 depends_on = None
 

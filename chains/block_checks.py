@@ -1,0 +1,138 @@
+"""A block's receipts, believed only once the block's header commits to them.
+
+The engine decides on receipts (a tx's status, its index, its block): a node that flips a
+status from 0 to 1 would turn a reverted tx into a confirmed one. Before any receipt is
+used, both tries of its block are rebuilt, with the code the finality receipts prove from
+(:func:`chains.block_tries.fetch_block_tries`): the receipts against ``receiptsRoot`` and the
+block's txs (whose hashes the receipts name, by index) against ``transactionsRoot``, under a
+header whose fields hash to its ``hash`` (checked when the client parsed it:
+chains/header_hash.py). Data that fails is :class:`~chains.errors.NodeDataInvalid` and the
+endpoint that gave it is marked ``inconsistent`` (:meth:`chains.rpc.RpcClient.distrust`).
+
+Cost: nothing more than before in steady state. The block's header and tx objects are those
+the head tracker fetched; its receipts are the one ``eth_getBlockReceipts`` the engine made
+anyway; the tries are kept (:meth:`BlockFacts.offer_tries`) for the receipt builder, which
+then proves from them instead of building them again. Only a block the tracker did not
+fetch (a tx included before it was registered) costs one ``eth_getBlockByHash``.
+
+A tx's sender (the ``from`` a replacement is matched on) is checked too, against the
+signature of the bytes the block committed (:func:`check_senders`): a node that names
+another sender for a tx cannot make a watched tx look replaced.
+
+A chain whose headers do not re-hash (the registry says which) cannot be checked this way:
+its receipts are taken as the node gives them, and its receipts say they are attestations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from chains.block_facts import BlockFacts, header_from_compact
+from chains.block_tries import fetch_block_tries
+from chains.errors import ProofUnavailable
+from chains.models import TxReceipt
+from chains.rpc import RpcClient
+from guard import rlp
+from guard.txs import TransactionError, decode_signed
+
+METHOD = "eth_getBlockReceipts"
+
+
+def checked_receipts(
+    client: RpcClient, facts: BlockFacts, block_hash: str, tx_hashes: Sequence[str]
+) -> list[TxReceipt]:
+    """The receipts of ``tx_hashes`` in block ``block_hash``, checked against the block's
+    roots (see the module doc); those of another block are left out, as a block the node no
+    longer has gives none. Raises NodeDataInvalid when the node's data does not check out,
+    BranchMoved when the node's answers belong to another branch (wait and retry)."""
+    if not client.check_headers:
+        return client.block_receipts(block_hash, tx_hashes)
+    compact = facts.header(block_hash)
+    hashes = facts.tx_hashes(block_hash)
+    if compact is None or hashes is None:
+        full = client.call("eth_getBlockByHash", [block_hash, True])
+        if full is None:
+            return []
+        client.parse_block(full, "eth_getBlockByHash")  # checks it; the facts then hold it
+        compact, hashes = facts.header(block_hash), facts.tx_hashes(block_hash)
+        if compact is None or hashes is None:
+            raise client.distrust(
+                client.answering_endpoint(), f"block {block_hash}: not kept after its check"
+            )
+    held = facts.receipts(block_hash)
+    answers = list(held) if held is not None else client.raw_block_receipts(block_hash)
+    if not answers or any(_block_of(r) != block_hash.lower() for r in answers):
+        return []  # the node no longer has the block, or answered for another branch
+    said = [str(r.get("transactionHash", "")).lower() for r in answers]
+    if said != [h.lower() for h in hashes]:
+        raise client.distrust(
+            client.answering_endpoint(),
+            f"block {block_hash}: its receipts name other txs than the block holds",
+        )
+    tries = facts.tries(block_hash)
+    if tries is None:
+        block = {**header_from_compact(compact), "transactions": list(hashes)}
+        try:
+            tries = fetch_block_tries(client, block, facts.tx_objects, answers)
+        except ProofUnavailable as exc:
+            raise client.distrust(client.answering_endpoint(), str(exc)) from exc
+        facts.offer_tries(tries)
+    if held is None:
+        for observe in client.receipt_observers:
+            observe(block_hash, answers)
+    return _wanted(client, answers, block_hash, tx_hashes)
+
+
+def check_senders(
+    client: RpcClient, facts: BlockFacts, block_hash: str, said: Sequence[tuple[str, str, int]]
+) -> None:
+    """Each (tx hash, sender, nonce) the node ``said`` of a tx of ``block_hash`` must be what
+    the tx's committed bytes say (the signature's signer, its nonce); the block's tries were
+    checked by :func:`checked_receipts` first (nothing to check without them: a chain whose
+    headers do not re-hash). Raises NodeDataInvalid otherwise."""
+    tries = facts.tries(block_hash)
+    if tries is None or not said:
+        return
+    at = {h.lower(): i for i, h in enumerate(tries.tx_hashes)}
+    for tx_hash, sender, nonce in said:
+        index = at.get(tx_hash.lower())
+        if index is None:
+            raise client.distrust(client.answering_endpoint(), f"tx {tx_hash}: not in {block_hash}")
+        wrong = sender_mismatch(tx_hash, sender, nonce, tries.transactions.values[index])
+        if wrong is not None:
+            raise client.distrust(client.answering_endpoint(), wrong)
+
+
+def sender_mismatch(tx_hash: str, sender: str, nonce: int, raw: bytes) -> str | None:
+    """Why the node's word that ``tx_hash`` was sent by ``sender`` with ``nonce`` is not what
+    its signed bytes ``raw`` say (their hash, their signature's signer, their nonce), else
+    None."""
+    try:
+        signed = decode_signed(raw)
+    except (TransactionError, rlp.RlpError) as exc:
+        return f"tx {tx_hash}: its signed bytes cannot be read ({exc})"
+    if signed.tx_hash.lower() != tx_hash.lower():
+        return f"tx {tx_hash}: the bytes the node gives for it hash to {signed.tx_hash}"
+    if signed.sender.lower() == sender.lower() and signed.nonce in (None, nonce):
+        return None  # (an L2 type that states no nonce is matched on its sender alone)
+    return (
+        f"tx {tx_hash}: the node says sender {sender} nonce {nonce}, its signed bytes say "
+        f"sender {signed.sender} nonce {signed.nonce}"
+    )
+
+
+def _block_of(receipt: Mapping[str, Any]) -> str:
+    return str(receipt.get("blockHash", "")).lower()
+
+
+def _wanted(
+    client: RpcClient,
+    answers: Sequence[Mapping[str, Any]],
+    block_hash: str,
+    tx_hashes: Sequence[str],
+) -> list[TxReceipt]:
+    """The parsed receipts of ``tx_hashes`` among the block's ``answers``."""
+    wanted = {h.lower() for h in tx_hashes}
+    receipts = [client.parse_receipt(r, METHOD) for r in answers]
+    return [r for r in receipts if r.tx_hash in wanted and r.block_hash == block_hash]

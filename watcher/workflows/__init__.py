@@ -1,0 +1,1 @@
+"""Callers' multi-step work under the handoff guard (``/v1/workflows``; docs/workflows.md)."""

@@ -1,0 +1,118 @@
+"""A workflow's steps and what a holder may do to them: pure functions over plain values.
+
+A step is ``pending`` until its holder begins it (``in_flight``: the operation may have had
+effects that nobody has confirmed yet), then ``completed`` with the side effects the holder
+records. Nothing here reads the store or the clock: :mod:`watcher.workflows.service` locks
+the row, calls these, and stores what they return; a refusal is a
+:class:`WorkflowRefused` and leaves everything as it was.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from guard.canonical import digest
+
+PENDING = "pending"
+IN_FLIGHT = "in_flight"
+COMPLETED = "completed"
+
+STEP_BEGUN = "workflow_step_begun"
+STEP_COMPLETED = "workflow_step_completed"
+TAKEN_OVER = "workflow_taken_over"
+LEASE_EXPIRED = "workflow_lease_expired"
+EVENT_KINDS = (STEP_BEGUN, STEP_COMPLETED, TAKEN_OVER, LEASE_EXPIRED)
+"""The events a workflow records (``/v1/events`` and the alert channels that ask)."""
+
+
+class WorkflowRefused(Exception):
+    """A request the workflow refuses: an HTTP status, one line naming the field, extras."""
+
+    def __init__(self, status: int, message: str, fields: list[str], **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.fields = fields
+        self.extra = extra
+
+
+def new_steps(names: list[str]) -> list[dict[str, Any]]:
+    """The steps of a new workflow, all pending."""
+    return [
+        {"name": n, "state": PENDING, "operation": None, "recovery": None, "side_effects": None}
+        for n in names
+    ]
+
+
+def steps_digest(steps: list[dict[str, Any]]) -> str:
+    """The checkpoint's digest: ``sha256:`` of the steps' canonical JSON."""
+    return digest(steps)
+
+
+def _index(steps: list[dict[str, Any]], name: str, workflow_id: str) -> int:
+    for i, step in enumerate(steps):
+        if step["name"] == name:
+            return i
+    known = ", ".join(s["name"] for s in steps)
+    raise WorkflowRefused(
+        404, f"step: workflow {workflow_id} has no step {name!r} (steps: {known})", ["step"]
+    )
+
+
+def begun(
+    steps: list[dict[str, Any]],
+    name: str,
+    operation: str,
+    recovery: dict[str, str] | None,
+    workflow_id: str,
+) -> list[dict[str, Any]]:
+    """The steps with ``name`` in flight; refused unless it is pending (a second begin
+    could be the re-run the guard exists to stop)."""
+    i = _index(steps, name, workflow_id)
+    state = steps[i]["state"]
+    if state != PENDING:
+        raise WorkflowRefused(
+            409,
+            f"step: {name!r} is already {state}; a step is begun once "
+            "(take over and read its recovery instead of running it again)",
+            ["step"],
+            state=state,
+        )
+    changed = [dict(s) for s in steps]
+    changed[i].update(state=IN_FLIGHT, operation=operation, recovery=recovery)
+    return changed
+
+
+def completed(
+    steps: list[dict[str, Any]], name: str, side_effects: dict[str, Any] | None, workflow_id: str
+) -> list[dict[str, Any]]:
+    """The steps with ``name`` completed with its side effects; refused unless in flight."""
+    i = _index(steps, name, workflow_id)
+    state = steps[i]["state"]
+    if state != IN_FLIGHT:
+        why = "was never begun" if state == PENDING else "is already completed"
+        raise WorkflowRefused(
+            409, f"step: {name!r} {why}; only a step in flight completes", ["step"], state=state
+        )
+    changed = [dict(s) for s in steps]
+    changed[i].update(state=COMPLETED, side_effects=side_effects or {})
+    return changed
+
+
+def check_token(workflow_id: str, given: int, current: int, lease_expires_at: int) -> None:
+    """Refuse a write made under any token but the current one (a predecessor woken after a
+    takeover), or after the holder released the lease."""
+    if given != current:
+        raise WorkflowRefused(
+            409,
+            f"fencing_token: stale (current {current})",
+            ["fencing_token"],
+            current_fencing_token=current,
+        )
+    if lease_expires_at == 0:
+        raise WorkflowRefused(
+            409,
+            f"fencing_token: {given} was released; take over workflow {workflow_id} to write",
+            ["fencing_token"],
+            current_fencing_token=current,
+        )
