@@ -1,4 +1,5 @@
-"""Every table in one place. Times are integer Unix milliseconds; hashes are 0x-hex strings.
+"""Every table in one place (the deposits' and invoices' defined in schema_deposits.py and
+imported here). Times are integer Unix milliseconds; hashes are 0x-hex strings.
 
 The migrations under watcher/migrations create exactly these tables; a test checks that the
 migrated database and this metadata agree, so neither drifts.
@@ -12,7 +13,6 @@ from sqlalchemy import (
     Index,
     Integer,
     LargeBinary,
-    MetaData,
     String,
     Table,
     Text,
@@ -20,14 +20,17 @@ from sqlalchemy import (
     false,
 )
 
+# The deposits' and invoices' tables are in their own module (this one would pass the size
+# limit); importing them here puts them on ``metadata`` wherever the schema is used.
+from watcher.store.schema_deposits import deposits as deposits
+from watcher.store.schema_deposits import invoices as invoices
+from watcher.store.schema_deposits import subscription_addresses as subscription_addresses
+from watcher.store.schema_deposits import subscriptions as subscriptions
+from watcher.store.schema_types import AutoId, Hash
+from watcher.store.schema_types import metadata as metadata
+
 SCHEMA_REVISION = "0018_deposits"
 """Alembic revision this code writes and reads."""
-
-metadata = MetaData()
-
-# SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants BIGINT.
-AutoId = BigInteger().with_variant(Integer(), "sqlite")
-Hash = String(66)
 
 chains = Table(
     "chains",
@@ -354,75 +357,3 @@ consensus_data = Table(
 from (watcher/store/consensus_store.py), so a restarted daemon asks for none again: at the
 checkpoint's period its ``bootstrap``, at each later period the ``update_answer`` that
 handed its committee over (JSON text, as served)."""
-
-# -- 0018: deposits (standing address watches) and invoices (fresh addresses) ----------------
-
-subscriptions = Table(
-    "subscriptions",
-    metadata,
-    Column("subscription_id", String(64), primary_key=True),
-    Column("chain", String(64), nullable=False),
-    Column("owner", String(64), nullable=False),
-    Column("assets", Text, nullable=False),
-    Column("confirmations", Integer),
-    Column("commit_url", Text),
-    Column("reference", String(128)),
-    Column("after_block", BigInteger),
-    Column("active", Boolean, nullable=False),
-    Column("created_at", BigInteger, nullable=False),
-)
-"""A standing watch over addresses of one chain (watcher/store/deposits_store.py): ``assets``
-is a JSON list (``native`` and token contracts); ``confirmations`` NULL: the chain's rule;
-``active`` false once deleted (deposits already seen still go to final)."""
-
-subscription_addresses = Table(
-    "subscription_addresses",
-    metadata,
-    Column("seq", AutoId, primary_key=True, autoincrement=True),
-    Column("subscription_id", String(64), nullable=False),
-    Column("chain", String(64), nullable=False),
-    Column("address", String(42), nullable=False),
-    Column("after_block", BigInteger),
-    UniqueConstraint("subscription_id", "address", name="uq_subscription_address"),
-    Index("ix_subscription_addresses_chain", "chain", "seq"),
-)
-"""The watched addresses of a subscription (lower-case 0x); transfers count in blocks above
-``after_block`` (the stored head when the address was added)."""
-
-deposits = Table(
-    "deposits",
-    metadata,
-    Column("settlement_id", String(64), primary_key=True),
-    Column("subscription_id", String(64), nullable=False),
-    Column("chain", String(64), nullable=False),
-    Column("tx_hash", Hash, nullable=False),
-    Column("ordinal", Integer, nullable=False),
-    Column("address", String(42), nullable=False),
-    Column("asset", String(42), nullable=False),
-    Index("ix_deposits_subscription", "subscription_id"),
-)
-"""One transfer seen to a subscription's address: an ``evm_deposit`` settlement (its spec in
-``payment_specs``, its transfer in ``payment_transfers`` while its block is canonical).
-``ordinal`` tells apart several transfers of one tx to the same address and asset; the
-settlement id is derived from (subscription, tx, asset, address, ordinal), so a deposit is
-stored once however often its tx is seen."""
-
-invoices = Table(
-    "invoices",
-    metadata,
-    Column("invoice_id", String(64), primary_key=True),
-    Column("settlement_id", String(64), nullable=False, unique=True),
-    Column("owner", String(64), nullable=False),
-    Column("key_id", String(64), nullable=False),
-    Column("derivation_index", BigInteger, nullable=False),
-    Column("address", String(42), nullable=False),
-    Column("expires_at", BigInteger, nullable=False),
-    Column("payment_uri", Text, nullable=False),
-    Column("state", String(32), nullable=False),
-    Column("accepted", Boolean, nullable=False),
-    UniqueConstraint("key_id", "derivation_index", name="uq_invoice_index"),
-)
-"""An invoice: its ``evm_payment`` settlement to the address derived at ``derivation_index``
-of the extended public key ``key_id`` names (unique: an index is never used twice, across
-restarts and instances); ``state`` as last recorded (new, processing, settled, expired,
-invalid, paid_partial, paid_over, paid_late); ``accepted``: the operator took a late payment."""
