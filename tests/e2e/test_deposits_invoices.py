@@ -5,6 +5,7 @@ payment accepted by the operator; an extended private key in the config refused 
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from functools import partial
@@ -24,7 +25,7 @@ from watcher.client import FinalityClient
 
 pytestmark = pytest.mark.anvil
 
-SECRET = "whsec_deposits_e2e"
+SECRET = "whsec_" + base64.b64encode(b"deposits_invoices-e2e-secret-24-bytes").decode()
 DELIVERY = {"backoff_initial_s": 0.2, "backoff_max_s": 0.5, "timeout_s": 2.0, "receipt_wait_s": 1.0}
 XPRV = (
     "xprvA2JDeKCSNNZky6uBCviVfJSKyQ1mDYahRjijr5idH2WwLsEd4Hsb2Tyh8RfQMuPh7f7RtyzTtdrbdqqsunu5Mm3"

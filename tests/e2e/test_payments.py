@@ -3,6 +3,7 @@ transfers on a real anvil, read the view, get the commit or discard at the commi
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from watcher.client import FinalityClient, Rejected
 
 pytestmark = pytest.mark.anvil
 
-SECRET = "whsec_payments_e2e"
+SECRET = "whsec_" + base64.b64encode(b"payments-e2e-secret-24-bytes").decode()
 DELIVERY = {"backoff_initial_s": 0.2, "backoff_max_s": 0.5, "timeout_s": 2.0, "receipt_wait_s": 1.0}
 
 
