@@ -83,17 +83,9 @@ def verify_decision(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, lis
     finality = child(body, "finality", "")
     basis = _verify_basis(finality, inclusion, claims)
     _cross_check(body, finality, inclusion, reason or basis, replacing, claims)
-    status = "success" if inclusion.status else "reverted"
-    what = f"replaced by {inclusion.tx_hash}, " if reason == "replaced" else ""
-    summary = ("ATTESTATION ONLY, no header chain checked: " if attested else "") + (
-        f"{what}block {inclusion.block_number} ({inclusion.block_hash}), tx {inclusion.tx_index}, "
-        f"{status}, depth {inclusion.depth} (head {inclusion.head_number}"
-        + (f", ancestry {inclusion.ancestry}" if inclusion.ancestry else "")
-        + f"), basis {basis}"
-    )
     return (
         ChainFacts(
-            summary=summary,
+            summary=_summary(inclusion, reason, basis, attested),
             block_number=inclusion.block_number,
             block_hash=inclusion.block_hash,
             tx_index=inclusion.tx_index,
@@ -105,6 +97,18 @@ def verify_decision(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, lis
             dependent_state_digest=state,
         ),
         claims,
+    )
+
+
+def _summary(inclusion: Inclusion, reason: str | None, basis: str, attested: bool) -> str:
+    """The one line a person reads: where the tx is, how deep, and on what basis."""
+    status = "success" if inclusion.status else "reverted"
+    what = f"replaced by {inclusion.tx_hash}, " if reason == "replaced" else ""
+    return ("ATTESTATION ONLY, no header chain checked: " if attested else "") + (
+        f"{what}block {inclusion.block_number} ({inclusion.block_hash}), tx {inclusion.tx_index}, "
+        f"{status}, depth {inclusion.depth} (head {inclusion.head_number}"
+        + (f", ancestry {inclusion.ancestry}" if inclusion.ancestry else "")
+        + f"), basis {basis}"
     )
 
 

@@ -99,18 +99,7 @@ def _build(
     started_at = clock()
     plan = OutboxPlan(routes_from_config(config.alerts))
     chains = _build_chains(config, store, clock, monotonic, plan)
-    handoff = HandoffManager(
-        store,
-        [c.name for c in config.chains] + [src.name for src in config.sources],
-        config.handoff.instance_id or default_instance_id(),
-        config.handoff.lease_s,
-        config.handoff.renew_s,
-        clock,
-        chains.watchers,
-        chains.locks,
-        balance=config.handoff.balance,
-        signer=signer,
-    )
+    handoff = _handoff(config, store, clock, chains, signer)
     scheduler = BackgroundScheduler(timezone="UTC")
     parts = _build_parts(config, store, clock, plan, chains, handoff, signer, scheduler)
     stopping = threading.Event()
@@ -150,6 +139,24 @@ def _build(
         components=[*parts.in_start_order(heads), WorkflowLapses(workflows)],
         workflows=workflows,
         started_at=started_at,
+    )
+
+
+def _handoff(
+    config: Config, store: Store, clock: Clock, chains: _Chains, signer: Signer
+) -> HandoffManager:
+    """The leases of every chain and source, handed between instances."""
+    return HandoffManager(
+        store,
+        [c.name for c in config.chains] + [src.name for src in config.sources],
+        config.handoff.instance_id or default_instance_id(),
+        config.handoff.lease_s,
+        config.handoff.renew_s,
+        clock,
+        chains.watchers,
+        chains.locks,
+        balance=config.handoff.balance,
+        signer=signer,
     )
 
 
