@@ -27,6 +27,9 @@ from tests.support.faulty_proxy import FaultyProxy
 pytestmark = pytest.mark.anvil
 
 FORGED_ROOT = "0x" + "11" * 32
+REVERTING = "0x6460006000fd6000526005601bf3"
+"""Init code of a contract whose every call reverts (its runtime: PUSH1 0 PUSH1 0 REVERT), so
+a value sent to it is a native transfer to a watched address that reverts."""
 AVALANCHE = 43114
 """A chain id the registry marks as one whose headers do not re-hash."""
 
@@ -127,6 +130,39 @@ def test_a_flipped_receipt_status_is_caught_and_the_reverted_tx_fails(
     assert "waiting" not in failed
     assert confirmed_events(alone, sid) == []
     assert alone.get("/healthz").status_code == 200
+
+
+def test_a_flipped_status_makes_no_deposit_of_a_reverted_transfer(
+    module_anvil: Anvil, liar: FaultyProxy, alone: Daemon
+) -> None:
+    anvil = module_anvil
+    creation = {"from": anvil.accounts[0], "data": REVERTING, "gas": hex(100_000)}
+    wall = anvil.receipt(anvil.rpc("eth_sendTransaction", creation))["contractAddress"]
+    payee = anvil.accounts[5]
+    body = {"chain": CHAIN, "addresses": [wall, payee], "assets": ["native"]}
+    answer = alone.post("/v1/subscriptions", body)
+    assert answer.status_code == 201, answer.text
+    deposits = f"/v1/subscriptions/{answer.json()['subscription_id']}/deposits"
+    try:
+        anvil.rpc("evm_setAutomine", False)
+        bounce = {"from": anvil.accounts[0], "to": wall, "value": hex(10**15), "gas": "0x186a0"}
+        bounced = anvil.rpc("eth_sendTransaction", bounce)
+        pending(anvil, bounced)
+        liar.flip_status = True
+        anvil.mine(1)
+
+        refused(alone, "receiptsRoot")
+        assert alone.get(deposits).json()["items"] == []
+
+        liar.clear()
+        paid = anvil.send(to=5, value=10**15)
+        pending(anvil, paid)
+        anvil.mine(3)
+        seen = wait_for(lambda: alone.get(deposits).json()["items"] or None, 20, what="deposit")
+        assert [d["tx_hash"] for d in seen] == [paid]  # the reverted transfer is none
+        assert anvil.receipt(bounced)["status"] == "0x0"
+    finally:
+        alone.http.request("DELETE", deposits.removesuffix("/deposits"))
 
 
 def test_a_header_field_changed_under_its_hash_is_not_believed(
