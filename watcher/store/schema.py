@@ -20,7 +20,7 @@ from sqlalchemy import (
     false,
 )
 
-SCHEMA_REVISION = "0011_consensus"
+SCHEMA_REVISION = "0019_perf_indexes"
 """Alembic revision this code writes and reads."""
 
 metadata = MetaData()
@@ -104,6 +104,11 @@ settlements = Table(
     Index("ix_settlements_replaced", "chain", "replaced_block_number"),
     Index("ix_settlements_probe", "chain", "watching", "next_probe_at"),
     Index("ix_settlements_owner", "owner", "seq"),
+    # 0019: a poll's reads of watched payments and provisional settlements, and listing
+    # pages by verdict, each a range of an index, not every watched (or stored) row.
+    Index("ix_settlements_kind", "chain", "kind", "watching", "seq"),
+    Index("ix_settlements_provisional", "chain", "provisional", "watching"),
+    Index("ix_settlements_verdict", "verdict", "seq"),
 )
 
 reorgs = Table(
