@@ -33,7 +33,8 @@ def _rows(
     chain: ChainConfig, total: int, watched: int, owner: str, now: int
 ) -> Iterator[dict[str, Any]]:
     """``total`` settlement rows of ``chain``; every ``total // watched``-th one watched
-    (spread over the table, as registration order would leave them), the others decided."""
+    (spread over the table, as registration order would leave them: looked up by hash once,
+    not found, the next look-up a day away), the others decided."""
     template = settlement_values(new_settlement(Registration(chain, "0x" + "0" * 64), now))
     template["owner"] = owner
     every = max(1, total // max(1, watched)) if watched else 0
@@ -45,6 +46,7 @@ def _rows(
         row["settlement_id"] = settlement_id_for(chain.name, tx_hash, owner)
         if every and n % every == 0 and kept < watched:
             kept += 1
+            row.update(probe_count=1, next_probe_at=now + 86_400_000)
         else:
             block = 1 + n % 1_000_000
             row.update(
