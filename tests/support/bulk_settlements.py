@@ -6,8 +6,10 @@ there, in the store's own schema, with the mix a long-running daemon accumulates
 decided long ago (``watching`` false, included in a block), a minority still watched. The
 rows are built from one real registration's values (watcher/store/settlements_store.py's
 ``settlement_values``), each with its own id and tx hash, and written by ``COPY`` on
-PostgreSQL (a multi-row INSERT elsewhere), then the table is analysed so the planner sees
-its real size.
+PostgreSQL (a multi-row INSERT elsewhere). PostgreSQL's table is then analysed, as its
+autovacuum would soon do, so the planner sees its real size; SQLite's is not: the store
+never runs ``ANALYZE`` there, and with statistics SQLite's planner picks other plans (it
+scans the table for a poll's ``due`` read rather than walk the watched rows by index).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import secrets
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import insert, text
+from sqlalchemy import insert
 
 from watcher.config.chains import ChainConfig
 from watcher.settlements import Registration, new_settlement, settlement_id_for
@@ -74,7 +76,8 @@ def bulk_fill(
     now: int = 1_700_000_000_000,
 ) -> None:
     """Store ``total`` settlements of ``chain`` for ``owner``, ``watched`` of them watched
-    (the chain must be known to the store: ``ensure_chain``), then ANALYZE the table."""
+    (the chain must be known to the store: ``ensure_chain``); on PostgreSQL, ANALYZE the
+    table."""
     rows = _rows(chain, total, watched, owner, now)
     engine = store.writer.engine
     if engine.dialect.name != "postgresql":
@@ -87,7 +90,6 @@ def bulk_fill(
                     chunk = []
             if chunk:
                 conn.execute(insert(s.settlements), chunk)
-            conn.execute(text("ANALYZE settlements"))
         return
     columns = [c.name for c in s.settlements.columns if c.name != "seq"]
     raw = engine.raw_connection()
