@@ -1,4 +1,5 @@
-"""The API's cost per request, in process: ``.venv/bin/python -m bench.api_cost [--rounds 8]``.
+"""The API's cost per request, in process: ``.venv/bin/python -m bench.api_cost [--rounds 8]
+[--store sqlite|postgresql] [--instances 1|2]``.
 
 The load figures of :mod:`bench.api_load` (wrk against the daemon) depend on what else the
 machine runs; these do much less. The application ``finality run`` serves (tokens on, a
@@ -11,6 +12,11 @@ other processes). Figures:
   microseconds per request;
 - ``POST /v1/settlements/batch`` with 1,000 new items, milliseconds per request (and the
   registrations per second one core would give).
+
+``--store postgresql`` puts the store in a fresh schema of the machine's PostgreSQL
+(127.0.0.1:5432, as the tests' ``pg_url``); ``--instances 2`` builds two applications on
+that one store (two daemons sharing it) and sends the requests to them in turn: a request's
+cost must not grow because another instance shares the store.
 """
 
 from __future__ import annotations
@@ -18,13 +24,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import secrets
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import fresh_pg_schema
 from tests.support.daemon import toml_value
 from watcher.api.server import create_app
 from watcher.app.build import build
@@ -34,12 +43,13 @@ TOKEN = "bench-" + secrets.token_hex(16)
 Call = Callable[[str, str, bytes], Awaitable[tuple[int, bytes]]]
 
 
-def config(tmp: Path) -> str:
-    """A daemon config: SQLite in ``tmp``, one chain nothing polls, two tokens."""
+def config(tmp: Path, store_url: str | None = None) -> str:
+    """A daemon config: SQLite in ``tmp`` (or ``store_url``), one chain nothing polls, two
+    tokens."""
     return "\n".join(
         [
             "[store]",
-            f"url = {toml_value(f'sqlite:///{tmp}/finality.db')}",
+            f"url = {toml_value(store_url or f'sqlite:///{tmp}/finality.db')}",
             "[signing]",
             f"dev_key_file = {toml_value(str(tmp / 'dev-key'))}",
             "[[chains]]",
@@ -101,6 +111,29 @@ def asgi_caller(app: Any) -> Call:
     return call
 
 
+def round_robin(calls: list[Call]) -> Call:
+    """One caller sending each request to the next of ``calls`` in turn (a round-robin
+    balancer in front of several instances)."""
+    turn = [0]
+
+    async def call(method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        turn[0] += 1
+        return await calls[turn[0] % len(calls)](method, path, body)
+
+    return call
+
+
+@contextmanager
+def store_url(kind: str) -> Iterator[str | None]:
+    """The store's URL: None (a SQLite file of the config's own) or a fresh PostgreSQL
+    schema, dropped at the end."""
+    if kind == "sqlite":
+        yield None
+        return
+    with fresh_pg_schema("fw_bench_") as url:
+        yield url
+
+
 def batch_body(count: int) -> bytes:
     """A batch of ``count`` new chain registrations."""
     items = [{"chain": "local", "tx_hash": "0x" + secrets.token_hex(32)} for _ in range(count)]
@@ -153,12 +186,21 @@ async def measure(call: Call, rounds: int) -> dict[str, tuple[float, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--store", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--instances", type=int, choices=[1, 2], default=1)
     args = parser.parse_args()
-    service = build(parse_config(config(Path(tempfile.mkdtemp(prefix="fw-api-cost-"))), "<bench>"))
-    try:
-        figures = asyncio.run(measure(asgi_caller(create_app(service)), args.rounds))
-    finally:
-        service.stop()
+    if args.instances > 1 and args.store == "sqlite":
+        raise SystemExit("--instances 2 shares one store: use --store postgresql")
+    tmp = Path(tempfile.mkdtemp(prefix="fw-api-cost-"))
+    with store_url(args.store) as url:
+        services = [build(parse_config(config(tmp, url), "<bench>")) for _ in range(args.instances)]
+        try:
+            call = round_robin([asgi_caller(create_app(service)) for service in services])
+            figures = asyncio.run(measure(call, args.rounds))
+        finally:
+            for service in services:
+                service.stop()
+    print(f"store {args.store}, {args.instances} instance(s), load {os.getloadavg()[0]:.1f}")
     (get, get_cpu), (health, health_cpu) = figures["get"], figures["healthz"]
     print(
         f"GET /v1/settlements/{{id}}: {get * 1e6:,.0f} us a request ({get_cpu * 1e6:,.0f} us CPU)"

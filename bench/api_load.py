@@ -1,4 +1,5 @@
-"""API under load, auth on: ``.venv/bin/python -m bench.api_load [--seconds 10] [--settlements 2000]``.
+"""API under load, auth on: ``.venv/bin/python -m bench.api_load [--seconds 10] [--settlements 2000]
+[--store sqlite|postgresql] [--instances 1|2]``.
 
 ``--batch-only`` skips the GETs; ``--profile-batch FILE`` records the daemon with py-spy
 (raw folded stacks) during the batches.
@@ -20,7 +21,15 @@ Figures, each beside a baseline measured in the same run:
   beside one ``POST /v1/settlements`` a request;
 - the daemon's RSS before and after (it must stay flat).
 
+``--store postgresql`` runs the daemon on a fresh schema of the machine's PostgreSQL
+(127.0.0.1:5432, as the tests' ``pg_url``). ``--instances 2`` (PostgreSQL) starts two
+daemons sharing that store and measures GETs and batches first against one of them, then
+round-robin over both (a wrk, or a batch connection, per instance, at once: the balancing a
+client-side or DNS round-robin does, without a balancer process taking a share of the two
+cores): the ratio of the two is the second instance's gain.
+
 Targets (issue 14): GET ≥ 1,500 req/s with p99 ≤ 50 ms; ≥ 5,000 registrations/s via batch.
+Issue 29: the same on PostgreSQL, and two instances ≥ 1.6x one.
 """
 
 from __future__ import annotations
@@ -38,11 +47,15 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 
+from tests.conftest import fresh_pg_schema
 from tests.support.anvil import Anvil
 from tests.support.daemon import CHAIN, Daemon
 
@@ -114,19 +127,20 @@ def batch_bodies(total: int, per_request: int) -> list[bytes]:
     ]
 
 
-def batch_rate(url: str, total: int, per_request: int, connections: int) -> float:
-    """Registrations per second through the batch route, ``connections`` at once, each a
-    keep-alive ``http.client`` connection posting pre-encoded bodies. An answer is checked
-    by its status and its count of 201 results (a byte count, not a parse of ~800 KB)."""
+def batch_rate(urls: list[str], total: int, per_request: int, connections: int) -> float:
+    """Registrations per second through the batch route, ``connections`` at once (spread
+    over ``urls`` in turn), each a keep-alive ``http.client`` connection posting pre-encoded
+    bodies. An answer is checked by its status and its count of 201 results (a byte count,
+    not a parse of ~800 KB)."""
     bodies = batch_bodies(total, per_request)
     sizes = [body.count(b'"tx_hash"') for body in bodies]
-    address = urlsplit(url)
     headers = {**AUTH, "Content-Type": "application/json"}
     lock = threading.Lock()
     todo = list(range(len(bodies)))
     problems: list[str] = []
 
-    def worker() -> None:
+    def worker(url: str) -> None:
+        address = urlsplit(url)
         conn = http.client.HTTPConnection(
             address.hostname or "127.0.0.1", address.port, timeout=120
         )
@@ -146,7 +160,9 @@ def batch_rate(url: str, total: int, per_request: int, connections: int) -> floa
             conn.close()
 
     started = time.perf_counter()
-    pool = [threading.Thread(target=worker) for _ in range(connections)]
+    pool = [
+        threading.Thread(target=worker, args=(urls[k % len(urls)],)) for k in range(connections)
+    ]
     for t in pool:
         t.start()
     for t in pool:
@@ -183,20 +199,45 @@ def profiled(pid: int, out: Path | None) -> subprocess.Popen[bytes] | None:
     return subprocess.Popen([*command, "-f", "raw", "-o", str(out)], stdout=subprocess.DEVNULL)
 
 
-def batch_phase(url: str, pid: int, args: argparse.Namespace) -> dict[str, float]:
-    """Registrations a second via the batch route, and the daemon's CPU per 1,000."""
-    spy = profiled(pid, args.profile_batch)
-    cpu_before = cpu_s(pid)
-    rate = batch_rate(url, args.batch_total, 1000, args.batch_connections)
-    cpu = cpu_s(pid) - cpu_before
+def batch_phase(urls: list[str], pids: list[int], args: argparse.Namespace) -> dict[str, float]:
+    """Registrations a second via the batch route, and the daemons' CPU per 1,000: against
+    the first instance, then (several instances) round-robin over all."""
+    spy = profiled(pids[0], args.profile_batch)
+    cpu_before = cpu_s(pids[0])
+    rate = batch_rate(urls[:1], args.batch_total, 1000, args.batch_connections)
+    cpu = cpu_s(pids[0]) - cpu_before
     if spy is not None:
         spy.send_signal(signal.SIGINT)
         spy.wait(timeout=60)
-    return {"batch": rate, "batch_cpu_ms": cpu * 1e3 / (args.batch_total / 1000)}
+    out = {"batch": rate, "batch_cpu_ms": cpu * 1e3 / (args.batch_total / 1000)}
+    if len(urls) > 1:
+        connections = max(args.batch_connections, len(urls))
+        cpu_before = sum(cpu_s(p) for p in pids)
+        out["batch_rr"] = batch_rate(urls, args.batch_total, 1000, connections)
+        spent = sum(cpu_s(p) for p in pids) - cpu_before
+        out["batch_rr_cpu_ms"] = spent * 1e3 / (args.batch_total / 1000)
+    return out
 
 
-def get_phase(url: str, work: Path, args: argparse.Namespace) -> dict[str, float]:
-    """The GET figures (wrk), after registering ``args.settlements`` to read."""
+def wrk_round_robin(
+    urls: list[str], seconds: int, connections: int, script: Path
+) -> tuple[float, float]:
+    """(requests per second, p99 ms) of one wrk per instance at once, the connections
+    shared out: the sum of the rates, the worst p99."""
+    share = max(1, connections // len(urls))
+    with ThreadPoolExecutor(len(urls)) as pool:
+        runs = list(pool.map(lambda u: wrk(u, seconds, share, script), urls))
+    return sum(r for r, _ in runs), max(p for _, p in runs)
+
+
+def get_phase(
+    urls: list[str], pids: list[int], work: Path, args: argparse.Namespace
+) -> dict[str, float]:
+    """The GET figures (wrk), after registering ``args.settlements`` to read: against the
+    first instance, then (several instances) round-robin over all; with the daemons' CPU
+    per request (on a saturated machine a second instance cannot add cores, but its
+    requests must not cost more)."""
+    url = urls[0]
     ids = []
     with httpx.Client(base_url=url, headers=AUTH, timeout=60) as client:
         for _start in range(0, args.settlements, 1000):
@@ -207,8 +248,18 @@ def get_phase(url: str, work: Path, args: argparse.Namespace) -> dict[str, float
     script = work / "get.lua"
     script.write_text(LUA_GET % ",".join(json.dumps(i) for i in ids))
     health_rate, health_p99 = wrk(url + "/healthz", args.seconds, args.connections)
+    cpu = sum(cpu_s(p) for p in pids)
     get_rate, get_p99 = wrk(url, args.seconds, args.connections, script)
-    return {"health": health_rate, "health_p99": health_p99, "get": get_rate, "get_p99": get_p99}
+    out = {"health": health_rate, "health_p99": health_p99, "get": get_rate, "get_p99": get_p99}
+    out["get_cpu_us"] = (sum(cpu_s(p) for p in pids) - cpu) * 1e6 / (get_rate * args.seconds)
+    if len(urls) > 1:
+        cpu = sum(cpu_s(p) for p in pids)
+        out["get_rr"], out["get_rr_p99"] = wrk_round_robin(
+            urls, args.seconds, args.connections, script
+        )
+        spent = sum(cpu_s(p) for p in pids) - cpu
+        out["get_rr_cpu_us"] = spent * 1e6 / (out["get_rr"] * args.seconds)
+    return out
 
 
 def report(f: dict[str, float], registered: int) -> None:
@@ -217,7 +268,7 @@ def report(f: dict[str, float], registered: int) -> None:
     if "get" in f:
         print(
             f"GET /v1/settlements/{{id}}: {f['get']:,.0f} req/s, p99 {f['get_p99']:.1f} ms "
-            "(target ≥ 1,500, ≤ 50 ms)"
+            f"(target ≥ 1,500, ≤ 50 ms), daemon CPU {f['get_cpu_us']:.0f} us a request"
         )
         print(
             f"  baseline GET /healthz: {f['health']:,.0f} req/s, p99 {f['health_p99']:.1f} ms "
@@ -228,10 +279,38 @@ def report(f: dict[str, float], registered: int) -> None:
         f"{f['batch_cpu_ms']:.0f} ms per 1,000; one per request: {f['single']:,.0f}/s "
         f"(batch {f['batch'] / f['single']:.1f}x)"
     )
+    if "get_rr" in f:
+        print(
+            f"  round-robin over {f['instances']:.0f} instances: {f['get_rr']:,.0f} req/s, "
+            f"p99 {f['get_rr_p99']:.1f} ms ({f['get_rr'] / f['get']:.2f}x one instance; "
+            f"target ≥ 1.6x), daemons' CPU {f['get_rr_cpu_us']:.0f} us a request"
+        )
+    if "batch_rr" in f:
+        print(
+            f"  batch round-robin over {f['instances']:.0f} instances: {f['batch_rr']:,.0f}/s "
+            f"({f['batch_rr'] / f['batch']:.2f}x one instance), daemons' CPU "
+            f"{f['batch_rr_cpu_ms']:.0f} ms per 1,000"
+        )
     print(
         f"daemon RSS: {f['rss_start']:.0f} MB at start, {f['rss_end']:.0f} MB after "
         f"{registered:,} registrations and the GETs ({os.cpu_count()} cores)"
     )
+
+
+@contextmanager
+def daemons(work: Path, anvil_url: str, args: argparse.Namespace) -> Iterator[list[Daemon]]:
+    """``args.instances`` daemons on one store (SQLite: the first's own file; PostgreSQL: a
+    fresh schema they share), closed and the schema dropped at the end."""
+    with ExitStack() as stack:
+        url = stack.enter_context(fresh_pg_schema("fw_bench_")) if args.store != "sqlite" else None
+        running = []
+        for k in range(args.instances):
+            daemon = Daemon(
+                work / f"d{k}", anvil_url, store_url=url, extra_config=TOKENS, poll_interval_s=1.0
+            )
+            stack.callback(daemon.close)
+            running.append(daemon)
+        yield running
 
 
 def main() -> None:
@@ -243,25 +322,26 @@ def main() -> None:
     parser.add_argument("--batch-connections", type=int, default=2)
     parser.add_argument("--batch-only", action="store_true", help="skip the GETs (no wrk)")
     parser.add_argument("--profile-batch", type=Path, help="py-spy raw stacks of the batches")
+    parser.add_argument("--store", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--instances", type=int, choices=[1, 2], default=1)
     args = parser.parse_args()
+    if args.instances > 1 and args.store == "sqlite":
+        raise SystemExit("--instances 2 shares one store: use --store postgresql")
     if not args.batch_only and shutil.which("wrk") is None:
         raise SystemExit("wrk is not on PATH (Debian: apt-get install wrk)")
     work = Path(tempfile.mkdtemp(prefix="fw-bench-api-"))
-    figures = {"load_start": os.getloadavg()[0]}  # the machine's other work: figures scale
-    with Anvil() as anvil:
-        daemon = Daemon(work, anvil.url, extra_config=TOKENS, poll_interval_s=1.0)
-        try:
-            assert daemon.proc is not None
-            pid = daemon.proc.pid
-            figures["rss_start"] = rss_mb(pid)
-            if not args.batch_only:
-                figures.update(get_phase(daemon.url, work, args))
-            figures["single"] = single_rate(daemon.url, 500)
-            figures.update(batch_phase(daemon.url, pid, args))
-            figures["rss_end"] = rss_mb(pid)
-            figures["load_end"] = os.getloadavg()[0]
-        finally:
-            daemon.close()
+    figures = {"load_start": os.getloadavg()[0], "instances": args.instances}
+    with Anvil() as anvil, daemons(work, anvil.url, args) as running:
+        pids = [d.proc.pid for d in running if d.proc is not None]
+        urls = [d.url for d in running]
+        figures["rss_start"] = rss_mb(pids[0])
+        if not args.batch_only:
+            figures.update(get_phase(urls, pids, work, args))
+        figures["single"] = single_rate(urls[0], 500)
+        figures.update(batch_phase(urls, pids, args))
+        figures["rss_end"] = max(rss_mb(pid) for pid in pids)
+        figures["load_end"] = os.getloadavg()[0]  # the machine's other work: figures scale
+    print(f"store {args.store}, {args.instances} instance(s)")
     gets = 0 if args.batch_only else args.settlements
     report(figures, gets + args.batch_total + 500)
 

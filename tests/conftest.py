@@ -113,6 +113,15 @@ def pg_url() -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="module")
+def module_pg_url() -> Iterator[str]:
+    """As ``pg_url``, one schema for a whole test module (a big table filled once)."""
+    if not _pg_available():
+        _missing(f"PostgreSQL at {PG_BASE}")
+    with fresh_pg_schema("fw_") as url:
+        yield url
+
+
 @contextmanager
 def fresh_pg_schema(prefix: str) -> Iterator[str]:
     """A PostgreSQL URL whose search_path is a new schema named ``prefix`` + random hex,

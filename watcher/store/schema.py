@@ -29,7 +29,7 @@ from watcher.store.schema_deposits import subscriptions as subscriptions
 from watcher.store.schema_types import AutoId, Hash
 from watcher.store.schema_types import metadata as metadata
 
-SCHEMA_REVISION = "0018_deposits"
+SCHEMA_REVISION = "0019_perf_indexes"
 """Alembic revision this code writes and reads."""
 
 chains = Table(
@@ -107,6 +107,11 @@ settlements = Table(
     Index("ix_settlements_replaced", "chain", "replaced_block_number"),
     Index("ix_settlements_probe", "chain", "watching", "next_probe_at"),
     Index("ix_settlements_owner", "owner", "seq"),
+    # 0019: a poll's reads of watched payments and provisional settlements, and listing
+    # pages by verdict, each a range of an index, not every watched (or stored) row.
+    Index("ix_settlements_kind", "chain", "kind", "watching", "seq"),
+    Index("ix_settlements_provisional", "chain", "provisional", "watching"),
+    Index("ix_settlements_verdict", "verdict", "seq"),
 )
 
 reorgs = Table(
