@@ -157,6 +157,34 @@ def test_wrong_committee_or_beacon_down_makes_the_receipt_wait(
     wait_for(lambda: beacon_event(daemon, beacon, "rpc_recovered"), 30, what="recovered")
 
 
+def test_healthz_names_a_beacon_api_that_is_gone_and_its_recovery(
+    daemon: Daemon, anvil: Anvil, beacon: BeaconServer
+) -> None:
+    beacon.stop()  # connections refused: every Beacon API endpoint of the chain is down
+    try:
+        (tx,) = in_one_block(anvil, 1)
+        sid = daemon.register(tx)["settlement_id"]
+        anvil.mine(4)
+        daemon.wait_verdict(sid, "FINALITY_CONFIRMED")  # verdicts go on without it
+        wait_for(lambda: daemon.get("/healthz").status_code == 503, 60, what="healthz 503")
+        health = daemon.get("/healthz")
+        assert health.status_code == 503 and not health.json()["ok"], health.text
+        (chain,) = health.json()["chains"].values()
+        assert chain["healthy"]  # the chain is followed; its receipts are what waits
+        (gone,) = chain["beacon_api_unused"]
+        assert gone["endpoint"] == beacon.url and gone["state"] in ("open", "half_open")
+        assert gone["reason"] and gone["reason"] not in ("open", "half_open"), gone
+        waiting = chain["receipts_waiting"]
+        assert "every Beacon API endpoint is down" in waiting and beacon.url in waiting
+        assert "[[chains]] beacon_api" in waiting  # what the operator must do
+    finally:
+        beacon.start()
+    receipts_of(daemon, anvil, [sid], timeout=60)  # the node is back: the receipt is proven
+    wait_for(lambda: daemon.get("/healthz").status_code == 200, 60, what="healthz recovered")
+    (chain,) = daemon.get("/healthz").json()["chains"].values()
+    assert chain["beacon_api_unused"] == [] and chain["receipts_waiting"] is None
+
+
 def beacon_event(daemon: Daemon, beacon: BeaconServer, kind: str) -> bool:
     """Whether an event of ``kind`` names the Beacon API endpoint."""
     events = daemon.get("/v1/events?limit=1000").json()

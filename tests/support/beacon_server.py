@@ -11,7 +11,8 @@ beacon node would, from :class:`tests.support.beacon.BeaconSigner`:
 Requests are counted by endpoint (:attr:`calls`), so a test can hold the daemon to one
 bootstrap, one call per period and no call per receipt. ``signing_period`` makes it serve
 finality updates signed by another period's committee (a wrong committee); ``fail`` makes
-every request answer 503 (a beacon node down).
+every request answer 503 (a beacon node down); :meth:`stop` and :meth:`start` take the server
+off its port and back (a beacon node gone: connections refused).
 """
 
 from __future__ import annotations
@@ -48,13 +49,21 @@ class BeaconServer:
         )
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.start()
+
+    def start(self) -> None:
+        """Serve on :attr:`port` (again, after :meth:`stop`)."""
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Stop serving: the port refuses connections until :meth:`start`."""
         self._server.shutdown()
         self._server.server_close()
+
+    def close(self) -> None:
+        self.stop()
 
     def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
         """(HTTP status, JSON answer) of one request."""

@@ -20,10 +20,15 @@ from watcher.api.models.errors import ERRORS
 from watcher.api.models.params import DIGITS_ONLY
 from watcher.api.models.settlements import TX_HASH
 from watcher.api.models.views import ChainView, ReorgView, TxView
-from watcher.api.views import chain_or_error, chain_settlement_view, endpoints, shown_error
+from watcher.api.views import (
+    beacon_of,
+    chain_or_error,
+    chain_settlement_view,
+    endpoints,
+    shown_error,
+)
 from watcher.config.chains import ChainConfig
 from watcher.config.secrets import configured_secrets
-from watcher.receipts.consensus import beacon_clients
 from watcher.store import ChainRecord, SettlementNotFound
 
 MAX_LIVE_CONFIRMATIONS = 2**31 - 1
@@ -142,9 +147,7 @@ def _live(deps: ApiDeps, config: ChainConfig, tx: str, confirmations: int | None
 
 def _beacon_endpoints(deps: ApiDeps, chain: ChainConfig) -> list[dict[str, object]]:
     """The chain's Beacon API endpoints (redacted) with their health, as its RPC ones."""
-    beacon = (
-        None if deps.receipts is None else beacon_clients(deps.receipts.builders).get(chain.name)
-    )
+    beacon = beacon_of(deps, chain.name)
     return endpoints(chain.beacon_api, None if beacon is None else beacon.health_report())
 
 

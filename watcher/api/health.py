@@ -16,7 +16,7 @@ from watcher.api.deps import ApiDeps
 from watcher.api.metrics.collector import ServiceCollector
 from watcher.api.models.views import HealthView
 from watcher.api.recorded_heads import recorded_heads
-from watcher.api.views import shown_error
+from watcher.api.views import beacon_of, shown_error
 from watcher.config.secrets import configured_secrets
 
 
@@ -50,10 +50,13 @@ def router(deps: ApiDeps) -> APIRouter:
                 "last_error": shown_error(deps.chains.last_error(c.name), secrets),
                 "head_number": recorded[c.name].head_number if c.name in recorded else None,
                 "endpoints_unused": unused_endpoints(deps, c.name, secrets),
+                **beacon_health(deps, c.name, secrets),
             }
             for c in deps.config.chains
         }
-        ok = store_error is None and all(v["healthy"] for v in chains.values())
+        ok = store_error is None and all(
+            v["healthy"] and v.get("receipts_waiting") is None for v in chains.values()
+        )
         body: dict[str, Any] = {"ok": ok, "chains": chains}
         if store_error is not None:
             body["store_error"] = store_error
@@ -80,6 +83,35 @@ def unused_endpoints(deps: ApiDeps, chain: str, secrets: list[str]) -> list[dict
     chain itself may still be healthy on the others. Empty with a single endpoint (its
     trouble is the chain's ``last_error``)."""
     report = pool.health_report(deps.clients[chain]) or []
+    return _described([e for e in report if e["state"] not in ("closed", "half_open")], secrets)
+
+
+def beacon_health(deps: ApiDeps, chain: str, secrets: list[str]) -> dict[str, Any]:
+    """A chain's Beacon API endpoints as ``/healthz`` reports them, only for a chain that has
+    them: ``beacon_api_unused``, each endpoint not in use now with its state and why (a
+    single one too: its trouble is not the chain's ``last_error``, since polling goes on
+    without it), and ``receipts_waiting``, set when none is in use: the chain's finality
+    receipts cannot be completed without a beacon node, so the instance is not ready (503)
+    though the chain's verdicts go on. ``half_open`` counts as not in use here: the beacon
+    is asked only while a receipt waits, so its next probe may be far off."""
+    beacon = beacon_of(deps, chain)
+    if beacon is None:
+        return {}
+    report = beacon.health_report()
+    down = _described([e for e in report if e["state"] != "closed"], secrets)
+    waiting = None
+    if down and len(down) == len(report):
+        waiting = (
+            f"every Beacon API endpoint is down ({down[-1]['endpoint']}: {down[-1]['reason']}): "
+            "finality receipts wait for Ethereum consensus (verdicts go on); bring a beacon "
+            "node back or add a working one to [[chains]] beacon_api"
+        )
+    return {"beacon_api_unused": down, "receipts_waiting": waiting}
+
+
+def _described(report: list[dict[str, object]], secrets: list[str]) -> list[dict[str, Any]]:
+    """Endpoints of a health report as ``/healthz`` shows them: redacted, with their state
+    and why they are not used (scrubbed of ``secrets``)."""
     return [
         {
             "endpoint": redact_url(str(e["endpoint"])),
@@ -87,5 +119,4 @@ def unused_endpoints(deps: ApiDeps, chain: str, secrets: list[str]) -> list[dict
             "reason": shown_error(why_unused(e), secrets),
         }
         for e in report
-        if e["state"] not in ("closed", "half_open")
     ]

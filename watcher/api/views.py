@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from chains.beacon import BeaconClient
 from chains.redact import redact_text, redact_url
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
@@ -16,6 +17,7 @@ from watcher.config.errors import UnknownChainName
 from watcher.config.secrets import configured_secrets
 from watcher.delivery.format import event_json
 from watcher.receipts.attestation import attests_only
+from watcher.receipts.consensus import beacon_clients
 from watcher.receipts.waiting import wait_receipt
 from watcher.settlements import settlement_view
 from watcher.store import SettlementNotFound, SettlementRecord
@@ -69,6 +71,11 @@ def settlement_at_head(
         return deps.store.settlement_at_head(settlement_id, owner)
     except SettlementNotFound:
         raise ApiError(404, f"settlement_id: no settlement {settlement_id!r}") from None
+
+
+def beacon_of(deps: ApiDeps, chain: str) -> BeaconClient | None:
+    """The chain's Beacon API client, when its receipts carry a consensus section."""
+    return None if deps.receipts is None else beacon_clients(deps.receipts.builders).get(chain)
 
 
 def head_of(deps: ApiDeps, chain: str) -> int | None:

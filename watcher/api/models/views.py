@@ -173,6 +173,18 @@ class ChainHealth(BaseModel):
         "their state ('inconsistent': their data failed a check; 'open', 'stalled', ...) and "
         "why; the chain may still be healthy on the others.",
     )
+    beacon_api_unused: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="Only for a chain with [[chains]] beacon_api: its Beacon API endpoints not "
+        "in use now (a single one too), each with its state ('open', 'half_open': the next "
+        "request tries it again) and why.",
+    )
+    receipts_waiting: str | None = Field(
+        default=None,
+        description="Set when every Beacon API endpoint of the chain is down: its finality "
+        "receipts wait for Ethereum consensus (verdicts go on); says the last error and what "
+        "to do. Makes /healthz 503.",
+    )
 
 
 class HealthView(BaseModel):
