@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -183,10 +184,35 @@ def test_the_chains_page_shows_the_real_head_and_follows_new_blocks(
         target = module_anvil.head()
         wait_for(lambda: head.text_content() == str(target), 20, what=f"head {target} shown")
         assert tab.page.locator("#stream-state[data-state=live]").count() == 1
-        cost = tab.page.locator("tbody tr").first.locator("td").nth(8)
+        row = tab.page.locator("tbody tr").first
+        cost = row.locator("td").nth(9)
         wait_for(lambda: (cost.text_content() or "").replace(".", "").isdigit(), 20, what="cost")
+        # the depth rule reads neither tag: said in words, no height made up
+        tags = row.locator("[data-field=safe], [data-field=finalized]").all_text_contents()
+        assert tags == ["not followed", "not followed"]
         tab.shot("chains")
         own_origin_only(tab, daemon)
+
+
+def test_a_chain_on_the_safe_rule_shows_the_safe_height_its_node_answers(
+    browser: Browser, anvil: Anvil, tmp_path: Path
+) -> None:
+    with Daemon(tmp_path, anvil.url, finality="safe") as safe_daemon:
+        tx = anvil.send()  # something watched: the safe tag is read only then
+        sid = safe_daemon.register(tx)["settlement_id"]
+        wait_for(lambda: safe_daemon.settlement(sid)["block_number"] is not None, 15, what="seen")
+        anvil.mine(2)  # a new head: the poll that reads the tag
+        with console_tab(browser, safe_daemon.url, None) as tab:
+            tab.page.goto("/ui/#/chains")
+            safe = tab.page.locator("[data-field=safe]").first
+
+            def shows_the_nodes() -> bool:
+                return safe.text_content() == str(int(anvil.block("safe")["number"], 16))
+
+            wait_for(shows_the_nodes, 20, what="the node's safe height shown")
+            finalized = tab.page.locator("[data-field=finalized]").first
+            assert finalized.text_content() == "not followed"  # the safe rule reads no other tag
+            tab.shot("chains-safe")
 
 
 def test_a_token_nobody_holds_is_told_on_the_page(browser: Browser, daemon: Daemon) -> None:
@@ -398,4 +424,33 @@ def test_a_stream_that_drops_shows_disconnected_then_resumes_where_it_was(
         tab.page.locator("#stream-state[data-state=live]").wait_for(timeout=60_000)
         resumed = tab.resumed_from[before:]
         assert resumed and set(resumed) == {str(newest)}  # every retry resumes after it
+        own_origin_only(tab, daemon)
+
+
+def test_the_workflows_page_shows_the_callers_workflows_with_holder_and_steps_as_text(
+    browser: Browser, daemon: Daemon
+) -> None:
+    made = daemon.http.post(
+        f"{daemon.url}/v1/workflows",
+        json={"steps": ["reserve", "pay"], "holder": HOSTILE, "lease_s": 600},
+    )
+    assert made.status_code == 201, made.text
+    with console_tab(browser, daemon.url, BACKEND) as tab:
+        tab.page.goto("/ui/#/workflows")
+        holder = tab.page.locator("[data-field=holder]", has_text="<script>").first
+        holder.wait_for(timeout=WAIT_MS)
+        assert holder.text_content() == HOSTILE  # the characters, not an element
+        row = tab.page.locator("tr", has=holder)
+        cells = row.locator("td").all_text_contents()
+        assert made.json()["workflow_id"] in cells[0]
+        expires = datetime.fromtimestamp(made.json()["lease_expires_at"] / 1000, UTC)
+        assert cells[2:] == [
+            "1",
+            expires.strftime("%Y-%m-%d %H:%M:%SZ"),
+            "held (live)",
+            "reserve: pendingpay: pending",
+            made.json()["verdict"],  # the lock's first grant is its last change yet
+        ]
+        assert tab.page.locator("main script, main img").count() == 0
+        tab.shot("workflows")
         own_origin_only(tab, daemon)

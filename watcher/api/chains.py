@@ -10,6 +10,8 @@ from fastapi import APIRouter, Path, Query, Request
 
 from chains import pool
 from chains.errors import ChainError
+from chains.finality_modes import NEEDS_FINALIZED, NEEDS_SAFE
+from chains.registry import known_chain
 from guard.errors import InvalidHash
 from guard.hexes import parse_tx_hash
 from watcher.api.auth import Reader
@@ -145,6 +147,24 @@ def _live(deps: ApiDeps, config: ChainConfig, tx: str, confirmations: int | None
         return timed_out_view(config, tx, confirmations, number, str(exc))
 
 
+def _safe_json(chain: ChainConfig, safe_number: int | None) -> dict[str, Any]:
+    """Which block tags the chain's rule reads, and the ``safe`` tag's height as this
+    instance's watcher last read it: a rule not on the ``safe`` tag answers no height (a
+    height nobody read would be made up)."""
+    mode = chain.resolved_finality
+    tags: dict[str, Any] = {"finalized_followed": mode in NEEDS_FINALIZED}
+    if mode not in NEEDS_SAFE:
+        return {**tags, "safe_followed": False}
+    return {**tags, "safe_followed": True, "safe_number": safe_number}
+
+
+def _block_time(chain: ChainConfig) -> float | None:
+    """The registry's block time of the chain (what a depth rule means in time); None for a
+    chain the registry does not know."""
+    known = known_chain(chain.chain_id)
+    return None if known is None else known.block_time_s
+
+
 def _beacon_endpoints(deps: ApiDeps, chain: ChainConfig) -> list[dict[str, object]]:
     """The chain's Beacon API endpoints (redacted) with their health, as its RPC ones."""
     beacon = beacon_of(deps, chain.name)
@@ -167,6 +187,8 @@ def _chain_json(
         "head_number": head.head_number if head else None,
         "head_hash": head.head_hash if head else None,
         "finalized_number": head.finalized_number if head else None,
+        **_safe_json(chain, watcher.safe_number),
+        "block_time_s": _block_time(chain),
         "healthy": deps.chains.healthy(chain.name),
         "lagging": watcher.lagging,
         "last_error": shown_error(deps.chains.last_error(chain.name), secrets),

@@ -56,6 +56,20 @@ class ChainView(BaseModel):
     head_number: int | None = None
     head_hash: str | None = None
     finalized_number: int | None = None
+    finalized_followed: bool = Field(
+        description="Whether the chain's finality rule reads the node's finalized tag."
+    )
+    safe_followed: bool = Field(
+        description="Whether the chain's finality rule reads the node's safe tag."
+    )
+    safe_number: int | None = Field(
+        default=None,
+        description="The safe tag's height as this instance last read it (only when "
+        "safe_followed).",
+    )
+    block_time_s: float | None = Field(
+        default=None, description="The registry's block time of the chain (unknown: absent)."
+    )
     healthy: bool
     lagging: bool
     last_error: str | None = None

@@ -20,8 +20,25 @@ function settlementLink(id) {
 function finalityMeaning(chain) {
   const n = chain.confirmations;
   if (chain.finality === "finalized") return "final once the node's finalized block covers it";
+  if (chain.finality === "safe") return "final once the node's safe block covers it";
   if (chain.finality === "depth_or_finalized") return `final at depth ${n}, or once finalized, whichever comes first`;
-  return `final at depth ${n} (${n} blocks including its own; about ${n} × the chain's block time)`;
+  if (chain.finality === "depth_and_finalized") return `final at depth ${n} and once finalized, both`;
+  return `final at depth ${n} (${n} blocks including its own)`;
+}
+
+// A block tag's height; a tag the chain's rule does not read says so (no number made up).
+function tagHeight(followed, number, tag) {
+  if (!followed) return el("span", { "data-field": tag, class: "muted", text: "not followed" });
+  return el("span", { "data-field": tag, text: number ?? "not read yet" });
+}
+
+// The depth rule in time: N blocks × the registry's block time ("≈ 2.4 min"); nothing when
+// the chain's block time is unknown or the rule waits on a tag, not on depth alone.
+function ruleInTime(chain) {
+  if (!chain.block_time_s || chain.finality === "finalized" || chain.finality === "safe") return "";
+  const s = chain.confirmations * chain.block_time_s;
+  const text = s < 90 ? `${s.toFixed(s < 10 ? 1 : 0)} s` : s < 5400 ? `${(s / 60).toFixed(1)} min` : `${(s / 3600).toFixed(1)} h`;
+  return ` (≈ ${text} at ${chain.block_time_s} s a block)`;
 }
 
 function endpointState(chain, rpc) {
@@ -64,10 +81,11 @@ export const chains = {
       { head: "Chain", cell: (c) => c.name },
       { head: "Chain id", cell: (c) => String(c.chain_id), num: true },
       { head: "Head", cell: (c) => el("span", { "data-field": "head", text: c.head_number ?? "—" }), num: true },
-      { head: "Finalized", cell: (c) => (c.finalized_number ?? "—").toString(), num: true },
+      { head: "Safe", cell: (c) => tagHeight(c.safe_followed, c.safe_number, "safe"), num: true },
+      { head: "Finalized", cell: (c) => tagHeight(c.finalized_followed, c.finalized_number, "finalized"), num: true },
       { head: "State", cell: (c) => (c.healthy ? (c.lagging ? "lagging" : "healthy") : "unhealthy") },
       { head: "Last error", cell: (c) => c.last_error },
-      { head: "Finality rule", cell: (c) => `${c.finality}: ${finalityMeaning(c)}` },
+      { head: "Finality rule", cell: (c) => `${c.finality}: ${finalityMeaning(c)}${ruleInTime(c)}` },
       { head: "Watched", cell: (c) => String(c.watched), num: true },
       { head: "Calls per block", cell: callsPerBlock, num: true },
     ], list, "no chain is configured.");
@@ -117,15 +135,20 @@ export const settlements = {
       { head: "Block", cell: (s) => (s.block_number ?? "—").toString(), num: true },
       { head: "Reorgs", cell: (s) => String(s.reorg_count ?? 0), num: true },
     ], page.items, "no settlement matches.");
-    const back = el("button", { type: "button", text: "Previous page", disabled: ctx.cursors.length < 2, on: { click: () => {
-      ctx.cursors.pop(); ctx.reload();
-    } } });
-    const next = el("button", { type: "button", text: "Next page", disabled: !page.next_cursor, on: { click: () => {
-      ctx.cursors.push(page.next_cursor); ctx.reload();
-    } } });
-    return el("div", {}, rows, el("div", { class: "pager" }, back, next, el("span", { class: "muted", text: `${page.items.length} shown, ${PAGE_SIZE} a page` })));
+    return el("div", {}, rows, pager(ctx, page));
   },
 };
+
+// Previous / next over cursor pages: `ctx.cursors` holds the cursor of each page seen.
+function pager(ctx, page) {
+  const back = el("button", { type: "button", text: "Previous page", disabled: ctx.cursors.length < 2, on: { click: () => {
+    ctx.cursors.pop(); ctx.reload();
+  } } });
+  const next = el("button", { type: "button", text: "Next page", disabled: !page.next_cursor, on: { click: () => {
+    ctx.cursors.push(page.next_cursor); ctx.reload();
+  } } });
+  return el("div", { class: "pager" }, back, next, el("span", { class: "muted", text: `${page.items.length} shown, ${PAGE_SIZE} a page` }));
+}
 
 const STEP_WORDS = {
   registered: () => "registered",
@@ -308,6 +331,32 @@ export const instances = {
         { head: "Holder then (token)", cell: (r) => `${r.current_owner ?? "—"} (${r.current_token ?? "—"})` },
         { head: "At", cell: (r) => when(r.at) },
       ], leases.refused_writes || []));
+  },
+};
+
+const LEASE_WORDS = { held: "held (live)", expired: "expired (not yet taken over)", released: "released" };
+
+// The caller's agents' workflows: who holds each one's lock under which fencing token, until
+// when, where each step stands, and what the last lock change (a takeover) was judged.
+export const workflows = {
+  title: "Agents' workflows",
+  setup(ctx) {
+    ctx.cursors = [null];
+    return "";
+  },
+  async load(ctx) {
+    const cursor = ctx.cursors[ctx.cursors.length - 1];
+    const page = await get("/v1/workflows", { cursor, limit: PAGE_SIZE });
+    const rows = table(`Your workflows, oldest first, page ${ctx.cursors.length}`, [
+      { head: "Workflow", cell: (w) => el("span", {}, w.workflow_id, w.reference ? ` (reference ${w.reference})` : "") },
+      { head: "Holder", cell: (w) => el("span", { "data-field": "holder", text: w.holder }) },
+      { head: "Fencing token", cell: (w) => String(w.fencing_token), num: true },
+      { head: "Lease expires", cell: (w) => (w.lease_expires_at ? when(w.lease_expires_at) : "—") },
+      { head: "Lease", cell: (w) => LEASE_WORDS[w.lease_state] || w.lease_state },
+      { head: "Steps", cell: (w) => el("ol", { class: "steps" }, (w.steps || []).map((s) => el("li", { text: `${s.name}: ${s.state.replaceAll("_", " ")}` }))) },
+      { head: "Last lock change", cell: (w) => (w.verdict ? el("strong", { text: w.verdict }) : "none recorded") },
+    ], page.items, "none of yours.");
+    return el("div", {}, rows, pager(ctx, page));
   },
 };
 
