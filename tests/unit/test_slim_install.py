@@ -110,6 +110,7 @@ def test_base_dependencies_are_ranges_and_the_daemon_an_extra() -> None:
     assert sorted(d.split(">")[0].split("[")[0] for d in base) == [
         "coincurve",
         "httpx",
+        "py-arkworks-bls12381",
         "pydantic",
         "safe-pysha3",
         "typing-extensions",
