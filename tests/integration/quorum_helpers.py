@@ -120,3 +120,11 @@ def service_over(
     )
     config = parse_config(text, "<test>")
     return build(config) if monotonic is None else build(config, monotonic=monotonic)
+
+
+def close_built(service: App) -> None:
+    """Free what a built, never started daemon holds: its store and its hold on the SQLite
+    file (one daemon per store: a second build on the same file is refused until then)."""
+    service.store.close()
+    if service.instance_lock is not None:
+        service.instance_lock.release()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from chains.errors import ChainIdMismatch, RpcUnavailable
-from tests.integration.quorum_helpers import service_over
+from tests.integration.quorum_helpers import close_built, service_over
 from tests.support.anvil import Anvil, free_port
 from tests.support.daemon import Daemon, wait_for
 from tests.support.faulty_proxy import FaultyProxy
@@ -75,7 +75,7 @@ def test_two_of_three_wrong_with_quorum_two_refuses_naming_each(
         assert f"{proxies[1].url}: chain id 5" in message
         assert f"{proxies[2].url}: chain id 1" in message
     finally:
-        service.store.close()
+        close_built(service)
         for p in proxies:
             p.close()
 
@@ -90,7 +90,7 @@ def test_a_dead_endpoint_is_no_reason_to_refuse(anvil: Anvil, tmp_path: Path) ->
         service.start_chain("local")  # 2 of 3 right, one unreachable: starts
         assert service.health["local"].started
     finally:
-        service.store.close()
+        close_built(service)
     # Only one right and one dead, quorum 2: not refused (the dead one may come back), but
     # not started either: the service keeps trying.
     proxies[1].chain_id = 5
@@ -102,6 +102,6 @@ def test_a_dead_endpoint_is_no_reason_to_refuse(anvil: Anvil, tmp_path: Path) ->
             service.start_chain("local")
         assert not service.health["local"].started
     finally:
-        service.store.close()
+        close_built(service)
         for p in proxies:
             p.close()
