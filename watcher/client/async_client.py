@@ -175,6 +175,8 @@ class AsyncFinalityClient:
             async for event in self._stream(cursor, deadline, parser, opened=True, heads=True):
                 if event.get("opened") or (view is not None and common.concerns(event, view)):
                     view = await self._read(settlement_id, on_progress)
+                elif view is not None and (deeper := common.at_head(event, view)) is not None:
+                    view = await self._shown(deeper, on_progress)
                 if view is not None and view["verdict"] in TERMINAL:
                     return view
                 if deadline is not None and self.clock() >= deadline:
@@ -252,7 +254,11 @@ class AsyncFinalityClient:
         return dict(await self.request(method, path, **kw))
 
     async def _read(self, settlement_id: str, on_progress: AsyncProgress | None) -> View:
-        view = await self.get(settlement_id)
+        return await self._shown(await self.get(settlement_id), on_progress)
+
+    @staticmethod
+    async def _shown(view: View, on_progress: AsyncProgress | None) -> View:
+        """``view``, after handing it to ``on_progress`` (awaited when it is a coroutine)."""
         if on_progress is not None:
             result = on_progress(view)
             if result is not None:

@@ -169,11 +169,29 @@ def stream_error(base: str, response: httpx.Response, text: str) -> Exception:
 
 def concerns(event: Event, view: View) -> bool:
     """Whether ``event`` may have changed ``view``'s settlement: one of its own, or a reorg
-    (or other chain-wide event without a settlement) on its chain."""
+    (or other chain-wide event without a settlement) on its chain. A ``head`` frame is not
+    one: it moves only the depth, which :func:`at_head` derives without asking the daemon."""
+    if event.get("kind") == "head":
+        return False
     if event.get("settlement_id") == view["settlement_id"]:
         return True
     chain = view.get("chain")
     return chain is not None and event.get("settlement_id") is None and event.get("chain") == chain
+
+
+def at_head(event: Event, view: View) -> View | None:
+    """``view`` at the head a ``head`` frame of its chain announces (its depth, ``head -
+    block + 1``, shown as progress), or None when the frame says nothing new about it (another
+    chain, not included yet, or no deeper). The verdict stays the daemon's: only a
+    settlement's own events and reorgs make the client read the view again."""
+    block, depth = view.get("block_number"), view.get("confirmations")
+    if event.get("kind") != "head" or event.get("chain") != view.get("chain"):
+        return None
+    head = event.get("head_number")
+    if not isinstance(block, int) or not isinstance(depth, int) or not isinstance(head, int):
+        return None
+    moved = head - block + 1
+    return {**view, "confirmations": moved} if moved > depth else None
 
 
 def last_event_id(events: list[Event]) -> int:

@@ -201,6 +201,8 @@ class FinalityClient:
             for event in self._stream(cursor, deadline, parser, opened=True, heads=True):
                 if event.get("opened") or (view is not None and common.concerns(event, view)):
                     view = self._read(settlement_id, on_progress)
+                elif view is not None and (deeper := common.at_head(event, view)) is not None:
+                    view = self._shown(deeper, on_progress)
                 if view is not None and view["verdict"] in TERMINAL:
                     return view
                 if deadline is not None and self.clock() >= deadline:
@@ -278,7 +280,11 @@ class FinalityClient:
         return dict(self.request(method, path, **kw))
 
     def _read(self, settlement_id: str, on_progress: Progress | None) -> View:
-        view = self.get(settlement_id)
+        return self._shown(self.get(settlement_id), on_progress)
+
+    @staticmethod
+    def _shown(view: View, on_progress: Progress | None) -> View:
+        """``view``, after handing it to ``on_progress``."""
         if on_progress is not None:
             on_progress(view)
         return view
