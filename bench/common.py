@@ -69,9 +69,15 @@ def register_synthetic(store: Store, chain: ChainConfig, count: int) -> list[str
     return hashes
 
 
-def watcher_for(store: Store, chain: ChainConfig, clock: Clock = wall_clock_ms) -> ChainWatcher:
-    """A chain watcher reading through ``chain.rpc[0]``."""
-    return ChainWatcher(chain, store, connect(chain.rpc[0]), clock=clock)
+def watcher_for(
+    store: Store,
+    chain: ChainConfig,
+    clock: Clock = wall_clock_ms,
+    fence: tuple[str, int] | None = None,
+) -> ChainWatcher:
+    """A chain watcher reading through ``chain.rpc[0]``, writing under ``fence``."""
+    client = connect(chain.rpc[0])
+    return ChainWatcher(chain, store, client, clock=clock, fence_of=lambda _name: fence)
 
 
 __all__ = ["Anvil", "chain_config", "fresh_store", "register_synthetic", "watcher_for"]

@@ -94,12 +94,13 @@ def throughput(anvil: Anvil, store: Store, txs: int, fenced: bool) -> tuple[floa
     """(settlements/s, blocks/s) of one watcher confirming ``txs`` settlements."""
     chain = chain_config(anvil.url, poll_interval_s=0.1, max_blocks_per_poll=1000)
     now = time.time_ns() // 1_000_000
-    watcher = watcher_for(store, chain)
     store.ensure_chain("local", 31337, now)
+    fence = None
     if fenced:
         lease, _ = ls.acquire(store.writer, "local", "bench", now, 600_000, None)
         assert lease is not None
-        watcher.fence = ("bench", lease.token)
+        fence = ("bench", lease.token)
+    watcher = watcher_for(store, chain, fence=fence)
     watcher.poll()  # the head before the txs: the timed part processes every block after it
     start_block = anvil.head()
     for _ in range(txs):

@@ -55,9 +55,16 @@ class BelowWindow:
     ``client``, from the window's ``bottom`` header."""
 
     def __init__(
-        self, chain: str, client: RpcClient, bottom: BlockHeader, recorded: RecordedBlocks
+        self,
+        chain: str,
+        client: RpcClient,
+        bottom: BlockHeader,
+        recorded: RecordedBlocks,
+        max_batch: int | None = None,
     ) -> None:
         self.chain = chain
+        self.steps = client.max_batch if max_batch is None else max(1, max_batch)
+        """Heights walked per step at most (a poll's limit, default the client's own)."""
         self.client = client
         self.bottom = bottom
         self.recorded = recorded
@@ -87,7 +94,7 @@ class BelowWindow:
         bottom = self.bottom
         old_hash, number = bottom.parent_hash, bottom.number - 1
         below: list[ReplacedBlock] = []
-        for _ in range(self.client.max_batch):
+        for _ in range(self.steps):
             if number < 0:
                 break
             new_hash: BlockHash | None = None
@@ -116,11 +123,11 @@ class BelowWindow:
         be on both branches, returned too)."""
         below: list[ReplacedBlock] = []
         while True:
-            points = self.recorded(under, self.client.max_batch)
+            points = self.recorded(under, self.steps)
             if not points:
                 return below, None
             asked = [(n, h) for n, h in points if n <= latest.number]
-            fetched = self.client.blocks([n for n, _ in asked], full=False) if asked else []
+            fetched = self.client.blocks([n for n, _ in asked], False, self.steps) if asked else []
             found = {n: b for (n, _), b in zip(asked, fetched, strict=True)}
             for number, old_hash in points:
                 if number > latest.number:

@@ -5,22 +5,19 @@ Two layers:
 * :class:`RpcTransport` — the narrow seam: send one request or one batch, get the raw JSON
   answers back. :class:`Web3Transport` is the real one (web3.py's ``HTTPProvider`` with its
   own retries switched off: retrying is the tracker's decision, not the transport's);
-  ws:// and wss:// endpoints get :class:`chains.ws_transport.WsTransport` instead
-  (:func:`transport_for` picks by scheme). Unit tests can script odd node behaviour through
-  a transport of their own.
+  ws:// and wss:// get :class:`chains.ws_transport.WsTransport` (:func:`transport_for`
+  picks by scheme). Unit tests script odd node behaviour through a transport of their own.
 * :class:`RpcClient` — typed methods over a transport. Every answer is checked: a JSON-RPC
-  error object is an :class:`RpcErrorResponse` even when the HTTP status was 200 (it is never
-  read as "no receipt"), and a result without the promised shape is an
-  :class:`RpcMalformedResponse`. Results come back as the frozen models of chains.models.
-  Headers must re-hash (``check_headers``), answers must be what was asked and batches are
-  matched by id; a failure is :class:`NodeDataInvalid` (:meth:`RpcClient.distrust`).
+  error object is an :class:`RpcErrorResponse` even with HTTP 200 (never "no receipt"),
+  a result without the promised shape an :class:`RpcMalformedResponse`. Results are the
+  frozen models of chains.models. Headers must re-hash, answers be what was asked, batches
+  be matched by id; else :class:`NodeDataInvalid` (:meth:`RpcClient.distrust`).
 
 Optional methods (``eth_getBlockReceipts``, ``eth_getRawTransactionByHash``,
 ``eth_getRawTransactionByBlockHashAndIndex``) are not offered by every node (Hardhat,
 Ganache, many providers). The first answer that says so is remembered per endpoint
-(:mod:`chains.capabilities`) and from then on the same result is built from standard calls
-every node has (:mod:`chains.fallbacks`), without asking again: one missing method never
-stops a chain.
+(:mod:`chains.capabilities`); from then on the result is built from standard calls every
+node has (:mod:`chains.fallbacks`), without asking again: no missing method stops a chain.
 """
 
 from __future__ import annotations
@@ -200,11 +197,13 @@ class RpcClient:
             raise
         return self._checked(method, params, answer)
 
-    def batch(self, calls: Sequence[Call]) -> list[Any]:
-        """Many calls, sent in batches of at most ``max_batch``; results in call order."""
+    def batch(self, calls: Sequence[Call], max_batch: int | None = None) -> list[Any]:
+        """Calls in batches of at most ``max_batch`` (a poll's limit; default the client's
+        own, never changed for one caller); results in call order."""
+        size = self.max_batch if max_batch is None else max(1, min(max_batch, self.max_batch))
         results: list[Any] = []
-        for start in range(0, len(calls), self.max_batch):
-            chunk = calls[start : start + self.max_batch]
+        for start in range(0, len(calls), size):
+            chunk = calls[start : start + size]
             with self._lock:
                 for method, _ in chunk:
                     self.calls[method] += 1
@@ -229,9 +228,12 @@ class RpcClient:
         raw = self.call("eth_getBlockByNumber", [_tag(tag), full])
         return None if raw is None else self.parse_block(raw, "eth_getBlockByNumber")
 
-    def blocks(self, numbers: Sequence[int], full: bool = True) -> list[Block | None]:
-        """Several blocks by number in batched requests."""
-        raws = self.batch([("eth_getBlockByNumber", [_tag(n), full]) for n in numbers])
+    def blocks(
+        self, numbers: Sequence[int], full: bool = True, max_batch: int | None = None
+    ) -> list[Block | None]:
+        """Several blocks by number in batched requests (of at most ``max_batch``)."""
+        calls: list[Call] = [("eth_getBlockByNumber", [_tag(n), full]) for n in numbers]
+        raws = self.batch(calls, max_batch)
         return [None if r is None else self.parse_block(r, "eth_getBlockByNumber") for r in raws]
 
     def header(self, tag: BlockTag) -> BlockHeader | None:

@@ -44,10 +44,24 @@ __all__ = [
     "Advance",
     "HeadTracker",
     "HeaderWindow",
+    "PollLimits",
     "RecordedBlocks",
     "Reorg",
     "ReplacedBlock",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class PollLimits:
+    """How much one poll may ask of the node: given to each poll as an argument (a poll
+    sized to a call budget), never set on the tracker or the shared client."""
+
+    max_blocks: int = 500
+    """New blocks fetched per poll at most (a catch-up advances this much a poll)."""
+    max_batch: int | None = None
+    """Calls per JSON-RPC batch at most; None: the client's own setting."""
+    max_probes: int = 1_000_000
+    """Watched txs looked up by hash per poll at most (the engine's part of the poll)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,19 +185,22 @@ class HeadTracker:
         self.chain = chain
         self.client = client
         self.window = window
-        self.max_blocks_per_poll = max_blocks_per_poll
+        self.default_limits = PollLimits(max_blocks=max_blocks_per_poll)
+        """The limits of a poll that is given none."""
         self.recorded = recorded
         """The blocks the watcher recorded below the window (see the module doc)."""
 
-    def poll(self) -> Advance:
-        """Ask the node once for ``latest`` and work out what changed. Does not move the window."""
+    def poll(self, limits: PollLimits | None = None) -> Advance:
+        """Ask the node once for ``latest`` and work out what changed, fetching within
+        ``limits`` (default: :attr:`default_limits`). Does not move the window."""
+        lim = limits or self.default_limits
         self._recheck_forked()
-        advance = self._poll()
-        if advance.reorg is not None and advance.reorg.beyond_window and self._join_elsewhere():
-            advance = self._poll()  # read again through the endpoint whose chain joins ours
+        advance = self._poll(lim)
+        if advance.reorg is not None and advance.reorg.beyond_window and self._join_elsewhere(lim):
+            advance = self._poll(lim)  # read again through the endpoint whose chain joins ours
         return advance
 
-    def _poll(self) -> Advance:
+    def _poll(self, lim: PollLimits) -> Advance:
         latest = self.client.block("latest", full=True)
         if latest is None:
             raise ChainInconsistent(f"{self.chain}: node has no latest block")
@@ -200,19 +217,21 @@ class HeadTracker:
         if node_head.number == head.number + 1 and node_head.parent_hash == head.hash:
             return Advance(node_head=node_head, blocks=(latest,))
         if node_head.number > head.number:
-            gap = self._fetch_range(head.number + 1, node_head.number, latest)
+            gap = self._fetch_range(head.number + 1, node_head.number, latest, lim)
             if gap[0].header.parent_hash == head.hash:
                 _check_links(self.chain, gap)
                 return Advance(node_head=node_head, blocks=tuple(gap))
-        return self._reorg(head, latest)
+        return self._reorg(head, latest, lim)
 
-    def _fetch_range(self, first: int, node_head: int, latest: Block) -> list[Block]:
-        """Blocks ``first``.. up to ``max_blocks_per_poll`` of them, reusing ``latest``."""
-        last = min(node_head, first + self.max_blocks_per_poll - 1)
+    def _fetch_range(
+        self, first: int, node_head: int, latest: Block, lim: PollLimits
+    ) -> list[Block]:
+        """Blocks ``first``.. up to ``lim.max_blocks`` of them, reusing ``latest``."""
+        last = min(node_head, first + lim.max_blocks - 1)
         numbers = list(range(first, last + 1))
         if last == node_head:
             numbers.pop()
-        fetched = self.client.blocks(numbers, full=True) if numbers else []
+        fetched = self.client.blocks(numbers, True, lim.max_batch) if numbers else []
         blocks: list[Block] = []
         for number, block in zip(numbers, fetched, strict=True):
             if block is None:
@@ -222,17 +241,17 @@ class HeadTracker:
             blocks.append(latest)
         return blocks
 
-    def _reorg(self, head: BlockHeader, latest: Block) -> Advance:
+    def _reorg(self, head: BlockHeader, latest: Block, lim: PollLimits) -> Advance:
         start = min(head.number, latest.header.number)
-        ancestor = self._common_ancestor(self.client, start)
+        ancestor = self._common_ancestor(self.client, start, lim.max_batch)
         below: list[ReplacedBlock] = []
         known: BlockHeader | None = None
         if ancestor is None:
             bottom = self.window.get(self._bottom())
             assert bottom is not None
-            walk = BelowWindow(self.chain, self.client, bottom, self.recorded)
+            walk = BelowWindow(self.chain, self.client, bottom, self.recorded, lim.max_batch)
             ancestor, below, known = walk.rebase(latest.header)
-        branch = self._fetch_range(ancestor.number + 1, latest.header.number, latest)
+        branch = self._fetch_range(ancestor.number + 1, latest.header.number, latest, lim)
         if branch and branch[0].header.parent_hash != ancestor.hash:
             raise ChainInconsistent(
                 f"{self.chain}: block {branch[0].header.number} does not link to the common "
@@ -262,12 +281,15 @@ class HeadTracker:
         assert bottom is not None
         return bottom
 
-    def _common_ancestor(self, client: RpcClient, start: int) -> BlockHeader | None:
+    def _common_ancestor(
+        self, client: RpcClient, start: int, max_batch: int | None
+    ) -> BlockHeader | None:
         """Highest held header that ``client``'s node still has at the same height with the
-        same hash; None when no held header survives."""
+        same hash (walking back ``max_batch`` heights a call, default the client's own);
+        None when no held header survives."""
         bottom = self._bottom()
         high = start
-        step = client.max_batch
+        step = client.max_batch if max_batch is None else max(1, min(max_batch, client.max_batch))
         while high >= bottom:
             low = max(bottom, high - step + 1)
             numbers = list(range(low, high + 1))
@@ -283,7 +305,7 @@ class HeadTracker:
 
     # -- several endpoints: leave one whose chain does not join ours ----------------------
 
-    def _join_elsewhere(self) -> bool:
+    def _join_elsewhere(self, lim: PollLimits) -> bool:
         """After a poll found no held header on the followed node: follow another endpoint
         whose chain joins the window, if one does, leaving the followed one as forked."""
         client = self.client
@@ -295,7 +317,7 @@ class HeadTracker:
             if i == followed or not health.usable or health.forked is not None:
                 continue
             try:
-                joined = self._common_ancestor(member, self.window.head.number)
+                joined = self._common_ancestor(member, self.window.head.number, lim.max_batch)
             except ChainError:
                 continue
             if joined is not None:

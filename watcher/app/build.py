@@ -3,8 +3,10 @@
 Each part gets the narrow collaborators it uses, at construction, never the daemon itself:
 
 1. the store, then the outbox plan (the alert routes every decision writer shares);
-2. per chain: its call budget, its client, its engine (store, client, clock, plan, gate);
-3. the signing key, then the handoff manager (it signs each takeover's elements with it);
+2. per chain: its call budget, its client and its lock;
+3. the signing key, then the handoff manager (it signs each takeover's elements with it),
+   then per chain its engine (store, client, clock, plan, gate, and the manager's fencing
+   token, asked at every write);
 4. the delivery sender, the receipts issuer (fenced by the handoff manager's leases; it
    wakes the sender when a receipt is stored), the sources poller and its webhook inbox,
    the endpoint alerts; then the chain runner (the poll jobs, running the components'
@@ -98,8 +100,9 @@ def _build(
 ) -> App:
     started_at = clock()
     plan = OutboxPlan(routes_from_config(config.alerts))
-    chains = _build_chains(config, store, clock, monotonic, plan)
+    chains = _build_chains(config, clock, monotonic)
     handoff = _handoff(config, store, clock, chains, signer)
+    _build_engines(config, store, clock, plan, chains, handoff.fence)
     scheduler = BackgroundScheduler(timezone="UTC")
     parts = _build_parts(config, store, clock, plan, chains, handoff, signer, scheduler)
     stopping = threading.Event()
@@ -153,10 +156,11 @@ def _handoff(
         config.handoff.lease_s,
         config.handoff.renew_s,
         clock,
-        chains.watchers,
+        chains.watchers,  # filled next, by _build_engines: each engine asks handoff.fence
         chains.locks,
         balance=config.handoff.balance,
         signer=signer,
+        nodes=chains.clients,
     )
 
 
@@ -228,14 +232,9 @@ def _build_parts(
     return _Parts(issuer, sender, sources, inbox, endpoints)
 
 
-def _build_chains(
-    config: Config,
-    store: Store,
-    clock: Clock,
-    monotonic: Callable[[], float],
-    plan: OutboxPlan,
-) -> _Chains:
-    """Each configured chain's budget, client (failover over its endpoints), engine and lock."""
+def _build_chains(config: Config, clock: Clock, monotonic: Callable[[], float]) -> _Chains:
+    """Each configured chain's budget, client (failover over its endpoints) and lock; the
+    engines come after the handoff manager (:func:`_build_engines`)."""
     built = _Chains({}, {}, {}, {}, {})
     for chain in config.chains:
         budget = None
@@ -246,18 +245,33 @@ def _build_chains(
         built.clients[chain.name] = client
         # Live look-ups never spend the engine's budget (watcher/api/live_limits.py).
         built.live_clients[chain.name] = client if budget is None else _client(chain, None)
+        built.locks[chain.name] = threading.Lock()
+    return built
+
+
+def _build_engines(
+    config: Config,
+    store: Store,
+    clock: Clock,
+    plan: OutboxPlan,
+    chains: _Chains,
+    fence_of: Callable[[str], tuple[str, int] | None],
+) -> None:
+    """Each chain's engine, writing under the handoff's fencing token (``fence_of``, as
+    the receipts and sources do), into ``chains.watchers``."""
+    for chain in config.chains:
+        client = chains.clients[chain.name]
         alert = event_recorder(store, chain.name, clock, lambda: plan)
-        built.watchers[chain.name] = ChainWatcher(
+        chains.watchers[chain.name] = ChainWatcher(
             chain,
             store,
             client,
             clock=clock,
             gate=pool.gate_for(chain.rpc, chain.quorum, client, alert=alert),
-            budget=budget,
+            budget=chains.budgets.get(chain.name),
             plan=plan,
+            fence_of=fence_of,
         )
-        built.locks[chain.name] = threading.Lock()
-    return built
 
 
 def _client(chain: ChainConfig, budget: CallBudget | None) -> RpcClient:

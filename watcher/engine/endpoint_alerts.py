@@ -1,4 +1,4 @@
-"""Alerts about single endpoints of a chain read through several (issue 7).
+"""Alerts about single endpoints of a chain read through several.
 
 With several endpoints a bad one does not stop the chain: failover reads on from the others,
 and the chain's own ``rpc_unhealthy`` (no usable endpoint at all) never fires. An operator

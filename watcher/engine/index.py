@@ -2,8 +2,8 @@
 
 Memory holds only lookups (tx hash → settlements, (sender, nonce) → settlements); the store
 is the truth, and a restart rebuilds the index from it (``Store.watch_entries``). One tx
-hash may be watched by several settlements (one per API caller that registered it, issue
-14): a block's tx is matched once and concerns all of them.
+hash may be watched by several settlements (one per API caller that registered it): a
+block's tx is matched once and concerns all of them.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ scanned. The calls themselves are in :mod:`watcher.engine.probes`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,9 +17,11 @@ from chains.block_checks import check_senders
 from chains.models import BlockHeader, TxInfo
 from chains.quorum import Anchor, GateResult
 from guard.types import Address, TxHash
+from watcher.engine.apply import decide_records
+from watcher.engine.fetch import ChainSource
+from watcher.engine.memory import ChainMemory
 from watcher.engine.probes import located_info, lookup, per_hash, receipts_by_block
-from watcher.engine.settle import decide_settlement
-from watcher.engine.state import ChainState
+from watcher.engine.rules import ChainRules, Tally
 from watcher.store.block_txn import BlockTxn
 from watcher.store.records import SettlementRecord
 
@@ -37,47 +40,91 @@ class Answers:
     """Signed bytes of the pending ones, by settlement id."""
 
 
-class TxLookups(ChainState):
-    """The by-hash part of a chain's engine."""
+@dataclass(frozen=True)
+class LookupOutcome:
+    """What one committed look-up transaction did."""
 
-    probe_batch: int
-    reprobe_per_minute: int
-    _reprobe_tokens: float
-    _reprobe_at: int
-    _probe_limit: int = 1_000_000
+    looked_up: int
+    """Settlements looked up."""
+    records: tuple[SettlementRecord, ...] = ()
+    """Their records as now stored (the watch index follows them)."""
+    confirmed_blocks: tuple[int, ...] = ()
+    """Inclusion blocks of those that became FINALITY_CONFIRMED."""
 
-    def _probe(self) -> int:
-        """Look up watched txs by hash: all new ones, and a budget of still-unseen ones."""
-        now = self.clock()
-        elapsed_min = (now - self._reprobe_at) / 60_000 if self._reprobe_at else 0.0
-        self._reprobe_at = now
-        self._reprobe_tokens = min(
+
+NOTHING_LOOKED_UP = LookupOutcome(0)
+
+
+class TxLookups:
+    """The by-hash part of a chain's engine: which txs to ask, the node's answers, and the
+    transaction that records them. It keeps only the re-probe budget between polls."""
+
+    def __init__(
+        self,
+        source: ChainSource,
+        fence_of: Callable[[str], tuple[str, int] | None],
+        probe_batch: int = 1000,
+        reprobe_per_minute: int = 6,
+    ) -> None:
+        self.source = source
+        self.name = source.name
+        self.store = source.store
+        self.client = source.client
+        self.facts = source.facts
+        self.gate = source.gate
+        self.fence_of = fence_of
+        self.probe_batch = probe_batch
+        self.reprobe_per_minute = reprobe_per_minute
+        self.reprobe_tokens = 0.0
+        """Still-unseen txs that may be asked again (refilled with time)."""
+        self.reprobe_at = 0
+        """When the tokens were last refilled (ms; 0: never)."""
+
+    def probe(
+        self, memory: ChainMemory, rules: ChainRules, now: int, limit: int, max_batch: int | None
+    ) -> LookupOutcome:
+        """Look up watched txs by hash: all new ones, and a budget of still-unseen ones
+        (at most ``limit`` in all)."""
+        elapsed_min = (now - self.reprobe_at) / 60_000 if self.reprobe_at else 0.0
+        self.reprobe_at = now
+        self.reprobe_tokens = min(
             float(self.reprobe_per_minute),
-            self._reprobe_tokens + elapsed_min * self.reprobe_per_minute,
+            self.reprobe_tokens + elapsed_min * self.reprobe_per_minute,
         )
-        due = self.store.due_probes(self.name, now, min(self.probe_batch, self._probe_limit))
+        due = self.store.due_probes(self.name, now, min(self.probe_batch, limit))
         fresh = [r for r in due if r.probe_count == 0]
-        budget = int(self._reprobe_tokens)
+        budget = int(self.reprobe_tokens)
         again = [r for r in due if r.probe_count > 0][:budget]
-        self._reprobe_tokens -= len(again)
-        return self._look_up(fresh + again, now)
+        self.reprobe_tokens -= len(again)
+        return self.look_up(memory, rules, fresh + again, now, max_batch=max_batch)
 
-    def _recheck_after_rebase(self) -> int:
+    def recheck_after_rebase(
+        self, memory: ChainMemory, rules: ChainRules, now: int
+    ) -> LookupOutcome:
         """After a reorg that replaced the whole window (a rebase), look every watched tx
         not included for us up by hash once: the new branch below the window is never
         scanned, and a tx may have been (re-)included there."""
         todo = self.store.unanchored_watching(self.name)
-        return self._look_up(todo, self.clock(), by_receipt=True)
+        return self.look_up(memory, rules, todo, now, by_receipt=True)
 
-    def _look_up(self, todo: list[SettlementRecord], now: int, by_receipt: bool = False) -> int:
+    def look_up(
+        self,
+        memory: ChainMemory,
+        rules: ChainRules,
+        todo: list[SettlementRecord],
+        now: int,
+        by_receipt: bool = False,
+        max_batch: int | None = None,
+    ) -> LookupOutcome:
         """Look ``todo`` up by hash (batched): record sender and nonce, and inclusions in
         blocks already processed (then decide them at once). ``by_receipt``: ask every tx's
         receipt too, not only of those the node shows in a block (after a reorg a node may
-        still show a re-included tx as pending, as anvil does)."""
+        still show a re-included tx as pending, as anvil does). Memory is not touched: the
+        caller moves it from the outcome."""
         if not todo:
-            return 0
-        answers = self._answers(todo, by_receipt)
-        head = self.window.head
+            return NOTHING_LOOKED_UP
+        answers = self._answers(todo, by_receipt, max_batch)
+        head = memory.window.head
         # Included where we cannot judge it yet (no head before the first block is stored, or
         # no receipt yet at a height already processed): leave it untouched so the next poll
         # looks it up again. Recording its sender would end its probing for good, and block
@@ -88,36 +135,39 @@ class TxLookups(ChainState):
             if head is None or (receipt is None and (info.block_number or 0) <= head.number)
         }
         approval = self._probe_approval(answers, deferred, head)
-        self._confirmed_blocks = []
-        with self.store.block_txn(self.name, now, self.fence) as txn:
-            self._note_senders(txn, todo, answers, deferred, now)
-            found = self._inclusions(txn, answers, deferred, head)
-            if found and head is not None:
+        tally = Tally()
+        with self.store.block_txn(self.name, now, self.fence_of(self.name)) as txn:
+            _note_senders(txn, todo, answers, deferred, now)
+            found = _inclusions(txn, memory, answers, deferred, head)
+            pos = memory.position()
+            if found and pos is not None:
                 # Included in a block processed before registration: decide now (it may
                 # already be deep enough), not only when the next block arrives.
-                pos = self._position(head.number, head.hash)
-                rules = self._rules(approval)
-                for rec in txn.by_ids(found):
-                    self._count(decide_settlement(txn, rec, pos, now, rules))
-                self.plan.on_progress(txn, head.number, head.hash, set(found))
+                deciding = rules.deciding(approval or memory.approval)
+                decide_records(txn, txn.by_ids(found), pos, now, deciding, tally)
+                rules.plan.on_progress(txn, pos.head_number, pos.head_hash, set(found))
             # Read back only what the node answered for: the others' writes (the next probe
             # time) change nothing the index holds, and only this chain's engine writes its
             # settlements, so the records read for the probe still stand for them.
             answered = {r.settlement_id for r, i in zip(todo, answers.infos, strict=True) if i}
             changed = txn.by_ids([r.settlement_id for r in todo if r.settlement_id in answered])
-        for rec in [*changed, *(r for r in todo if r.settlement_id not in answered)]:
-            self.index.update(rec)
-        self._observe_confirmed(now)
-        return len(todo)
+        kept = [r for r in todo if r.settlement_id not in answered]
+        return LookupOutcome(len(todo), (*changed, *kept), tuple(tally.confirmed))
 
-    def _answers(self, todo: list[SettlementRecord], by_receipt: bool) -> Answers:
+    def _answers(
+        self, todo: list[SettlementRecord], by_receipt: bool, max_batch: int | None
+    ) -> Answers:
         """Ask the node about ``todo``: one call per tx hash at most (several settlements of
         one tx share it), one per block for receipts (watcher/engine/probes.py); with
         ``by_receipt`` every receipt and raw tx is asked."""
         hashes = [r.tx_hash for r in todo]
         rebuilt: dict[str, str | None] = {}
         client = self.client
-        infos = per_hash(client.transactions, hashes) if by_receipt else self._infos(todo, rebuilt)
+        infos = (
+            per_hash(client.transactions, hashes)
+            if by_receipt
+            else self._infos(todo, rebuilt, max_batch)
+        )
         every = per_hash(client.receipts, hashes) if by_receipt else [None] * len(todo)
         hits = [
             (r, i, receipt)
@@ -155,54 +205,6 @@ class TxLookups(ChainState):
             raws = dict(zip((r.settlement_id for r in pending), fetched, strict=True))
         return Answers(infos, included, receipts, raws)
 
-    def _note_senders(
-        self,
-        txn: BlockTxn,
-        todo: list[SettlementRecord],
-        answers: Answers,
-        deferred: set[str],
-        now: int,
-    ) -> None:
-        """Record each answered tx's sender, nonce and signed bytes; schedule its next
-        probe with a growing backoff. Two statements in all, each executed for every row
-        (a statement per row was a third of the poller's time under batch registration)."""
-        senders: list[tuple[SettlementRecord, str, int, str | None]] = []
-        probes: list[tuple[SettlementRecord, int]] = []
-        for rec, info in zip(todo, answers.infos, strict=True):
-            if rec.settlement_id in deferred:
-                continue
-            if info is not None:
-                senders.append((rec, info.sender, info.nonce, answers.raws.get(rec.settlement_id)))
-            backoff = min(300_000, 5_000 * 2 ** min(rec.probe_count, 6))
-            probes.append((rec, now + backoff))
-        txn.set_senders(senders)
-        txn.set_probes(probes)
-
-    def _inclusions(
-        self, txn: BlockTxn, answers: Answers, deferred: set[str], head: BlockHeader | None
-    ) -> list[str]:
-        """Record inclusions in blocks already processed here; returns their ids."""
-        found: list[str] = []
-        for (rec, info), receipt in zip(answers.included, answers.receipts, strict=True):
-            if rec.settlement_id in deferred:
-                continue
-            if receipt is None or head is None or receipt.block_number > head.number:
-                continue  # not yet processed here: block scanning will find it
-            held = self.window.get(receipt.block_number)
-            if held is not None and held.hash != receipt.block_hash:
-                continue  # the node's receipt is on another branch: not included for us
-            txn.set_inclusion(
-                rec,
-                receipt.block_number,
-                receipt.block_hash,
-                receipt.tx_index,
-                receipt.status,
-                info.sender,
-                info.nonce,
-            )
-            found.append(rec.settlement_id)
-        return found
-
     def _probe_approval(
         self, answers: Answers, deferred: set[str], head: BlockHeader | None
     ) -> GateResult | None:
@@ -226,14 +228,16 @@ class TxLookups(ChainState):
         ]
         return self.gate.approve(anchors, head) if anchors else None
 
-    def _infos(self, todo: list[SettlementRecord], rebuilt: dict[str, str | None]) -> list[Any]:
+    def _infos(
+        self, todo: list[SettlementRecord], rebuilt: dict[str, str | None], max_batch: int | None
+    ) -> list[Any]:
         """What the node says of each of ``todo`` (TxInfo or None), filling ``rebuilt`` with
         the signed bytes of pending ones. A registration that gave sender and nonce is not
         asked: it is found in the blocks the tracker holds, or left to block scanning."""
         unknown = [r for r in todo if r.sender is None or r.nonce is None]
         peers = self._peers(unknown) if unknown else {}
         asked = [r for r in unknown if r.settlement_id not in peers]
-        looked = lookup(self.client, [r.tx_hash for r in asked])
+        looked = lookup(self.client, [r.tx_hash for r in asked], max_batch)
         answers = dict(zip((r.settlement_id for r in asked), looked, strict=True))
         infos: list[Any] = []
         for r in todo:
@@ -250,7 +254,7 @@ class TxLookups(ChainState):
 
     def _peers(self, todo: list[SettlementRecord]) -> dict[str, tuple[TxInfo, str | None]]:
         """(TxInfo, signed bytes) for those of ``todo`` whose tx another caller's settlement
-        already holds the signed bytes of (issue 14): no lookup. A caller's bare word about
+        already holds the signed bytes of: no lookup. A caller's bare word about
         sender and nonce is never passed on to another caller; and only where the facts are
         complete without a call: the tx still pending for the peer (block scanning finds it
         for both), or in a block the tracker holds. Otherwise the node is asked."""
@@ -266,3 +270,56 @@ class TxLookups(ChainState):
             if info is not None:
                 out[r.settlement_id] = (info, peer.raw_tx)
         return out
+
+
+def _note_senders(
+    txn: BlockTxn,
+    todo: list[SettlementRecord],
+    answers: Answers,
+    deferred: set[str],
+    now: int,
+) -> None:
+    """Record each answered tx's sender, nonce and signed bytes; schedule its next
+    probe with a growing backoff. Two statements in all, each executed for every row
+    (a statement per row was a third of the poller's time under batch registration)."""
+    senders: list[tuple[SettlementRecord, str, int, str | None]] = []
+    probes: list[tuple[SettlementRecord, int]] = []
+    for rec, info in zip(todo, answers.infos, strict=True):
+        if rec.settlement_id in deferred:
+            continue
+        if info is not None:
+            senders.append((rec, info.sender, info.nonce, answers.raws.get(rec.settlement_id)))
+        backoff = min(300_000, 5_000 * 2 ** min(rec.probe_count, 6))
+        probes.append((rec, now + backoff))
+    txn.set_senders(senders)
+    txn.set_probes(probes)
+
+
+def _inclusions(
+    txn: BlockTxn,
+    memory: ChainMemory,
+    answers: Answers,
+    deferred: set[str],
+    head: BlockHeader | None,
+) -> list[str]:
+    """Record inclusions in blocks already processed here; returns their ids."""
+    found: list[str] = []
+    for (rec, info), receipt in zip(answers.included, answers.receipts, strict=True):
+        if rec.settlement_id in deferred:
+            continue
+        if receipt is None or head is None or receipt.block_number > head.number:
+            continue  # not yet processed here: block scanning will find it
+        held = memory.window.get(receipt.block_number)
+        if held is not None and held.hash != receipt.block_hash:
+            continue  # the node's receipt is on another branch: not included for us
+        txn.set_inclusion(
+            rec,
+            receipt.block_number,
+            receipt.block_hash,
+            receipt.tx_index,
+            receipt.status,
+            info.sender,
+            info.nonce,
+        )
+        found.append(rec.settlement_id)
+    return found

@@ -29,6 +29,7 @@ from chains.block_checks import checked_receipts, sender_mismatch
 from chains.block_facts import BlockFacts
 from chains.models import TxInfo, TxReceipt
 from chains.rpc import RpcClient
+from chains.transport import Call
 from guard import rlp
 from guard.tx_encode import encode_checked
 from guard.txs import TransactionError
@@ -47,18 +48,23 @@ def per_hash(ask: Callable[[Sequence[str]], Sequence[T]], tx_hashes: Sequence[st
     return [answers[h] for h in tx_hashes]
 
 
-def lookup(client: RpcClient, tx_hashes: Sequence[str]) -> list[tuple[TxInfo | None, str | None]]:
-    """(``eth_getTransactionByHash`` parsed, signed bytes of a pending tx) per hash, in one
-    batch (each distinct hash asked once); the bytes are rebuilt locally, fetched raw only
-    where that fails."""
-    return per_hash(lambda hashes: _lookup(client, hashes), tx_hashes)
+def lookup(
+    client: RpcClient, tx_hashes: Sequence[str], max_batch: int | None = None
+) -> list[tuple[TxInfo | None, str | None]]:
+    """(``eth_getTransactionByHash`` parsed, signed bytes of a pending tx) per hash, in
+    batches of at most ``max_batch`` (each distinct hash asked once); the bytes are rebuilt
+    locally, fetched raw only where that fails."""
+    return per_hash(lambda hashes: _lookup(client, hashes, max_batch), tx_hashes)
 
 
-def _lookup(client: RpcClient, tx_hashes: Sequence[str]) -> list[tuple[TxInfo | None, str | None]]:
+def _lookup(
+    client: RpcClient, tx_hashes: Sequence[str], max_batch: int | None
+) -> list[tuple[TxInfo | None, str | None]]:
     """:func:`lookup` of distinct hashes."""
     if not tx_hashes:
         return []
-    raws = client.batch([("eth_getTransactionByHash", [h]) for h in tx_hashes])
+    calls: list[Call] = [("eth_getTransactionByHash", [h]) for h in tx_hashes]
+    raws = client.batch(calls, max_batch)
     out: list[tuple[TxInfo | None, str | None]] = []
     unbuilt: list[int] = []
     for i, raw in enumerate(raws):

@@ -50,10 +50,9 @@ TICK_MAX_S = 0.5
 
 
 class FollowedChain(Protocol):
-    """What a takeover does to a chain's engine: forget its in-memory state, write with the
-    new token, and ask its node about the committed head."""
-
-    fence: tuple[str, int] | None
+    """What a takeover does to a chain's engine: forget its in-memory state (its writes
+    carry the new token: the engine asks :meth:`HandoffManager.fence` at each one), and ask
+    its node about the committed head."""
 
     @property
     def client(self) -> HeaderReader: ...
@@ -81,9 +80,13 @@ class HandoffManager:
         locks: Mapping[str, threading.Lock],
         balance: bool = True,
         signer: Sealer | None = None,
+        nodes: Mapping[str, HeaderReader] | None = None,
     ) -> None:
         """``signer`` signs the four recorded elements of each takeover (None: digests
-        only); the daemon passes the receipts key (watcher.app.build)."""
+        only); the daemon passes the receipts key (watcher.app.build). ``nodes``: each
+        chain's client, asked about the committed head at a takeover (default: the
+        engines' own); the wiring passes it when the engines are built after the manager
+        (they take :meth:`fence` from it), and fills ``watchers`` then."""
         self.store = HandoffStore(store)
         self.names = list(names)
         self.instance_id = instance_id
@@ -105,7 +108,7 @@ class HandoffManager:
             self.store,
             instance_id,
             clock,
-            {n: w.client for n, w in watchers.items()},
+            nodes if nodes is not None else {n: w.client for n, w in watchers.items()},
             signer,
         )
         self.balance = balance
@@ -266,8 +269,7 @@ class HandoffManager:
     def _take_over(self, name: str, acquired: ls.Acquired) -> None:
         watcher = self.watchers.get(name)
         if watcher is not None:
-            watcher.reset()
-            watcher.fence = (self.instance_id, acquired.lease.token)
+            watcher.reset()  # its next write carries the new token: see fence()
         self.held[name] = acquired.lease
         try:
             record = self.record_takeover(name, acquired)
