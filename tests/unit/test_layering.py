@@ -19,6 +19,14 @@ The layers, lowest first (a module may import its own layer and the ones below):
 
 Sizes: no module over 400 lines, no class over 300, no function over 60 (decorators and
 docstrings included), and at most 12 loose modules at the top of watcher/.
+
+Parts meet through values and constructors, never through shared fields:
+
+* no class in watcher/engine/ inherits from another project class (parts are composed; an
+  error class may extend the project's error hierarchy);
+* no module reads another object's private field (``x._y`` where ``x`` is not ``self`` or
+  ``cls``; an alternate constructor's own fresh instance counts as its own), nor names a
+  private field through ``getattr(..., "_y")``.
 """
 
 from __future__ import annotations
@@ -403,6 +411,118 @@ def test_watcher_has_at_most_a_dozen_loose_modules() -> None:
     )
 
 
+ERROR_BASE_MODULES = ("errors", "exceptions")
+"""A project base from a module of one of these names is an error hierarchy: extending it
+is how errors are specified, not a mixin."""
+
+THIRD_PARTY_PRIVATE = {
+    "_mapping": "SQLAlchemy's Row: its documented mapping view",
+    "_actions": "argparse: no public list of a parser's arguments (shell completion)",
+    "_choices_actions": "argparse: no public list of sub-commands (shell completion)",
+}
+"""Underscored names that are other libraries' interfaces, not a project object's field."""
+
+
+def project_base_violations(modules: Iterable[Module], root: Path) -> list[str]:
+    """Classes whose base is a project class (defined in the module or imported from
+    guard/, chains/, watcher/), other than an error hierarchy."""
+    out: list[str] = []
+    for module in modules:
+        local = {n.name for n in ast.walk(module.tree) if isinstance(n, ast.ClassDef)}
+        imported: dict[str, str] = {}
+        for node in ast.walk(module.tree):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and (node.module or "").split(".")[0] in PACKAGES
+            ):
+                for alias in node.names:
+                    imported[alias.asname or alias.name] = node.module or ""
+        for node in ast.walk(module.tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for base in node.bases:
+                name = base.id if isinstance(base, ast.Name) else None
+                if name is None:
+                    continue
+                source = imported.get(name)
+                if source is not None and source.rsplit(".", 1)[-1] in ERROR_BASE_MODULES:
+                    continue
+                if source is not None or name in local:
+                    where = module.path.relative_to(root)
+                    out.append(f"{where}:{node.lineno}: class {node.name}({name})")
+    return out
+
+
+def _own_instances(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """Names an alternate constructor binds to a fresh instance of its own class
+    (``x = cls(...)`` or ``x = cls.__new__(cls)``)."""
+    own: set[str] = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            made_by_cls = (isinstance(func, ast.Name) and func.id == "cls") or (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id == "cls"
+            )
+            if made_by_cls:
+                own |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return own
+
+
+def private_read_violations(modules: Iterable[Module], root: Path) -> list[str]:
+    """``x._y`` where ``x`` is neither ``self``/``cls``, an own fresh instance, nor an
+    imported module; and ``getattr(x, "_y")`` anywhere."""
+    out: list[str] = []
+    for module in modules:
+        where = module.path.relative_to(root)
+        module_names = {
+            (a.asname or a.name).split(".")[0]
+            for n in ast.walk(module.tree)
+            if isinstance(n, ast.Import)
+            for a in n.names
+        }
+        own: set[str] = set()
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                own |= _own_instances(node)
+        allowed = {"self", "cls"} | own | module_names
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Attribute):
+                name = node.attr
+                if not name.startswith("_") or name.startswith("__"):
+                    continue
+                if name in THIRD_PARTY_PRIVATE:
+                    continue
+                if isinstance(node.value, ast.Name) and node.value.id in allowed:
+                    continue
+                out.append(f"{where}:{node.lineno}: reads {ast.unparse(node)}")
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in {"getattr", "hasattr", "setattr"}
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and str(node.args[1].value).startswith("_")
+                and not str(node.args[1].value).startswith("__")
+            ):
+                out.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+    return out
+
+
+def test_engine_classes_are_composed_not_inherited() -> None:
+    bad = project_base_violations(
+        (MODULES[n] for n in names_in("watcher") if n.startswith("watcher.engine.")), ROOT
+    )
+    assert not bad, "compose the engine's parts; no project base class:\n" + "\n".join(bad)
+
+
+def test_no_module_reads_another_objects_private_field() -> None:
+    bad = private_read_violations((MODULES[n] for n in names_in(*PACKAGES)), ROOT)
+    assert not bad, "pass it as a value or make it public:\n" + "\n".join(bad)
+
+
 # --- the checker itself, on trees written here ----------------------------------------------
 
 
@@ -527,3 +647,51 @@ def test_checker_measures_modules_classes_and_functions(tmp_path: Path) -> None:
     bad = size_violations(modules.values(), tmp_path)
     assert sorted(b.split(":")[0] for b in bad) == ["guard/cls.py", "guard/fn.py", "guard/mod.py"]
     assert any("function g of 62 lines" in b for b in bad)
+
+
+def test_checker_finds_project_bases_but_not_error_hierarchies(tmp_path: Path) -> None:
+    modules = write_tree(
+        tmp_path,
+        {
+            "watcher/engine/parts.py": (
+                "from watcher.engine.state import Shared\n"
+                "from chains.errors import ChainError\n"
+                "from typing import Protocol\n"
+                "class Local: ...\n"
+                "class Mixed(Shared): ...\n"
+                "class Again(Local): ...\n"
+                "class Fails(ChainError): ...\n"
+                "class Shape(Protocol): ...\n"
+            ),
+        },
+    )
+    bad = project_base_violations(modules.values(), tmp_path)
+    assert [b.split(": ", 1)[1] for b in bad] == ["class Mixed(Shared)", "class Again(Local)"]
+
+
+def test_checker_finds_private_reads_of_other_objects(tmp_path: Path) -> None:
+    modules = write_tree(
+        tmp_path,
+        {
+            "watcher/engine/reads.py": (
+                "import argparse\n"
+                "class Box:\n"
+                "    def __init__(self) -> None:\n"
+                "        self._inner = 1\n"
+                "    @classmethod\n"
+                "    def made(cls) -> 'Box':\n"
+                "        box = cls.__new__(cls)\n"
+                "        box._inner = 2\n"
+                "        return box\n"
+                "    def peek(self, other: 'Box') -> int:\n"
+                "        return other._inner + self._inner\n"
+                "def scratch(w: object) -> object:\n"
+                "    return getattr(w, '_reorged', None), argparse._SubParsersAction\n"
+            ),
+        },
+    )
+    bad = private_read_violations(modules.values(), tmp_path)
+    assert sorted(b.split(": ", 1)[1] for b in bad) == [
+        "getattr(w, '_reorged', None)",
+        "reads other._inner",
+    ]
