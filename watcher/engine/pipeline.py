@@ -13,7 +13,7 @@ deadline). Look-ups by hash end the same way (:meth:`BlockPipeline.looked_up`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from chains.errors import ChainError
@@ -25,6 +25,7 @@ from watcher.config.chains import ChainConfig
 from watcher.engine.apply import apply_block
 from watcher.engine.fetch import ChainSource, PollView, deadline_input, fetch_block
 from watcher.engine.lookups import LookupOutcome, TxLookups
+from watcher.engine.matching import match_block
 from watcher.engine.memory import ChainMemory
 from watcher.engine.payments_fetch import fetch_transfer_logs
 from watcher.engine.rules import ChainRules
@@ -41,6 +42,12 @@ FINALITY_SECONDS_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0, 180
 FenceOf = Callable[[str], "tuple[str, int] | None"]
 """(owner, fencing token) every write of a chain carries, asked per transaction; None
 when this instance runs alone (SQLite)."""
+
+
+QUIET_RUN = 200
+"""Quiet blocks (nothing watched in them) committed in one transaction at most: a catch-up
+after downtime pays one commit per run instead of one per block, and the writer lock is
+never held for long (the API keeps answering)."""
 
 
 def unfenced(_name: str) -> tuple[str, int] | None:
@@ -119,9 +126,8 @@ class BlockPipeline:
         )
         stats.behind += len(advance.blocks) - len(blocks)  # a node capping eth_getLogs' range
         view = PollView(tags, advance.node_head, transfers)
-        for i, block in enumerate(blocks):
-            stats.decisions += self._commit(view, block, advance.reorg if i == 0 else None)
-            stats.blocks += 1
+        stats.decisions += self._commit_blocks(view, blocks, advance.reorg)
+        stats.blocks += len(blocks)
         if advance.reorg is not None and not advance.blocks:
             stats.decisions += self._commit(view, None, advance.reorg)
         stats.reorg = advance.reorg
@@ -132,6 +138,55 @@ class BlockPipeline:
             return False
         stats.decisions += self.apply_deadlines()
         return True
+
+    def _commit_blocks(self, view: PollView, blocks: Sequence[Block], reorg: Reorg | None) -> int:
+        """The poll's blocks in order, a transaction each, except that a run of quiet blocks
+        (:meth:`_quiet`: a catch-up after downtime) shares one transaction, up to
+        :data:`QUIET_RUN` of them: each is still applied, in order, as it would be alone;
+        only the commit is shared. Returns the decisions that changed something."""
+        decisions = 0
+        run: list[BlockInput] = []
+        for i, block in enumerate(blocks):
+            first_reorg = reorg if i == 0 else None
+            quiet = first_reorg is None and self._quiet(block)
+            if quiet:
+                run.append(fetch_block(self.source, self.memory, view, block, None, self.clock()))
+                if len(run) < QUIET_RUN:
+                    continue
+            decisions += self._applied_run(run)
+            run = []
+            if not quiet:  # fetched now, with memory moved past the run
+                decisions += self._commit(view, block, first_reorg)
+        return decisions + self._applied_run(run)
+
+    def _quiet(self, block: Block) -> bool:
+        """Whether ``block`` concerns nothing watched, so that no input of it needs the
+        blocks before it committed: no tx of it matches the watch index (memory before the
+        run's commit holds every settlement the run may end the watch of, never fewer), no
+        transfer is watched, and no quorum gate reads the store's anchors."""
+        if self.memory.watching_transfers or not self.source.gate.trivial:
+            return False
+        matches = match_block(block.txs, self.memory.index)
+        return not (matches.matched or matches.replacing)
+
+    def _applied_run(self, run: list[BlockInput]) -> int:
+        """Quiet blocks' inputs applied in one transaction, then memory moved per block."""
+        if not run:
+            return 0
+        last = run[-1].head.number
+        attributes: dict[str, str | int] = {
+            "finality.chain": self.name,
+            "finality.block": last,
+            "finality.blocks": len(run),
+        }
+        with otel_tracing.span("finality.block_commit", attributes):
+            rules = self.rules_of()
+            with self.store.block_txn(self.name, run[0].now, self.fence_of(self.name)) as txn:
+                outcomes = [apply_block(txn, inp, rules) for inp in run]
+        decisions = 0
+        for inp, outcome in zip(run, outcomes, strict=True):
+            decisions += self._moved(inp, outcome)
+        return decisions
 
     def _commit(self, view: PollView, block: Block | None, reorg: Reorg | None) -> int:
         """One block (or a reorg seen without one): fetch, apply in its transaction, move
@@ -146,7 +201,10 @@ class BlockPipeline:
         """``inp`` applied in one transaction, then memory moved; returns the decisions."""
         with self.store.block_txn(self.name, inp.now, self.fence_of(self.name)) as txn:
             outcome: BlockOutcome = apply_block(txn, inp, self.rules_of())
-        # The transaction committed: now move memory to match the store.
+        return self._moved(inp, outcome)
+
+    def _moved(self, inp: BlockInput, outcome: BlockOutcome) -> int:
+        """After the commit: memory moved to match the store; returns the decisions."""
         self.memory.reindex_payments(self.memory.after_commit(outcome))
         self._observe_confirmed(outcome.confirmed_blocks, inp.now)
         return outcome.decisions
