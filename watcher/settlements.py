@@ -10,6 +10,7 @@ from typing import Any
 from guard.canonical import canonical_json
 from guard.directive import waiting_directive
 from guard.settlement import (
+    TERMINAL_VERDICTS,
     Observation,
     Settlement,
     SettlementPolicy,
@@ -209,11 +210,7 @@ def settlement_view(
     rule that uses it. The ``directive`` and ``waiting_for`` are computed now, never read
     back as they were at the last decision."""
     decision = rec.decision
-    terminal = rec.verdict in (
-        "FINALITY_CONFIRMED",
-        "SETTLEMENT_FAILED",
-        "TIMEOUT_TREATED_AS_FAILURE",
-    )
+    terminal = rec.verdict in TERMINAL_VERDICTS
     return {
         "settlement_id": rec.settlement_id,
         "registered": True,

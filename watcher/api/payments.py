@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from guard.payment import ADDRESS_KINDS, DEPOSIT_KIND, PaymentSpec
+from guard.settlement import Verdict
 from watcher.api.commit_url import check_commit_url
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError, validation_body
@@ -140,7 +141,7 @@ def payment_view(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any] | None:
         waiting_for=(
             f"transfers to {spec.to_address} adding up to {spec.amount}, each final by the "
             f"{rec.finality_mode} rule (N={rec.required_confirmations}); paid {paid}"
-            if rec.verdict == "AWAITING_FINALITY"
+            if rec.verdict == Verdict.AWAITING_FINALITY
             else None
         ),
     )

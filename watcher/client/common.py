@@ -11,13 +11,15 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import httpx
 
+from guard.settlement import TERMINAL_VERDICTS
 from watcher.client.errors import Rejected, Unreachable
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from Python 3.12
 
-TERMINAL = frozenset({"FINALITY_CONFIRMED", "SETTLEMENT_FAILED", "TIMEOUT_TREATED_AS_FAILURE"})
-"""Verdicts after which a settlement never changes (short of a finality violation)."""
+TERMINAL: frozenset[str] = TERMINAL_VERDICTS
+"""Verdicts after which a settlement never changes (short of a finality violation): the
+guard's own set (its members are the verdict strings a view carries), named here for callers."""
 
 View = dict[str, Any]
 """A settlement view as ``GET /v1/settlements/{id}`` answers it."""

@@ -55,6 +55,7 @@ from guard.receipts import (
     reverted_body,
     timeout_body,
 )
+from guard.settlement import Verdict
 from watcher.config.chains import ChainConfig
 from watcher.receipts.ancestry import Ancestry, AncestryProver
 from watcher.receipts.attestation import (
@@ -154,7 +155,7 @@ class ReceiptBuilder:
         facts: dict[str, Any] = evidence.get("facts") or {}
         state = None if rec.dependent_state is None else digest(rec.dependent_state)
         subject = self.subject(rec)
-        if rec.verdict == "TIMEOUT_TREATED_AS_FAILURE":
+        if rec.verdict == Verdict.TIMEOUT_TREATED_AS_FAILURE:
             return self._timeout(rec, subject, now, state)
         kind = str(evidence.get("kind"))
         basis_name = str(facts.get("basis", kind))
@@ -176,7 +177,7 @@ class ReceiptBuilder:
             return attestation_receipt(attest_why, subject, now, decision, basis, state)
         tx_hash = str(facts["replaced_by"]) if kind == "replaced" else rec.tx_hash
         proof = self._inclusion(facts, tx_hash, rec.required_confirmations)
-        if rec.verdict == "FINALITY_CONFIRMED":
+        if rec.verdict == Verdict.FINALITY_CONFIRMED:
             body = finality_body(subject, now, decision, proof, basis, state)
             if self.consensus is not None:  # waits (ConsensusPending) until consensus covers it
                 body["consensus"] = self.consensus.section(body)

@@ -35,6 +35,7 @@ from guard.receipt_payment import (
     payment_json,
     payment_tx_hash,
 )
+from guard.settlement import Verdict
 from watcher.config.chains import ChainConfig
 from watcher.receipts.attestation import attests_only, no_receipt_by_design
 from watcher.receipts.builder import ReceiptBuilder
@@ -106,7 +107,7 @@ class PaymentReceiptBuilder(ReceiptBuilder):
         facts: dict[str, Any] = evidence.get("facts") or {}
         state = None if rec.dependent_state is None else digest(rec.dependent_state)
         subject = self.subject(rec)
-        if rec.verdict == "TIMEOUT_TREATED_AS_FAILURE":
+        if rec.verdict == Verdict.TIMEOUT_TREATED_AS_FAILURE:
             body = self._timeout(rec, subject, now, state)
             paid = [transfer_of(t) for t in facts.get("transfers") or []]
             spec = spec_of(facts) if facts else self._spec_of_record(rec)
@@ -114,7 +115,7 @@ class PaymentReceiptBuilder(ReceiptBuilder):
             if proven is not None:
                 body["proof"] = {**body["proof"], **proven.as_json()}
             return {**body, "payment": payment_json(spec, paid)}
-        if rec.verdict != "FINALITY_CONFIRMED":
+        if rec.verdict != Verdict.FINALITY_CONFIRMED:
             raise ValueError(f"{rec.settlement_id}: no payment receipt for a {rec.verdict}")
         basis_name = str(evidence.get("kind"))
         if basis_name not in BASES:

@@ -16,6 +16,7 @@ from guard.settlement import (
     Observation,
     Settlement,
     SettlementPolicy,
+    Verdict,
     deadline_of,
     decision_as_json,
     evaluate_settlement,
@@ -84,7 +85,7 @@ def source_settlement_view(
         {
             "waiting_for": (
                 f"{rec.chain} to report {rec.tx_hash} final"
-                if rec.verdict == "AWAITING_FINALITY"
+                if rec.verdict == Verdict.AWAITING_FINALITY
                 else None
             ),
             "kind": rec.finality_mode,

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import and_, or_
 
+from guard.settlement import Verdict
 from watcher.store import schema as s
 
 
@@ -16,8 +17,10 @@ def deadline_reasons(now: int, late_watch_ms: int) -> list[Any]:
     watch of a timed-out settlement ended."""
     t = s.settlements
     return [
-        and_(t.c.verdict == "AWAITING_FINALITY", t.c.deadline <= now),
-        and_(t.c.verdict == "TIMEOUT_TREATED_AS_FAILURE", t.c.deadline <= now - late_watch_ms),
+        and_(t.c.verdict == Verdict.AWAITING_FINALITY, t.c.deadline <= now),
+        and_(
+            t.c.verdict == Verdict.TIMEOUT_TREATED_AS_FAILURE, t.c.deadline <= now - late_watch_ms
+        ),
     ]
 
 
