@@ -25,8 +25,8 @@ their builder (watcher/receipts/sources.py) needs no node, only the stored decis
 settlement's events. The source poller calls ``after_poll(source)`` right after it stored a
 decision (poll job or webhook), so the commit usually finds its receipt at once.
 
-The binding receipt is made at registration, by the API (:func:`binding_for`), and again
-on demand if a crash lost it."""
+The binding receipt is made at registration, by the API (:func:`watcher.api.views.binding_for`),
+and again on demand if a crash lost it."""
 
 from __future__ import annotations
 
@@ -50,7 +50,6 @@ from guard.receipts import (
 from guard.settlement import TERMINAL_VERDICTS
 from guard.verify import verify_receipt
 from watcher import otel_tracing
-from watcher.components import HasComponents, first_of
 from watcher.receipts.builder import ReceiptBuilder
 from watcher.receipts.due import BUILDS_PER_POLL, Due, block_of
 from watcher.receipts.due import ready as ready_now
@@ -385,15 +384,3 @@ def build_issuer(
         on_lost=on_lost,
         on_issued=on_issued,
     )
-
-
-def issuer_of(parts: HasComponents) -> ReceiptIssuer | None:
-    """The daemon's receipts component, if it has one."""
-    return first_of(parts, ReceiptIssuer)
-
-
-def binding_for(parts: HasComponents, rec: SettlementRecord) -> dict[str, Any] | None:
-    """The binding receipt of a registration (made now if missing); None without dependent
-    state or without a receipts component."""
-    issuer = issuer_of(parts)
-    return None if issuer is None else issuer.binding(rec)
