@@ -1,4 +1,4 @@
-"""Benchmarks of the core (issue 2), run by hand: ``make bench`` or ``python -m bench.core``.
+"""Benchmarks of the core (the chain engine), run by hand: ``make bench`` or ``python -m bench.core``.
 
 Every figure is printed beside a baseline measured in the same run:
 

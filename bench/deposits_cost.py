@@ -8,7 +8,7 @@ watched addresses are sent (half native value transfers from the node's accounts
 ``Transfer`` logs of one ``transferMany`` tx) and mined in one block, and the watcher polls
 once. Printed per poll: JSON-RPC calls (by method), CPU seconds of the process
 (``time.process_time``: the matching, the store writes, the decisions of every deposit not
-yet final) and the process's peak RSS. The target (issue 26): at most 3 calls a poll and
+yet final) and the process's peak RSS. The target: at most 3 calls a poll and
 100 ms of CPU a block.
 """
 

@@ -1,4 +1,4 @@
-"""Handoff benchmark (issue 5), run by hand: ``.venv/bin/python -m bench.handoff``.
+"""Handoff benchmark, run by hand: ``.venv/bin/python -m bench.handoff``.
 
 - failover after ``kill -9`` of the owner: time from the kill until the standby holds the
   lease (median and p95 over ``--runs``), with ``--lease`` seconds of lease;

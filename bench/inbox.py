@@ -1,4 +1,4 @@
-"""Webhook inbox latency (issues 5 and 13), run by hand: ``.venv/bin/python -m bench.inbox``.
+"""Webhook inbox latency, run by hand: ``.venv/bin/python -m bench.inbox``.
 
 Two daemons on one PostgreSQL schema share a chain and a webhook-only Stripe source; the
 leases spread one name each, so the chain's owner is the source's standby. Each run creates

@@ -1,4 +1,4 @@
-"""Finality latency with WebSocket heads (issue 7), run by hand: ``python -m bench.latency``.
+"""Finality latency with WebSocket heads, run by hand: ``python -m bench.latency``.
 
 Latency = time from mining the block that makes a settlement depth-N final until the
 engine has committed ``FINALITY_CONFIRMED`` to the store (the daemon's service, scheduler

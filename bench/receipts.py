@@ -1,4 +1,4 @@
-"""Benchmarks of the signed receipts (issue 3), run by hand: ``python -m bench.receipts``.
+"""Benchmarks of the signed receipts, run by hand: ``python -m bench.receipts``.
 
 Every figure is printed beside a baseline measured in the same run, against a real anvil:
 

@@ -1,4 +1,4 @@
-"""Receipt build time before and after a restart, and offline verify (issue 11), run by hand:
+"""Receipt build time before and after a restart, and offline verify, run by hand:
 ``.venv/bin/python -m bench.receipts_restart [--runs 7]``.
 
 Tx 250 of a block of 500 txs, N = 3, a real anvil; each figure is the median of ``--runs``

@@ -1,4 +1,5 @@
-"""``GET /v1/settlements/{id}``'s answer, built where it is cheapest (issue 14).
+"""``GET /v1/settlements/{id}``'s answer, built where it is cheapest (callers
+poll it: bench/README.md, "API under load").
 
 A synchronous route is handed to a worker thread and its answer handed back to the event
 loop: measured in-process, that round trip was a third of a settlement read's CPU (more

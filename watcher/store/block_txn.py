@@ -225,7 +225,7 @@ class BlockTxn:
     def set_probes(self, probes: Sequence[tuple[SettlementRecord, int]]) -> None:
         """When to look each tx up by hash again: (record, next probe time), in one
         statement executed for every row: a poll probing 1,000 new txs made 1,000
-        statements, a third of the poller's time under batch registration (issue 14)."""
+        statements, a third of the poller's time under batch registration."""
         rows = {
             rec.settlement_id: {"next_probe_at": at, "probe_count": rec.probe_count + 1}
             for rec, at in probes
