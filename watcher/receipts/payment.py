@@ -23,10 +23,8 @@ from chains.errors import ChainError
 from chains.proofs import BranchMoved, ProofUnavailable, fetch_headers
 from chains.rpc import RpcClient
 from guard.canonical import digest
-from guard.finality_rule import BASES, TAG_OF_BASIS
 from guard.payment import ADDRESS_KINDS, PaymentSpec, Transfer
 from guard.payment_decode import receipt_logs
-from guard.receipt_bodies import FinalityBasis
 from guard.receipt_format import Subject
 from guard.receipt_payment import (
     PaymentProof,
@@ -118,16 +116,7 @@ class PaymentReceiptBuilder(ReceiptBuilder):
         if rec.verdict != Verdict.FINALITY_CONFIRMED:
             raise ValueError(f"{rec.settlement_id}: no payment receipt for a {rec.verdict}")
         basis_name = str(evidence.get("kind"))
-        if basis_name not in BASES:
-            raise ValueError(f"{rec.settlement_id}: evidence {basis_name!r} is not chain evidence")
-        tag = TAG_OF_BASIS.get(basis_name)
-        basis = FinalityBasis(
-            basis=basis_name,
-            required_confirmations=rec.required_confirmations,
-            finalized_number=facts.get("finalized_number") if tag == "finalized" else None,
-            observed_by=self.observed_by,
-            safe_number=facts.get("safe_number") if tag == "safe" else None,
-        )
+        basis = self._basis(rec, basis_name, facts, basis_name)
         none = no_receipt_by_design(self.chain.chain_id, rec.kind, basis_name, rec.verdict)
         if none is not None:  # no header chain to prove transfers in (docs/receipts.md)
             raise ValueError(f"{rec.settlement_id}: {none}")
