@@ -27,6 +27,7 @@ from bench.common import Anvil
 from bench.proxy import CountingProxy
 from chains.rpc import RpcClient, Web3Transport
 from guard.payment import NATIVE
+from guard.settlement import Verdict
 from tests.integration.helpers import chain_config
 from tests.support.erc20 import Token, deploy_token
 from watcher.engine.chain_watcher import ChainWatcher
@@ -117,7 +118,7 @@ def run(addresses: int, deposits: int, blocks: int, workdir: Path) -> None:
             )
         sub_id = store.subscriptions("anonymous")[0].subscription_id
         stored = store.deposits_of(sub_id, None, 0, 10**7)
-        final = sum(1 for d in stored if d.verdict == "FINALITY_CONFIRMED")
+        final = sum(1 for d in stored if d.verdict == Verdict.FINALITY_CONFIRMED)
         print(f"deposits stored: {len(stored)} ({final} final)")
         store.close()
         proxy.close()

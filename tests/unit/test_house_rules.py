@@ -84,10 +84,10 @@ def _docstrings(tree: ast.Module) -> set[int]:
 
 def bare_verdicts(root: Path, skip: Iterable[str] = ()) -> list[str]:
     """``path:line: "VERDICT"`` of each verdict spelled as a string in Python code (not in
-    documentation) of guard/, chains/ and watcher/ under ``root``."""
+    documentation) of guard/, chains/, watcher/ and bench/ under ``root``."""
     names = {v.value for v in Verdict}
     out: list[str] = []
-    for package in ("guard", "chains", "watcher"):
+    for package in ("guard", "chains", "watcher", "bench"):
         for path in sorted((root / package).rglob("*.py")):
             rel = path.relative_to(root).as_posix()
             if rel in VERDICT_DEFINITIONS or rel.startswith(tuple(skip)):
