@@ -28,8 +28,8 @@ round-robin over both (a wrk, or a batch connection, per instance, at once: the 
 client-side or DNS round-robin does, without a balancer process taking a share of the two
 cores): the ratio of the two is the second instance's gain.
 
-Targets (issue 14): GET ≥ 1,500 req/s with p99 ≤ 50 ms; ≥ 5,000 registrations/s via batch.
-Issue 29: the same on PostgreSQL, and two instances ≥ 1.6x one.
+Targets: GET ≥ 1,500 req/s with p99 ≤ 50 ms; ≥ 5,000 registrations/s via batch.
+On PostgreSQL: the same, and two instances ≥ 1.6x one.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""RPC calls spent against a per-chain budget (issue 7): by hand, never in CI.
+"""RPC calls spent against a per-chain budget: by hand, never in CI.
 
 ``.venv/bin/python -m bench.budget [--budget 30] [--interval 0.1] [--window 10] [--windows 3]``
 

@@ -1,4 +1,4 @@
-"""Verify time of Ethereum consensus finality, as a receipt's reader pays it (issue 24).
+"""Verify time of Ethereum consensus finality, as a receipt's reader pays it.
 
 ``.venv/bin/python -m bench.consensus_verify [--runs 20] [--baseline]``
 

@@ -1,4 +1,4 @@
-"""Benchmarks of the core (issue 2), run by hand: ``make bench`` or ``python -m bench.core``.
+"""Benchmarks of the core (the chain engine), run by hand: ``make bench`` or ``python -m bench.core``.
 
 Every figure is printed beside a baseline measured in the same run:
 
@@ -30,6 +30,7 @@ from bench.common import (
     watcher_for,
 )
 from bench.proxy import CountingProxy
+from guard.settlement import Verdict
 
 MS = 1_000_000
 
@@ -90,7 +91,7 @@ def finality_latency(anvil: Anvil, samples: int, interval_s: float) -> list[floa
             time.sleep(interval_s * (0.3 + 0.6 * (i % 5) / 5))  # land at varied phases
             anvil.mine(1)  # depth 3 = N
             mined = time.monotonic()
-            while service.store.settlement(rec.settlement_id).verdict != "FINALITY_CONFIRMED":
+            while service.store.settlement(rec.settlement_id).verdict != Verdict.FINALITY_CONFIRMED:
                 if time.monotonic() - mined > 10 * interval_s + 5:
                     raise RuntimeError("verdict never came")
                 time.sleep(0.005)

@@ -1,4 +1,4 @@
-"""Benchmarks of the delivery outbox (issue 4), run by hand: ``python -m bench.delivery``.
+"""Benchmarks of the delivery outbox, run by hand: ``python -m bench.delivery``.
 
 Every figure is printed beside a baseline measured in the same run:
 

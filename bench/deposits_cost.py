@@ -8,7 +8,7 @@ watched addresses are sent (half native value transfers from the node's accounts
 ``Transfer`` logs of one ``transferMany`` tx) and mined in one block, and the watcher polls
 once. Printed per poll: JSON-RPC calls (by method), CPU seconds of the process
 (``time.process_time``: the matching, the store writes, the decisions of every deposit not
-yet final) and the process's peak RSS. The target (issue 26): at most 3 calls a poll and
+yet final) and the process's peak RSS. The target: at most 3 calls a poll and
 100 ms of CPU a block.
 """
 
@@ -27,6 +27,7 @@ from bench.common import Anvil
 from bench.proxy import CountingProxy
 from chains.rpc import RpcClient, Web3Transport
 from guard.payment import NATIVE
+from guard.settlement import Verdict
 from tests.integration.helpers import chain_config
 from tests.support.erc20 import Token, deploy_token
 from watcher.engine.chain_watcher import ChainWatcher
@@ -117,7 +118,7 @@ def run(addresses: int, deposits: int, blocks: int, workdir: Path) -> None:
             )
         sub_id = store.subscriptions("anonymous")[0].subscription_id
         stored = store.deposits_of(sub_id, None, 0, 10**7)
-        final = sum(1 for d in stored if d.verdict == "FINALITY_CONFIRMED")
+        final = sum(1 for d in stored if d.verdict == Verdict.FINALITY_CONFIRMED)
         print(f"deposits stored: {len(stored)} ({final} final)")
         store.close()
         proxy.close()

@@ -1,4 +1,4 @@
-"""Handoff benchmark (issue 5), run by hand: ``.venv/bin/python -m bench.handoff``.
+"""Handoff benchmark, run by hand: ``.venv/bin/python -m bench.handoff``.
 
 - failover after ``kill -9`` of the owner: time from the kill until the standby holds the
   lease (median and p95 over ``--runs``), with ``--lease`` seconds of lease;
@@ -28,6 +28,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from bench.common import Anvil, chain_config, fresh_store, p95, watcher_for
+from guard.settlement import Verdict
 from tests.conftest import fresh_pg_schema
 from tests.e2e.handoff_helpers import (
     lease_owners,
@@ -108,13 +109,13 @@ def throughput(anvil: Anvil, store: Store, txs: int, fenced: bool) -> tuple[floa
     anvil.mine(3)
     blocks = anvil.head() - start_block
     began = time.perf_counter()
-    while store.verdict_counts().get(("local", "FINALITY_CONFIRMED"), 0) < txs:
+    while store.verdict_counts().get(("local", Verdict.FINALITY_CONFIRMED), 0) < txs:
         watcher.catch_up()
         if time.perf_counter() - began > 120:
             break
     elapsed = time.perf_counter() - began
     counts = store.verdict_counts()
-    assert counts.get(("local", "FINALITY_CONFIRMED"), 0) == txs, counts
+    assert counts.get(("local", Verdict.FINALITY_CONFIRMED), 0) == txs, counts
     return txs / elapsed, blocks / elapsed
 
 

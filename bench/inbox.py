@@ -1,4 +1,4 @@
-"""Webhook inbox latency (issues 5 and 13), run by hand: ``.venv/bin/python -m bench.inbox``.
+"""Webhook inbox latency, run by hand: ``.venv/bin/python -m bench.inbox``.
 
 Two daemons on one PostgreSQL schema share a chain and a webhook-only Stripe source; the
 leases spread one name each, so the chain's owner is the source's standby. Each run creates
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Anvil, p95
+from guard.settlement import Verdict
 from tests.conftest import fresh_pg_schema
 from tests.e2e.handoff_helpers import lease_owners, live_spread, pg_daemon
 from tests.support.daemon import Daemon, toml_value, wait_for
@@ -60,7 +61,7 @@ def one_run(stripe: StripeServer, standby: Daemon) -> float:
 
     def applied() -> dict[str, Any] | None:
         view: dict[str, Any] = standby.get(f"/v1/settlements/{sid}").json()
-        return view if view["verdict"] != "NO_SETTLEMENT" else None
+        return view if view["verdict"] != Verdict.NO_SETTLEMENT else None
 
     wait_for(applied, 60, interval=0.01, what="the owner applying the inbox")
     return time.monotonic() - sent

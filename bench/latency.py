@@ -1,4 +1,4 @@
-"""Finality latency with WebSocket heads (issue 7), run by hand: ``python -m bench.latency``.
+"""Finality latency with WebSocket heads, run by hand: ``python -m bench.latency``.
 
 Latency = time from mining the block that makes a settlement depth-N final until the
 engine has committed ``FINALITY_CONFIRMED`` to the store (the daemon's service, scheduler
@@ -19,6 +19,7 @@ import statistics
 import time
 
 from bench.common import Anvil, chain_config, p95, started_service
+from guard.settlement import Verdict
 
 MS = 1_000_000
 
@@ -50,7 +51,7 @@ def measure(anvil: Anvil, heads: str, samples: int, interval_s: float) -> tuple[
             time.sleep(interval_s * (0.3 + 0.6 * (i % 5) / 5))  # land at varied poll phases
             mined = time.monotonic()
             anvil.mine(1)  # depth 3 = N
-            while service.store.settlement(rec.settlement_id).verdict != "FINALITY_CONFIRMED":
+            while service.store.settlement(rec.settlement_id).verdict != Verdict.FINALITY_CONFIRMED:
                 if time.monotonic() - mined > 10 * interval_s + 5:
                     raise RuntimeError("verdict never came")
                 time.sleep(0.001)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from bench.common import Anvil, chain_config, p95, started_service
 from bench.proxy import CountingProxy
 from bench.receipts_cost import BlockClock
+from guard.settlement import Verdict
 from watcher.app.daemon import App
 
 N = 3
@@ -55,7 +56,7 @@ class Verdicts:
             with self._lock:
                 todo = sorted(self.pending)
             for sid in todo:
-                if self.service.store.settlement(sid).verdict == "FINALITY_CONFIRMED":
+                if self.service.store.settlement(sid).verdict == Verdict.FINALITY_CONFIRMED:
                     now = time.monotonic()
                     with self._lock:
                         self.pending.discard(sid)

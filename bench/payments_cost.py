@@ -1,4 +1,4 @@
-"""What payments to an address cost in JSON-RPC calls (issue 16), run by hand:
+"""What payments to an address cost in JSON-RPC calls, run by hand:
 ``.venv/bin/python -m bench.payments_cost [--addresses 1 10000] [--polls 10]``.
 
 A real anvil with a real ERC-20 (tests/support/erc20.py), every call counted by a proxy in

@@ -15,7 +15,7 @@ others decided long ago). Against each, the same two figures:
   set (timed apart);
 
 and the peak RSS of this process with the big set's watched txs held (the daemon's
-footprint is its poller's index plus the application). Target (issue 29): at ``--big`` GET
+footprint is its poller's index plus the application). Target: at ``--big`` GET
 p99 and a poll's CPU within 1.5x of the figures at ``--small``, RSS ≤ 400 MB. The ratios
 are what this prints; absolute figures move with the machine's load (printed).
 """

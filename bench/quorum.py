@@ -1,4 +1,4 @@
-"""RPC calls per block with 3 endpoints and quorum 2 (issue 7): by hand, never in CI.
+"""RPC calls per block with 3 endpoints and quorum 2: by hand, never in CI.
 
 ``.venv/bin/python -m bench.quorum [--blocks 30] [--interval 1.0]``
 

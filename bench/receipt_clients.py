@@ -1,5 +1,5 @@
 """The clients of :mod:`bench.receipts_cost`: each asks for its tx's receipt from the tx's
-depth-N block on (issue 11).
+depth-N block on.
 
 Before, one pool of 8 threads fetched the receipts in block order once every tx had been
 sent and registered: at W = 1,000 the first half's depth-N blocks went by while the bench

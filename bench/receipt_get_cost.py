@@ -1,4 +1,4 @@
-"""What answering a stored receipt costs the daemon, in process (issue 11), run by hand:
+"""What answering a stored receipt costs the daemon, in process, run by hand:
 ``.venv/bin/python -m bench.receipt_get_cost [--rounds 8] [--headers 12]``.
 
 At W = 1,000 the receipts of a block are in the store well before the clients have them

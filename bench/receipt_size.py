@@ -32,6 +32,7 @@ from typing import Any
 
 from bench.common import median_ms
 from guard.canonical import canonical_json
+from guard.settlement import Verdict
 from guard.verify import verify_receipt
 from tests.integration.helpers import Rig, make_watcher
 from tests.integration.receipts_helpers import SIGNING_KEY, TxFactory
@@ -87,7 +88,7 @@ def measure(depths: list[int], runs: int) -> list[dict[str, Any]]:
                 rig.mine_and_poll(step)
                 mined += step
             print(f"mined to depth {depth} ({time.perf_counter() - started:.0f} s)", flush=True)
-            assert rig.settlement(ids[depth]).verdict == "FINALITY_CONFIRMED"
+            assert rig.settlement(ids[depth]).verdict == Verdict.FINALITY_CONFIRMED
             for ancestry in ("headers", "history"):
                 for form in ("list", "compact"):
                     receipt = _build(rig, signer, ids[depth], ancestry, form)

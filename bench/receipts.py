@@ -1,4 +1,4 @@
-"""Benchmarks of the signed receipts (issue 3), run by hand: ``python -m bench.receipts``.
+"""Benchmarks of the signed receipts, run by hand: ``python -m bench.receipts``.
 
 Every figure is printed beside a baseline measured in the same run, against a real anvil:
 
@@ -37,6 +37,7 @@ from chains.proofs import (
 from chains.rpc import connect
 from guard.headers import OPTIONAL_FIELDS, QUANTITY, REQUIRED_FIELDS
 from guard.receipts import body_of, typed_data
+from guard.settlement import Verdict
 from guard.tx_encode import encode_checked
 from guard.verify import verify_receipt
 from tests.integration.helpers import make_watcher
@@ -129,7 +130,7 @@ def build_500(runs: int) -> None:
         anvil.mine(2)
         rig.watcher.catch_up()
         rec = rig.settlement(sid)
-        assert rec.verdict == "FINALITY_CONFIRMED", rec.verdict
+        assert rec.verdict == Verdict.FINALITY_CONFIRMED, rec.verdict
 
         def ours(watched_rec: Any = rec, cold: bool = True) -> None:
             if cold:

@@ -1,4 +1,4 @@
-"""What signed receipts cost in JSON-RPC calls (issue 11), run by hand:
+"""What signed receipts cost in JSON-RPC calls, run by hand:
 ``.venv/bin/python -m bench.receipts_cost [--w 1 100 1000] [--n 12] [--block-time 0.5]``.
 
 The scenario of the issue, against a real anvil mining a block every ``--block-time``

@@ -1,4 +1,4 @@
-"""Receipt build time before and after a restart, and offline verify (issue 11), run by hand:
+"""Receipt build time before and after a restart, and offline verify, run by hand:
 ``.venv/bin/python -m bench.receipts_restart [--runs 7]``.
 
 Tx 250 of a block of 500 txs, N = 3, a real anvil; each figure is the median of ``--runs``
@@ -37,6 +37,7 @@ import httpx
 from bench.common import Anvil
 from bench.receipts import _naive_build, _naive_verify
 from chains.rpc import RpcClient, Web3Transport
+from guard.settlement import Verdict
 from guard.verify import verify_receipt
 from tests.integration.helpers import make_watcher
 from tests.integration.receipts_helpers import TxFactory, receipts_for
@@ -74,7 +75,7 @@ def build(runs: int) -> None:
         anvil.mine(2)
         rig.watcher.catch_up()
         rec = rig.settlement(sid)
-        assert rec.verdict == "FINALITY_CONFIRMED", rec.verdict
+        assert rec.verdict == Verdict.FINALITY_CONFIRMED, rec.verdict
         signer = receipts.signer
 
         def run(builder: ReceiptBuilder) -> None:
@@ -175,7 +176,7 @@ def verify(runs: int) -> None:
         rig.watcher.poll()
         rig.mine_and_poll(63)
         rec = rig.settlement(rec.settlement_id)
-        assert rec.verdict == "FINALITY_CONFIRMED", rec.verdict
+        assert rec.verdict == Verdict.FINALITY_CONFIRMED, rec.verdict
         signer = receipts.signer
         compact = rig.config.model_copy(update={"receipt_headers": "compact"})
         # As a verifier gets it: parsed from the JSON document (the builder's frozen

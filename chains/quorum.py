@@ -19,6 +19,7 @@ from chains.budget import CallsDeferred
 from chains.errors import ChainError, NodeDataInvalid
 from chains.models import BlockHeader
 from chains.rpc import RpcClient
+from guard.event_kinds import EventKind
 
 
 @dataclass(frozen=True)
@@ -242,7 +243,7 @@ class QuorumGate:
             said[ep] = ours
         said.update(answers)
         self.alert(
-            "rpc_disagreement",
+            EventKind.RPC_DISAGREEMENT,
             "critical",
             {
                 "block_number": number,
@@ -307,7 +308,7 @@ class QuorumGate:
                 )
             if problem is not None:
                 self.alert(
-                    "finality_violation",
+                    EventKind.FINALITY_VIOLATION,
                     "critical",
                     {
                         "endpoint": ep,

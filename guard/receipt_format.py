@@ -20,6 +20,7 @@ from typing import Any
 from guard import eip712
 from guard.canonical import canonical_json, digest
 from guard.hashing import keccak256
+from guard.settlement import Verdict
 
 FORMAT_VERSION = 1
 """The ``version`` of every receipt this code writes and the only one it verifies."""
@@ -42,10 +43,10 @@ OFFCHAIN_CHAIN_ID = 0
 OFFCHAIN_BOOKKEEPING = ("source", "source_kind", "ref", "event_ids", "objects", "objects_digest")
 """Evidence facts that are not the source's objects (used when the evidence has no
 ``objects`` map of its own: the remaining facts *are* the recorded objects)."""
-VERDICT_KIND = {
-    "FINALITY_CONFIRMED": FINALITY,
-    "SETTLEMENT_FAILED": FAILURE,
-    "TIMEOUT_TREATED_AS_FAILURE": TIMEOUT,
+VERDICT_KIND: dict[str, str] = {
+    Verdict.FINALITY_CONFIRMED: FINALITY,
+    Verdict.SETTLEMENT_FAILED: FAILURE,
+    Verdict.TIMEOUT_TREATED_AS_FAILURE: TIMEOUT,
 }
 """The receipt kind attesting each terminal verdict."""
 

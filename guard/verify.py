@@ -89,6 +89,19 @@ class VerifiedReceipt:
         """One line for a human."""
         return f"{self.kind} for {self.tx_hash} on chain {self.chain_id}: {self.facts.summary}"
 
+    def identity(self) -> dict[str, Any]:
+        """What the receipt is about and who signed it, as JSON: the keys every answer of a
+        verification starts with (the client's, ``finality verify --json``, the MCP tool)."""
+        return {
+            "kind": self.kind,
+            "settlement_id": self.settlement_id,
+            "chain_id": self.chain_id,
+            "tx_hash": self.tx_hash,
+            "verdict": self.verdict,
+            "signer": self.signer,
+            "digest": self.digest,
+        }
+
 
 def verify_receipt(
     receipt: Mapping[str, Any],

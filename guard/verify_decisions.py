@@ -37,11 +37,8 @@ from guard.verify_consensus import SECTION, UNCHECKED_CLAIM, check_section_shape
 from guard.verify_offchain import verify_offchain
 from guard.verify_terms import COMMON, DECIDED, finality_terms, verify_timeout
 
-VERDICTS = {
-    fmt.FINALITY: "FINALITY_CONFIRMED",
-    fmt.FAILURE: "SETTLEMENT_FAILED",
-    fmt.TIMEOUT: "TIMEOUT_TREATED_AS_FAILURE",
-}
+VERDICTS = {kind: verdict for verdict, kind in fmt.VERDICT_KIND.items()}
+"""The verdict each decision receipt kind attests (the inverse of ``VERDICT_KIND``)."""
 
 
 def verify_decision(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, list[str]]:

@@ -6,7 +6,7 @@ starts them after the pollers, calls ``after_poll(chain)`` after every poll job 
 (in the poll thread, so per-chain work is never concurrent with itself), and stops them
 before the store closes.
 
-:class:`HasComponents` is all a lookup such as ``issuer_of(app)`` needs of the built
+:class:`HasComponents` is all a lookup such as ``waker_of(app)`` needs of the built
 daemon: its components, in start order. It lets the parts below the wiring point accept the
 daemon without importing it (the wiring point sits above them).
 """

@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from guard.canonical import canonical_json
 from guard.directive import waiting_directive
 from guard.settlement import (
+    TERMINAL_VERDICTS,
     Observation,
     Settlement,
     SettlementPolicy,
@@ -124,6 +125,14 @@ class Awaiting:
     commit_url: str | None
 
 
+class WaitLimits(NamedTuple):
+    """How long a new settlement waits: its own timeout, and the longest wait of its chain or
+    source (the guard caps the one by the other)."""
+
+    timeout_s: float
+    max_wait_s: float
+
+
 def awaiting_row(
     reg: Awaiting, sid: SettlementId, tx_hash: str, owner: str, now: int, **facts: Any
 ) -> NewSettlement:
@@ -131,23 +140,58 @@ def awaiting_row(
     the timeout and the chain's longest wait, its initial decision and digest. ``facts``:
     the kind's own columns (a tx's sender and nonce, a payment's kind)."""
     chain = reg.chain
-    timeout_ms = int((reg.timeout_s if reg.timeout_s is not None else chain.timeout_s) * 1000)
+    timeout_s = reg.timeout_s if reg.timeout_s is not None else chain.timeout_s
+    return first_row(
+        sid,
+        chain.name,
+        tx_hash,
+        now,
+        WaitLimits(timeout_s, chain.max_wait_s),
+        required_confirmations=reg.confirmations or chain.resolved_confirmations,
+        finality_mode=chain.resolved_finality,
+        dependent_state=reg.dependent_state,
+        commit_url=reg.commit_url,
+        owner=owner,
+        **facts,
+    )
+
+
+def first_row(
+    sid: SettlementId,
+    name: str,
+    ref: str,
+    now: int,
+    wait_s: WaitLimits,
+    *,
+    required_confirmations: int,
+    finality_mode: str,
+    dependent_state: dict[str, Any] | None,
+    commit_url: str | None,
+    owner: str,
+    **facts: Any,
+) -> NewSettlement:
+    """The row of a settlement registered at ``now`` on the chain or source ``name`` (``ref``
+    its tx hash or reference), AWAITING_FINALITY: its decision by the guard with nothing
+    observed yet, and its deadline from ``wait_s``. ``facts``: the kind's own columns (a
+    tx's sender and nonce, a payment's kind). Chains and sources register through this one
+    function, so their first decision and deadline are made alike."""
+    timeout_ms = int(wait_s.timeout_s * 1000)
     settlement = Settlement(sid, True, UnixMillis(now), timeout_ms)
-    policy = SettlementPolicy(max_wait_ms=int(chain.max_wait_s * 1000))
+    policy = SettlementPolicy(max_wait_ms=int(wait_s.max_wait_s * 1000))
     decision = evaluate_settlement(settlement, Observation(), policy, UnixMillis(now))
     return NewSettlement(
         settlement_id=sid,
-        chain=chain.name,
-        tx_hash=tx_hash,
-        required_confirmations=reg.confirmations or chain.resolved_confirmations,
-        finality_mode=chain.resolved_finality,
+        chain=name,
+        tx_hash=ref,
+        required_confirmations=required_confirmations,
+        finality_mode=finality_mode,
         timeout_ms=timeout_ms,
         initiated_at=now,
         deadline=deadline_of(settlement, policy),
         digest=decision.digest,
         decision=decision_as_json(decision),
-        dependent_state=reg.dependent_state,
-        commit_url=reg.commit_url,
+        dependent_state=dependent_state,
+        commit_url=commit_url,
         owner=owner,
         **facts,
     )
@@ -209,11 +253,7 @@ def settlement_view(
     rule that uses it. The ``directive`` and ``waiting_for`` are computed now, never read
     back as they were at the last decision."""
     decision = rec.decision
-    terminal = rec.verdict in (
-        "FINALITY_CONFIRMED",
-        "SETTLEMENT_FAILED",
-        "TIMEOUT_TREATED_AS_FAILURE",
-    )
+    terminal = rec.verdict in TERMINAL_VERDICTS
     return {
         "settlement_id": rec.settlement_id,
         "registered": True,

@@ -18,7 +18,8 @@ DELIVERY: dict[str, Any] = {
     "receipt_wait_s": 0.5,
     "max_attempts": 100,
     # The receiver is on loopback and some of these chains (31338) are not dev chains:
-    # their commit_url must be allow-listed (issue 14's outbound rule).
+    # their commit_url must be allow-listed (the daemon posts to no
+    # private address it was not told to trust).
     "allow_destinations": ["127.0.0.1"],
 }
 

@@ -1,4 +1,4 @@
-"""Callers authenticate (issue 14): a daemon process with ``[[api.tokens]]`` (one from the
+"""Callers authenticate: a daemon process with ``[[api.tokens]]`` (one from the
 environment, one as a sha256 digest, one literal), probed over real HTTP as a stranger, a
 careless caller and a browser would; and the checks that hold without tokens too (foreign
 ``Host``, form posts). Every answer and the daemon's log are searched for the tokens."""

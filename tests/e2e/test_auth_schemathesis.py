@@ -1,5 +1,5 @@
-"""The live ``/openapi.json`` of a daemon with ``[[api.tokens]]`` checked against its answers
-(issue 14): the same schemathesis run as tests/e2e/test_schemathesis.py, with a token holding
+"""The live ``/openapi.json`` of a daemon with ``[[api.tokens]]`` checked against its answers:
+the same schemathesis run as tests/e2e/test_schemathesis.py, with a token holding
 every scope, fewer examples per operation. Schemathesis' auth check also sends each request
 without the token and requires a 401 (every guarded operation documents it)."""
 

@@ -1,6 +1,6 @@
 """The daemon with ``heads = "ws"``: verdicts arrive long before the next interval poll, the
-WebSocket going away only slows things down to polling, and a ws:// endpoint serves reads
-(issue 7). Real daemon processes, a real anvil, a real TCP proxy to cut the WebSocket."""
+WebSocket going away only slows things down to polling, and a ws:// endpoint serves reads.
+Real daemon processes, a real anvil, a real TCP proxy to cut the WebSocket."""
 
 from __future__ import annotations
 

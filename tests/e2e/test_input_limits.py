@@ -1,4 +1,4 @@
-"""Bounded input, never a 5xx: the probes of issue 14 against the daemon as a process.
+"""Bounded input, never a 5xx: oversized and malformed probes against the daemon as a process.
 
 Body sizes are capped before parsing, per route (a 100 MB body refused with the daemon's
 memory staying flat, by ``Content-Length`` and chunked); ``timeout_s`` down to 1 s; the depth

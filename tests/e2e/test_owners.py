@@ -1,4 +1,4 @@
-"""Settlements belong to their caller (issue 14), with the daemon as a real process.
+"""Settlements belong to their caller, with the daemon as a real process.
 
 Two token callers register the same (public) tx hash, each with its own dependent state and
 commit_url (two loopback receivers): the tx is mined to finality and each receiver gets its

@@ -1,4 +1,4 @@
-"""``GET /v1/settlements/{id}/receipt`` answers the stored bytes of the receipt (issue 11).
+"""``GET /v1/settlements/{id}/receipt`` answers the stored bytes of the receipt.
 
 A daemon as a process, a real anvil: the answer is the ``receipts.body`` text of the store,
 byte for byte (no decoding and encoding again on the way out), in the encoding the route

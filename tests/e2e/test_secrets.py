@@ -1,4 +1,4 @@
-"""Secrets never leave (issue 14): credentials planted in every configured URL appear in no
+"""Secrets never leave: credentials planted in every configured URL appear in no
 output channel of the daemon.
 
 Every URL of the config carries a marker (``SECRETMARK…``) in its userinfo, path and query

@@ -1,4 +1,4 @@
-"""The files that hold secrets are this user's only (issue 14): the SQLite store (dependent
+"""The files that hold secrets are this user's only: the SQLite store (dependent
 state, delivery bodies) and the development signing key are created 0600, whatever the
 umask; a wider existing one is narrowed; one in a directory everyone may write to is
 refused. Checked with os.stat on the files a real daemon and the real store and signer make."""

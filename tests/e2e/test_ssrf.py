@@ -1,4 +1,4 @@
-"""Safe outbound calls (issue 14): a ``commit_url`` the daemon must not POST to is refused at
+"""Safe outbound calls: a ``commit_url`` the daemon must not POST to is refused at
 registration with a 422 naming it and the reason (nothing stored), loopback only where every
 chain is a dev chain or the allow-list names it, a delivery's answer body is never shown,
 and an alert URL with credentials is a config error that does not print them. Daemons as

@@ -1,4 +1,4 @@
-"""``GET /v1/settlements/{id}``'s hot read layer (watcher/api/hot_read.py, issue 14): what it
+"""``GET /v1/settlements/{id}``'s hot read layer (watcher/api/hot_read.py): what it
 answers is byte for byte what the route answers, it answers only the plain success, and the
 read it makes runs no SQLAlchemy statement.
 

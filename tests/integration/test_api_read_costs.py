@@ -1,4 +1,4 @@
-"""What the hot API routes cost the store (issue 14, performance under load): a settlement
+"""What the hot API routes cost the store (performance under load): a settlement
 read is one statement, with the head it shows read in it; a batch of 1,000 registrations is
 a handful of statements, not one head query per item; and a batch costs SQLite the same work
 however many settlements are already stored (the rows are looked up through the unique

@@ -1,4 +1,4 @@
-"""The records a batch answers are the stored rows, on SQLite and PostgreSQL (issue 14: a
+"""The records a batch answers are the stored rows, on SQLite and PostgreSQL (a
 batch's new rows are built from the values inserted and their seq, not read back whole).
 
 And a batch racing another registration of one of its txs: on PostgreSQL another instance

@@ -1,5 +1,5 @@
 """What a batch registration costs the store, and that its answer is what a read shows
-(issue 14, performance under load): the rows a batch inserts are not read back (their
+(performance under load): the rows a batch inserts are not read back (their
 records are built from the values inserted and the ``seq`` each got), only the rows already
 stored are; every result still equals ``GET /v1/settlements/{id}`` of it, whatever the
 item carried (dependent state, commit URL, sender and nonce, provisional), for new items,

@@ -1,6 +1,6 @@
 """The daemon as a process against Hardhat 3 (EDR) and Ganache 7.9.2, unchanged.
 
-What issue 10 (1b) saw: the daemon started, but the first block holding a watched tx
+What an acceptance test saw: the daemon started, but the first block holding a watched tx
 aborted every poll (no ``eth_getBlockReceipts``), the head stayed put while the node moved
 on, and nothing was ever confirmed or receipted. Here a user's whole path runs over HTTP:
 register, the head follows the node, finality, a receipt that verifies offline.

@@ -1,4 +1,4 @@
-"""Destinations checked again at delivery time (issue 14): the sender resolves a row's host
+"""Destinations checked again at delivery time: the sender resolves a row's host
 at every attempt and sends nothing to an address that is not allowed now, whatever it was
 at registration (DNS can change); it sends to the address it checked, so a second lookup
 cannot differ; a destination's answer body is never stored. A real receiver on loopback;

@@ -1,4 +1,4 @@
-"""Stalled heads: the followed endpoint answers well but its head froze (issue 7).
+"""Stalled heads: the followed endpoint answers well but its head froze.
 
 Real anvil nodes behind the project's fault proxy. When the followed node's head stops
 while another endpoint's goes on, the watcher must move to the moving one (through the

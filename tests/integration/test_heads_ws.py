@@ -1,4 +1,4 @@
-"""New heads over WebSocket and JSON-RPC over ws://, against a real anvil (issue 7).
+"""New heads over WebSocket and JSON-RPC over ws://, against a real anvil.
 
 The subscription is exercised through real faults: a TCP proxy between it and anvil that is
 cut and restored, and an endpoint that does not speak WebSocket at all.

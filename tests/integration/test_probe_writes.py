@@ -1,5 +1,5 @@
-"""What a poll's by-hash lookups write, and in how many statements (issue 14, performance
-under load): a poll that looks up hundreds of new txs records each one's next probe time
+"""What a poll's by-hash lookups write, and in how many statements (performance under
+load): a poll that looks up hundreds of new txs records each one's next probe time
 (and the sender, nonce and signed bytes of those the node holds pending) in a couple of
 statements, not one or two per settlement: under batch registration those per-row UPDATEs
 were a third of the poller's time. The rows hold what they held before, and the in-memory

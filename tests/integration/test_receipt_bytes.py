@@ -1,5 +1,5 @@
 """A stored receipt is answered as its stored bytes, and a waiting read ends when the receipt
-is stored (issue 11).
+is stored.
 
 What a client notices: ``GET /v1/settlements/{id}/receipt`` answers the same bytes the
 API wrote before (FastAPI's JSON encoding of the document) whether the row was stored by

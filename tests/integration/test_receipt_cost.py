@@ -4,7 +4,7 @@ A real anvil behind a counting proxy (bench/proxy.py logs every call with its pa
 watcher follows the chain through the proxy; the receipts component then builds the
 finality receipts of every watched tx. The tracker already fetched each block of the header
 chain a receipt carries, and the engine already fetched the block's ``eth_getBlockReceipts``:
-building must not ask the node for either again (issue 11), and the receipts must still
+building must not ask the node for either again, and the receipts must still
 verify offline against the chain the node now has.
 """
 

@@ -1,5 +1,5 @@
 """A block's receipts built and stored together, and a new decision never waits out an old
-backoff (issue 11).
+backoff.
 
 Real anvil, a ChainWatcher driven by hand, the receipts component run as the daemon runs it
 after a poll, SQLite and PostgreSQL. Time is the rig's injected clock: nothing sleeps.

@@ -1,4 +1,5 @@
-"""Reorgs that replace every block the watcher holds, on a real anvil (issue 10, item 1).
+"""Reorgs that replace every block the watcher holds, on a real anvil (an acceptance
+test found the watcher stuck after one).
 
 Right after a cold start the header window holds one block: the tip, the block most likely
 to be replaced. A reorg of it used to stop the chain for good ("no common ancestor"); now the

@@ -324,7 +324,7 @@ def test_webhooks_about_unknown_payments_are_acknowledged(
     balance = stripe.events[-1]
     assert balance["type"] == "balance.available"
     assert deliver(app, balance).json()["matched"] is False
-    json_only = {"Content-Type": "application/json"}  # anything else is 415 (issue 14)
+    json_only = {"Content-Type": "application/json"}  # anything else is 415
     other = app.http.post("/v1/webhooks/stripe/other", content=b"{}", headers=json_only)
     assert other.status_code == 404
 

@@ -1,4 +1,4 @@
-"""The SQLite reader's plain connection (watcher/store/loop_reader.py, issue 14): the read it
+"""The SQLite reader's plain connection (watcher/store/loop_reader.py): the read it
 makes is the engine's read (the same record, the same Python values), it serves one thread
 (any other reads through the engine), and beside a writer in another thread it neither
 waits nor sees what is not committed, and sees a commit at once. On PostgreSQL there is

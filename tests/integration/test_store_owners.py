@@ -1,4 +1,4 @@
-"""Settlements belong to their caller (issue 14), on SQLite and PostgreSQL: the same tx
+"""Settlements belong to their caller, on SQLite and PostgreSQL: the same tx
 registered by two owners is two settlements; every read for a caller filters by owner."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One tx, two callers, one watch (issue 14): the engine looks the tx up once, fetches its
+"""One tx, two callers, one watch: the engine looks the tx up once, fetches its
 block's receipts once, and decides both settlements in the same block transaction; each gets
 its own commit row (its own dependent state and commit_url) and its own signed receipt, built
 without another call. A real anvil behind a counting proxy (bench/proxy.py)."""

@@ -1,4 +1,4 @@
-"""One Stripe PaymentIntent registered by two callers (issue 14): two settlements, each with
+"""One Stripe PaymentIntent registered by two callers: two settlements, each with
 its own dependent state and commit row, polled with one fetch for both (a real
 Stripe-shaped server on loopback, the official ``stripe`` library, a real SQLite store)."""
 

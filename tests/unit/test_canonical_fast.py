@@ -1,6 +1,6 @@
 """guard/canonical.py's fast writer and FrozenJson give the bytes of the general path.
 
-Issue 11: a receipt was encoded twice per signature, most of it its block's header chain;
+Why: a receipt was encoded twice per signature, most of it its block's header chain;
 the fast writer (plain JSON types in one pass) and the frozen headers (their text encoded
 once) must not change one byte of what is signed, nor an error a caller sees.
 """

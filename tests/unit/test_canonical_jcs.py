@@ -2,7 +2,7 @@
 
 The oracle is the independent ``rfc8785`` package (PyPI, Trail of Bits); the examples are the
 test data of the RFC's author (tests/vectors/jcs/, see its README) and the number samples of
-that repository's README. Issue 10, item 4: keys were sorted by code point, which puts a key
+that repository's README. An acceptance test found keys sorted by code point, which puts a key
 in U+E000-U+FFFF before one above U+FFFF; RFC 8785 sorts by UTF-16 code units, where the
 latter (a surrogate pair, 0xD800-0xDBFF) comes first, so such dependent state had a digest
 no JCS library computes.

@@ -367,7 +367,7 @@ def test_good_store_urls(url: str) -> None:
     assert StoreConfig(url=url).url == url
 
 
-# --- new heads over WebSocket (issue 7) ------------------------------------------------------
+# --- new heads over WebSocket --------------------------------------------------------------
 
 
 def test_heads_default_to_polling() -> None:
@@ -412,7 +412,7 @@ def test_heads_mistakes_name_the_key(tmp_path: Path, extra: str, expected: str) 
     assert f"{name}: {expected}" in str(error).splitlines(), str(error)
 
 
-# --- RPC budget and rate limits (issue 7) ---------------------------------------------------
+# --- RPC budget and rate limits -----------------------------------------------------------
 
 TWO_RPC = (
     '[[chains]]\nname = "local"\nchain_id = 31337\n'
@@ -447,7 +447,7 @@ def test_budget_and_rate_limits_load() -> None:
     assert chain.rpc_rate_limits == [10.0, 2.5]
 
 
-# --- sharing chains between instances (issue 5 follow-up) -----------------------------------
+# --- sharing chains between instances -----------------------------------------------------
 
 
 def test_handoff_balance_defaults_on_and_can_be_switched_off() -> None:

@@ -1,4 +1,4 @@
-"""``[api]`` callers and hosts (issue 14): ``[[api.tokens]]`` rules, the loopback rule for an
+"""``[api]`` callers and hosts: ``[[api.tokens]]`` rules, the loopback rule for an
 open API, and which ``Host`` names the guards accept. Problems never quote a token."""
 
 from __future__ import annotations

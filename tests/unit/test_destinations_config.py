@@ -1,4 +1,4 @@
-"""``[delivery] allow_destinations`` and the alert URLs checked at config load (issue 14)."""
+"""``[delivery] allow_destinations`` and the alert URLs checked at config load."""
 
 from __future__ import annotations
 

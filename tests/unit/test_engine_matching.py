@@ -54,7 +54,7 @@ def test_after_a_reorg_a_confirmed_settlement_no_longer_watched_is_found_again()
 
 
 def test_one_tx_watched_by_two_settlements_concerns_both() -> None:
-    """Two callers registered one tx (issue 14): its inclusion and its replacement reach
+    """Two callers registered one tx: its inclusion and its replacement reach
     both settlements; forgetting one keeps the other indexed."""
     watched, other = tx(1, ALICE, 7), tx(2, ALICE, 7)
     index = index_of(

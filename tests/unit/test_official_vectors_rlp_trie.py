@@ -111,7 +111,7 @@ def test_official_trie_vector(case: dict[str, Any], secure: bool) -> None:
 
 
 def test_a_key_that_prefixes_another_is_held_in_a_branch() -> None:
-    """Issue 10, item 6: the builder used to raise IndexError here (the official
+    """An acceptance test found the builder raising IndexError here (the official
     ``branch-value-update`` and ``testy`` vectors need it too)."""
     trie = Trie.of_items({b"do": b"verb", b"dog": b"puppy", b"doge": b"coin"})
     for key, value in {b"do": b"verb", b"dog": b"puppy", b"doge": b"coin"}.items():

@@ -177,7 +177,7 @@ def test_official_transaction_vector(vector: dict[str, Any]) -> None:
     ],
 )
 def test_refusal_names_the_field(name: str, reason: str) -> None:
-    """The acceptance-test findings (issue 10, item 3): each refused, naming the field."""
+    """The acceptance-test findings on transactions: each refused, naming the field."""
     (vector,) = [p.values[0] for p in ALL if p.id == name]
     with pytest.raises(TransactionError, match=re.escape(reason)):
         decode_signed(bytes.fromhex(vector["txbytes"][2:]))

@@ -3,7 +3,7 @@
 Third parties import the verifier and the proof code as a library. The table in
 docs/library.md is the promise; this test reads it, imports each name from its module and
 checks the kind written there (function, class, exception, constant, module), and fails
-when a name the project promised (issue 13) has no row. ``python -m watcher.cli verify`` is
+when a name the project promised third parties has no row. ``python -m watcher.cli verify`` is
 part of the promise too: it is run as a process on a golden receipt vector.
 """
 
@@ -60,7 +60,7 @@ PROMISED = {
     ("chains.errors", "ChainError"),
     ("chains.errors", "RpcErrorResponse"),
 }
-"""The names issue 13 promised third parties, whatever the page says."""
+"""The names promised third parties (a stable public API), whatever the page says."""
 
 KINDS = ("function", "class", "exception", "constant", "module")
 ROW = re.compile(r"^\| `(?P<module>[\w.]+)` \| `(?P<name>\w+)` \| (?P<kind>\w+) \|")

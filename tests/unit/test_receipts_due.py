@@ -1,6 +1,6 @@
 """watcher/receipts/due.py: a new block's receipts never wait behind a backlog of retries.
 
-Issue 11: the due list was tried in the order settlements were noted, 50 per tick, so 50
+Why: the due list was tried in the order settlements were noted, 50 per tick, so 50
 receipts that kept failing (a node lagging on old blocks) took every place of a tick, and a
 new block's receipts waited behind them.
 """

@@ -24,13 +24,14 @@ from typing import Any
 from fastapi import APIRouter, Query
 
 from guard.errors import InvalidHash
+from guard.event_kinds import LIFECYCLE_EVENT, EventKind
 from guard.hexes import parse_tx_hash
+from guard.settlement import Verdict
 from watcher.api.auth import Reader
 from watcher.api.deps import ApiDeps
 from watcher.api.models.console import LatestEventView, SearchView, TimelineView, TimeToFinalView
 from watcher.api.models.errors import ERRORS
 from watcher.api.views import settlement_or_error
-from watcher.engine.decisions import LIFECYCLE_EVENT
 from watcher.engine.payment_registration import payment_id
 from watcher.store import SettlementNotFound, SettlementRecord
 from watcher.store.console_store import final_durations, header_times, last_event_id
@@ -42,14 +43,14 @@ MAX_WINDOW_S = 7 * 24 * 3600
 MAX_DEPTH_STEPS = 256
 """Confirmation steps listed at most (a chain with N = 10,000 lists its first 256)."""
 
-TERMINAL_STEPS = {
-    "FINALITY_CONFIRMED": "final",
-    "SETTLEMENT_FAILED": "failed",
-    "TIMEOUT_TREATED_AS_FAILURE": "timed_out",
+TERMINAL_STEPS: dict[str, str] = {
+    Verdict.FINALITY_CONFIRMED: "final",
+    Verdict.SETTLEMENT_FAILED: "failed",
+    Verdict.TIMEOUT_TREATED_AS_FAILURE: "timed_out",
 }
 """The step each terminal verdict closes the timeline with."""
 
-LIFECYCLE_KINDS = frozenset({"reorg", *LIFECYCLE_EVENT.values()})
+LIFECYCLE_KINDS = frozenset({EventKind.REORG, *LIFECYCLE_EVENT.values()})
 """Events the timeline already tells as its own steps (reorged, final, failed, timed out)."""
 
 

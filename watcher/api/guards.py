@@ -104,7 +104,7 @@ class Guards:
     @staticmethod
     def _served(scope: Scope) -> bool:
         """Whether the path takes the request's method: a method it does not take is the
-        router's 405 (or 404), with its ``Allow``, not a 415 (issue 14, schemathesis)."""
+        router's 405 (or 404), with its ``Allow``, not a 415 (schemathesis checks that status per method)."""
         app = scope.get("app")
         if not isinstance(app, FastAPI):
             return True

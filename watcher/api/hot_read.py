@@ -1,4 +1,5 @@
-"""The read callers poll, ``GET /v1/settlements/{id}``, answered without the framework (issue 14).
+"""The read callers poll, ``GET /v1/settlements/{id}``, answered without the framework
+(the API's load target: bench/README.md, "API under load").
 
 Under load, three quarters of the event loop's time on this read went to FastAPI and
 Starlette's machinery (the exception middlewares, the router's matching, the dependency

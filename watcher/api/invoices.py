@@ -13,7 +13,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from watcher.api.auth import Reader, Registrar
-from watcher.api.commit_url import check_commit_url
 from watcher.api.cursors import CursorParam, cursor_seq
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
@@ -22,7 +21,7 @@ from watcher.api.models.errors import ERRORS
 from watcher.api.models.params import DIGITS_ONLY
 from watcher.api.models.settlements import MAX_PAGE
 from watcher.api.payments import payment_view
-from watcher.api.registration import check_dependent_state
+from watcher.api.registration import check_delivery
 from watcher.api.views import chain_or_error, head_of
 from watcher.delivery.plan import OutboxPlan
 from watcher.engine.invoice_issuing import InvoicesOff, InvoiceTerms, issue_invoice
@@ -81,10 +80,7 @@ def router(deps: ApiDeps) -> APIRouter:
 def _issue(deps: ApiDeps, body: InvoiceRequest, owner: str) -> InvoiceRecord:
     """Check the request, derive a fresh address and store the invoice."""
     chain = chain_or_error(deps, body.chain, 422)
-    if body.dependent_state is not None:
-        limit = deps.config.delivery.max_dependent_state_bytes
-        check_dependent_state(body.dependent_state, limit)
-    check_commit_url(deps, body.commit_url)
+    check_delivery(deps, body.dependent_state, body.commit_url)
     expires = min(body.expires_in_s, chain.max_wait_s)
     terms = InvoiceTerms(
         chain,

@@ -23,13 +23,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from guard.payment import ADDRESS_KINDS, DEPOSIT_KIND, PaymentSpec
-from watcher.api.commit_url import check_commit_url
+from guard.settlement import Verdict
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError, validation_body
 from watcher.api.models.payments import PaymentRequest
-from watcher.api.registration import check_dependent_state, same_terms
-from watcher.api.views import chain_or_error, head_of, view_parts
-from watcher.config.chains import ChainConfig
+from watcher.api.registration import checked_chain_terms, same_terms
+from watcher.api.views import head_of, view_parts
 from watcher.engine.payment_registration import PaymentRegistration, new_payment
 from watcher.settlements import depth_of, settlement_view
 from watcher.store import NewSettlement, SettlementRecord
@@ -52,38 +51,20 @@ def checked_payment(
     deps: ApiDeps, body: PaymentRequest, owner: str
 ) -> tuple[NewSettlement, NewPaymentSpec]:
     """The rows a valid payment registration stores (``owner``'s); :class:`ApiError`."""
-    chain = chain_or_error(deps, body.chain, 422)
-    check_confirmations(chain, body.confirmations)
-    timeout_s = body.timeout_s
-    if timeout_s is not None and timeout_s > chain.max_wait_s:
-        timeout_s = chain.max_wait_s
-    if body.dependent_state is not None:
-        check_dependent_state(body.dependent_state, deps.config.delivery.max_dependent_state_bytes)
-    check_commit_url(deps, body.commit_url)
+    terms = checked_chain_terms(
+        deps, body.chain, body.confirmations, body.timeout_s, body.dependent_state, body.commit_url
+    )
     reg = PaymentRegistration(
-        chain=chain,
+        chain=terms.chain,
         spec=PaymentSpec(body.to, body.asset, int(body.amount), body.sender),
         confirmations=body.confirmations,
-        timeout_s=timeout_s,
+        timeout_s=terms.timeout_s,
         dependent_state=body.dependent_state,
         commit_url=body.commit_url,
         reference=body.reference,
         owner=owner,
     )
-    return new_payment(reg, deps.clock(), head_of(deps, chain.name))
-
-
-def check_confirmations(chain: ChainConfig, confirmations: int | None) -> None:
-    """A 422 naming ``confirmations`` when it is not below the chain's header window (the
-    headers a receipt is built from are kept that deep)."""
-    window = chain.resolved_header_window
-    if confirmations is not None and confirmations >= window:
-        raise ApiError(
-            422,
-            f"confirmations: must be below the header window of chain {chain.name!r} "
-            f"({window}), got {confirmations}",
-            fields=["confirmations"],
-        )
+    return new_payment(reg, deps.clock(), head_of(deps, terms.chain.name))
 
 
 def register_payment_settlement(
@@ -140,7 +121,7 @@ def payment_view(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any] | None:
         waiting_for=(
             f"transfers to {spec.to_address} adding up to {spec.amount}, each final by the "
             f"{rec.finality_mode} rule (N={rec.required_confirmations}); paid {paid}"
-            if rec.verdict == "AWAITING_FINALITY"
+            if rec.verdict == Verdict.AWAITING_FINALITY
             else None
         ),
     )

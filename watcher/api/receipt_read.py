@@ -1,4 +1,5 @@
-"""``GET /v1/settlements/{id}/receipt``'s answer, read where it is cheapest (issue 11).
+"""``GET /v1/settlements/{id}/receipt``'s answer, read where it is cheapest (as
+its stored bytes: a receipt is read far more often than built).
 
 At W = 1,000 a block's 100 receipts are fetched within a poll of their verdicts, in the
 interpreter that also builds the next block's receipts: what a receipt read costs is what

@@ -23,7 +23,7 @@ def recorded_head(store: Store, chain: str) -> int | None:
 class HeadsOnce:
     """Every chain's recorded head, read from the store at most once (on first use): an
     answer that shows many settlements (a batch of 1,000, a listing page) reads the heads in
-    one query instead of one per settlement (issue 14). Made per answer, never kept: what it
+    one query instead of one per settlement (a listing answers under load). Made per answer, never kept: what it
     shows is the head stored when the answer began to be built, as a fresh read would."""
 
     def __init__(self, store: Store) -> None:

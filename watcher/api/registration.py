@@ -1,10 +1,12 @@
 """What a registration must look like before anything is stored: the chain body of
-``POST /v1/settlements`` and the dependent-state checks chain and source bodies share."""
+``POST /v1/settlements``, and the checks every registration shares (its chain, its depth, its
+timeout, its dependent state and commit URL), written once for transactions, payments,
+subscriptions, invoices and source settlements."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from guard.canonical import CanonicalError, canonical_json
 from watcher.api.commit_url import check_commit_url
@@ -14,13 +16,18 @@ from watcher.api.models.limits import shape_problem
 from watcher.api.models.settlements import SettlementRequest
 from watcher.api.sender_facts import FieldProblem, sender_facts
 from watcher.api.views import chain_or_error
+from watcher.config.chains import ChainConfig
 from watcher.settlements import ANONYMOUS_OWNER, Registration, differing_terms, new_settlement
 from watcher.store import NewSettlement, SettlementRecord
 
 __all__ = [
     "MAX_DEPENDENT_STATE_BYTES",
+    "ChainTerms",
     "SettlementRequest",
+    "check_confirmations",
+    "check_delivery",
     "check_dependent_state",
+    "checked_chain_terms",
     "checked_settlement",
     "same_terms",
 ]
@@ -56,6 +63,58 @@ def check_dependent_state(state: object, limit: int, name: str = "dependent_stat
         raise ApiError(422, message, fields=[name]) from None
 
 
+def check_delivery(deps: ApiDeps, dependent_state: object | None, commit_url: str | None) -> None:
+    """What the daemon is asked to deliver: the dependent state (when given) within the
+    configured size and canonical, then the commit URL allowed; raises :class:`ApiError`."""
+    if dependent_state is not None:
+        check_dependent_state(dependent_state, deps.config.delivery.max_dependent_state_bytes)
+    check_commit_url(deps, commit_url)
+
+
+def check_confirmations(chain: ChainConfig, confirmations: int | None) -> None:
+    """A 422 naming ``confirmations`` when it is not below the chain's header window (the
+    headers a receipt is built from are kept that deep)."""
+    window = chain.resolved_header_window
+    if confirmations is not None and confirmations >= window:
+        raise ApiError(
+            422,
+            f"confirmations: must be below the header window of chain {chain.name!r} "
+            f"({window}), got {confirmations}",
+            fields=["confirmations"],
+        )
+
+
+@dataclass(frozen=True)
+class ChainTerms:
+    """The terms every registration on a chain shares, checked."""
+
+    chain: ChainConfig
+    """The configured chain named by the request."""
+    timeout_s: float | None
+    """The timeout asked for, capped at the chain's max wait (None: the chain's default)."""
+
+
+def checked_chain_terms(
+    deps: ApiDeps,
+    chain_name: str,
+    confirmations: int | None,
+    timeout_s: float | None,
+    dependent_state: object | None,
+    commit_url: str | None,
+) -> ChainTerms:
+    """Check what a transaction and a payment registration share, in the order a caller
+    reads its errors: the chain is known, ``confirmations`` below its header window, then the
+    delivery (:func:`check_delivery`). A timeout over the policy's max wait is capped (the
+    deadline would be the same; capping also keeps a huge value from overflowing the stored
+    milliseconds)."""
+    chain = chain_or_error(deps, chain_name, 422)
+    check_confirmations(chain, confirmations)
+    if timeout_s is not None and timeout_s > chain.max_wait_s:
+        timeout_s = chain.max_wait_s
+    check_delivery(deps, dependent_state, commit_url)
+    return ChainTerms(chain, timeout_s)
+
+
 def checked_settlement(
     deps: ApiDeps, body: SettlementRequest, owner: str = ANONYMOUS_OWNER
 ) -> NewSettlement:
@@ -63,32 +122,18 @@ def checked_settlement(
     confirmations below the header window, timeout capped at the policy's max wait,
     dependent state, sender facts); raises :class:`ApiError` naming the field. The row is
     ``owner``'s (the caller's name)."""
-    chain = chain_or_error(deps, body.chain, 422)
-    window = chain.resolved_header_window
-    if body.confirmations is not None and body.confirmations >= window:
-        raise ApiError(
-            422,
-            f"confirmations: must be below the header window of chain {chain.name!r} "
-            f"({window}), got {body.confirmations}",
-            fields=["confirmations"],
-        )
-    timeout_s = body.timeout_s
-    if timeout_s is not None and timeout_s > chain.max_wait_s:
-        # Capped by the policy's max wait (the deadline would be the same); capping here
-        # also keeps a huge value from overflowing the stored milliseconds.
-        timeout_s = chain.max_wait_s
-    if body.dependent_state is not None:
-        check_dependent_state(body.dependent_state, deps.config.delivery.max_dependent_state_bytes)
-    check_commit_url(deps, body.commit_url)
+    terms = checked_chain_terms(
+        deps, body.chain, body.confirmations, body.timeout_s, body.dependent_state, body.commit_url
+    )
     try:
         known = sender_facts(body.tx_hash, body.sender, body.nonce, body.raw_tx)
     except FieldProblem as exc:
         raise ApiError(422, str(exc), fields=[exc.field]) from None
     registration = Registration(
-        chain=chain,
+        chain=terms.chain,
         tx_hash=body.tx_hash,
         confirmations=body.confirmations,
-        timeout_s=timeout_s,
+        timeout_s=terms.timeout_s,
         dependent_state=body.dependent_state,
         commit_url=body.commit_url,
         sender=known.sender,

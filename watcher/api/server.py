@@ -50,7 +50,7 @@ def build_app(deps: ApiDeps, hot_read: bool = True) -> FastAPI:
         description="Says when a settlement is final, with the evidence, and never before.",
         # FastAPI's OpenTelemetry hooks: never configured here (no providers; uvicorn runs
         # with lifespan off, so nothing reads the OTEL environment), yet asking whether they
-        # are cost 11 us a request, every request (issue 14). Off: the one cheap check.
+        # are cost 11 us a request, every request (bench/README.md, "API under load"). Off: the one cheap check.
         telemetry={"tracing": False, "metrics": False, "logs": False},
         docs_url=None,  # FastAPI's pages load from a CDN: ours serve local files
         redoc_url=None,

@@ -1,4 +1,5 @@
-"""``GET /v1/settlements/{id}``'s answer, built where it is cheapest (issue 14).
+"""``GET /v1/settlements/{id}``'s answer, built where it is cheapest (callers
+poll it: bench/README.md, "API under load").
 
 A synchronous route is handed to a worker thread and its answer handed back to the event
 loop: measured in-process, that round trip was a third of a settlement read's CPU (more
@@ -19,11 +20,11 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 from guard.payment import ADDRESS_KINDS
+from guard.settlement import TERMINAL_VERDICTS
 from watcher.api.deps import ApiDeps
 from watcher.api.payments import payment_view
 from watcher.api.source_settlements import source_view
 from watcher.api.views import (
-    TERMINAL,
     chain_settlement_view,
     node_notes,
     settlement_at_head,
@@ -71,7 +72,7 @@ def plain(deps: ApiDeps, rec: SettlementRecord) -> bool:
     return not (
         source
         or rec.kind in ADDRESS_KINDS
-        or rec.verdict in TERMINAL
+        or rec.verdict in TERMINAL_VERDICTS
         or rec.dependent_state is not None
         or bool(node_notes(deps, rec))
         or waits_on_finalized(rec)

@@ -98,7 +98,7 @@ def router(deps: ApiDeps) -> APIRouter:
     async def get_settlement(caller: Reader, settlement_id: str) -> JSONResponse:
         """A registered settlement's current view (the caller's own: 404 for another's)."""
         # Encoded as it is, not through the model: pydantic's encoder stops at 255 levels, and
-        # a dependent_state stored before it was bounded (issue 14) must still read back.
+        # a dependent_state stored before its size was bounded must still read back.
         return JSONResponse(await settlement_answer(deps, settlement_id, caller.name))
 
     @api.get(
@@ -109,7 +109,7 @@ def router(deps: ApiDeps) -> APIRouter:
     async def get_receipt(caller: Reader, settlement_id: str) -> Response:
         """The latest signed receipt of the terminal verdict (a document `finality verify`
         checks offline); 404 while the settlement is not terminal or not yet signed."""
-        # The stored text as it is: no decoding, no validation, no encoding (issue 11).
+        # The stored text as it is: no decoding, no validation, no encoding (it was checked when stored).
         receipt = await receipt_answer(deps, settlement_id, caller.name)
         return Response(receipt, media_type="application/json")
 

@@ -17,7 +17,6 @@ from fastapi import APIRouter, Query
 
 from guard.settlement import Verdict
 from watcher.api.auth import Reader, Registrar
-from watcher.api.commit_url import check_commit_url
 from watcher.api.cursors import CursorParam, cursor_seq
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
@@ -25,7 +24,8 @@ from watcher.api.models.deposits import AddressesRequest, SubscriptionRequest
 from watcher.api.models.errors import ERRORS
 from watcher.api.models.params import DIGITS_ONLY
 from watcher.api.models.settlements import MAX_PAGE
-from watcher.api.payments import check_confirmations, payment_view
+from watcher.api.payments import payment_view
+from watcher.api.registration import check_confirmations, check_delivery
 from watcher.api.views import chain_or_error, head_of
 from watcher.store.deposit_records import NewSubscription, SubscriptionRecord
 from watcher.store.deposits_store import SubscriptionNotFound
@@ -97,7 +97,7 @@ def _create(deps: ApiDeps, body: SubscriptionRequest, owner: str) -> dict[str, A
     """Check and store a subscription (no call to the node); its view."""
     chain = chain_or_error(deps, body.chain, 422)
     check_confirmations(chain, body.confirmations)
-    check_commit_url(deps, body.commit_url)
+    check_delivery(deps, None, body.commit_url)
     new = NewSubscription(
         subscription_id="sub_" + secrets.token_hex(12),
         chain=chain.name,

@@ -9,6 +9,7 @@ from typing import Any
 
 from chains.beacon import BeaconClient
 from chains.redact import redact_text, redact_url
+from guard.settlement import TERMINAL_VERDICTS, Verdict
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.recorded_heads import HeadsOnce, recorded_head
@@ -33,8 +34,6 @@ are no leases), the store is re-read this often at most: each stored batch wakes
 REREAD_OTHERS_S = 0.05
 """While waiting for a receipt another instance builds (it holds the lease), the store is
 re-read this often: its batches wake nothing here."""
-
-TERMINAL = ("FINALITY_CONFIRMED", "SETTLEMENT_FAILED", "TIMEOUT_TREATED_AS_FAILURE")
 
 
 def chain_or_error(deps: ApiDeps, name: str, status: int = 404) -> ChainConfig:
@@ -116,7 +115,7 @@ def binding_for(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any] | None:
 def view_parts(deps: ApiDeps, rec: SettlementRecord) -> dict[str, Any]:
     """The ``receipt``, ``binding`` and ``notes`` arguments of ``settlement_view`` for
     ``rec``."""
-    receipt = latest_signed(deps, rec.settlement_id) if rec.verdict in TERMINAL else None
+    receipt = latest_signed(deps, rec.settlement_id) if rec.verdict in TERMINAL_VERDICTS else None
     return {"receipt": receipt, "binding": binding_for(deps, rec), "notes": node_notes(deps, rec)}
 
 
@@ -134,7 +133,7 @@ def node_notes(deps: ApiDeps, rec: SettlementRecord) -> dict[str, str]:
     reason = attests_only(chain.chain_id)
     if reason is not None:
         notes["attestation"] = reason
-    error = deps.chains.last_error(rec.chain) if rec.verdict not in TERMINAL else None
+    error = deps.chains.last_error(rec.chain) if rec.verdict not in TERMINAL_VERDICTS else None
     if error is not None:
         shown = shown_error(error, configured_secrets(deps.config))
         notes["waiting"] = f"the chain is not followed now, nothing on it can progress: {shown}"
@@ -159,7 +158,7 @@ def waits_on_finalized(rec: SettlementRecord) -> bool:
     still waiting, under a rule that uses the tag)."""
     return (
         rec.finality_mode not in ("depth", "safe")
-        and rec.verdict == "AWAITING_FINALITY"
+        and rec.verdict == Verdict.AWAITING_FINALITY
         and rec.block_number is not None
     )
 

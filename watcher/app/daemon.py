@@ -246,7 +246,7 @@ class App:
         server = _Server(self.stopping, self._server_config(create_app(self)))
         # What start-up built (modules, config, the application, the watch index) lives as
         # long as the process: frozen out of the collector, so its full passes under load do
-        # not walk it again and again (issue 14, bench/README.md "API under load").
+        # not walk it again and again (bench/README.md "API under load").
         gc.collect()
         gc.freeze()
         self.start_polling()
@@ -276,7 +276,7 @@ class App:
             access_log=False,
             lifespan="off",
             # httptools and uvloop (both pinned): about twice h11's request rate on asyncio's
-            # loop, for the same answers (bench/api_load.py, issue 14).
+            # loop, for the same answers (bench/api_load.py).
             http="httptools",
             loop="uvloop",
             # Open SSE streams would otherwise hold a SIGTERM for their full timeout;

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
+from guard.settlement import Verdict
 from watcher.client.errors import ClientError, Unreachable
 from watcher.client.sync_client import FinalityClient
 
@@ -176,7 +177,7 @@ def short(value: str | None) -> str:
 def progress(view: dict[str, Any]) -> str:
     """Where a chain settlement stands, in words (under a rule on the ``finalized`` tag,
     what it waits for rather than a count of confirmations it does not wait for)."""
-    if view["verdict"] == "NO_SETTLEMENT":
+    if view["verdict"] == Verdict.NO_SETTLEMENT:
         return "the node does not know this transaction"
     if view["block_number"] is None:
         if view.get("replaced_by"):

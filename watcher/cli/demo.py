@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from guard.settlement import Verdict
 from watcher.cli.common import (
     EX_FAILED,
     EX_OK,
@@ -39,7 +40,7 @@ from watcher.cli.common import (
 LOCAL_RPC = "http://127.0.0.1:8545"
 """The dev chain of ``make run`` (scripts/run-local.sh)."""
 
-EXIT = {"FINALITY_CONFIRMED": EX_OK, "SETTLEMENT_FAILED": EX_FAILED}
+EXIT: dict[str, int] = {Verdict.FINALITY_CONFIRMED: EX_OK, Verdict.SETTLEMENT_FAILED: EX_FAILED}
 
 
 def say(args: argparse.Namespace, line: str) -> None:

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from guard.settlement import Verdict
 from watcher.api.models.settlements import MAX_BATCH, MAX_PAGE
 from watcher.cli.common import (
     EX_OK,
@@ -33,13 +34,8 @@ from watcher.cli.common import (
     status_line,
 )
 
-VERDICTS = (
-    "NO_SETTLEMENT",
-    "AWAITING_FINALITY",
-    "FINALITY_CONFIRMED",
-    "SETTLEMENT_FAILED",
-    "TIMEOUT_TREATED_AS_FAILURE",
-)
+VERDICTS = tuple(v.value for v in Verdict)
+"""The verdicts ``--verdict`` accepts (plain strings: argparse shows them as written)."""
 
 
 def cmd_settlements(args: argparse.Namespace) -> int:

@@ -171,13 +171,7 @@ def _verified_json(
     payment its checked ``payment`` section."""
     return {
         "valid": True,
-        "kind": verified.kind,
-        "settlement_id": verified.settlement_id,
-        "chain_id": verified.chain_id,
-        "tx_hash": verified.tx_hash,
-        "signer": verified.signer,
-        "digest": verified.digest,
-        "verdict": verified.verdict,
+        **verified.identity(),
         "summary": verified.facts.summary,
         "claims": list(verified.claims),
         "checks": checks,

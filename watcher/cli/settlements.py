@@ -25,6 +25,7 @@ import sys
 from typing import Any
 
 from guard.payment import PAYMENT_KIND
+from guard.settlement import Verdict
 from watcher.cli.common import (
     EX_FAILED,
     EX_OK,
@@ -69,10 +70,10 @@ def wait_for_verdict(api: Api, view: dict[str, Any], args: argparse.Namespace) -
     With ``--wait-timeout`` the command stops waiting after that long (exit 75): the
     settlement itself keeps its own deadline and goes on being watched."""
 
-    codes = {
-        "FINALITY_CONFIRMED": EX_OK,
-        "SETTLEMENT_FAILED": EX_FAILED,
-        "TIMEOUT_TREATED_AS_FAILURE": EX_TIMEOUT,
+    codes: dict[str, int] = {
+        Verdict.FINALITY_CONFIRMED: EX_OK,
+        Verdict.SETTLEMENT_FAILED: EX_FAILED,
+        Verdict.TIMEOUT_TREATED_AS_FAILURE: EX_TIMEOUT,
     }
     shown: list[dict[str, Any]] = []
     last = ""

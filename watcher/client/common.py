@@ -7,17 +7,20 @@ Kept free of I/O so :mod:`.sync_client` and :mod:`.async_client` cannot drift ap
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import httpx
 
+from guard.settlement import TERMINAL_VERDICTS
 from watcher.client.errors import Rejected, Unreachable
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from Python 3.12
 
-TERMINAL = frozenset({"FINALITY_CONFIRMED", "SETTLEMENT_FAILED", "TIMEOUT_TREATED_AS_FAILURE"})
-"""Verdicts after which a settlement never changes (short of a finality violation)."""
+TERMINAL: frozenset[str] = TERMINAL_VERDICTS
+"""Verdicts after which a settlement never changes (short of a finality violation): the
+guard's own set (its members are the verdict strings a view carries), named here for callers."""
 
 View = dict[str, Any]
 """A settlement view as ``GET /v1/settlements/{id}`` answers it."""
@@ -192,6 +195,30 @@ def at_head(event: Event, view: View) -> View | None:
         return None
     moved = head - block + 1
     return {**view, "confirmations": moved} if moved > depth else None
+
+
+@dataclass(frozen=True)
+class WaitStep:
+    """What a waiting client does with one frame of the event stream (the rule both clients
+    follow; each does the reading with its own I/O)."""
+
+    read: bool
+    """Read the settlement's view again: the stream just opened, or the frame concerns it."""
+    shown: View | None
+    """Else this view, to show as progress: a head frame moved its depth (no read needed)."""
+
+
+def wait_step(event: Event, view: View | None) -> WaitStep:
+    """The :class:`WaitStep` for ``event`` while waiting on ``view`` (None: not read yet)."""
+    if event.get("opened") or (view is not None and concerns(event, view)):
+        return WaitStep(True, None)
+    return WaitStep(False, None if view is None else at_head(event, view))
+
+
+def wait_over(view: View | None, deadline: float | None, now: float) -> bool:
+    """Whether a wait ends: its view is terminal, or its deadline has passed."""
+    terminal = view is not None and view["verdict"] in TERMINAL
+    return terminal or (deadline is not None and now >= deadline)
 
 
 def last_event_id(events: list[Event]) -> int:

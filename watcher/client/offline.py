@@ -36,13 +36,7 @@ class Verification:
         r = self.receipt
         return {
             "valid": True,
-            "kind": r.kind,
-            "settlement_id": r.settlement_id,
-            "tx_hash": r.tx_hash,
-            "chain_id": r.chain_id,
-            "verdict": r.verdict,
-            "signer": r.signer,
-            "digest": r.digest,
+            **r.identity(),
             "summary": r.summary(),
             **({} if self.payment is None else {"payment": dict(self.payment)}),
         }

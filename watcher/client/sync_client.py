@@ -18,7 +18,7 @@ from watcher.api.models.settlements import BatchResponse, SettlementPage
 from watcher.api.models.views import SignerView
 from watcher.client import common
 from watcher.client import workflows as wf
-from watcher.client.common import TERMINAL, Event, PaymentOptions, RegistrationOptions, View
+from watcher.client.common import Event, PaymentOptions, RegistrationOptions, View
 from watcher.client.errors import ClientError
 from watcher.client.sse import FrameParser
 
@@ -199,16 +199,15 @@ class FinalityClient:
             parser = FrameParser(last_id=cursor)
             view: View | None = None
             for event in self._stream(cursor, deadline, parser, opened=True, heads=True):
-                if event.get("opened") or (view is not None and common.concerns(event, view)):
+                step = common.wait_step(event, view)
+                if step.read:
                     view = self._read(settlement_id, on_progress)
-                elif view is not None and (deeper := common.at_head(event, view)) is not None:
-                    view = self._shown(deeper, on_progress)
-                if view is not None and view["verdict"] in TERMINAL:
-                    return view
-                if deadline is not None and self.clock() >= deadline:
+                elif step.shown is not None:
+                    view = self._shown(step.shown, on_progress)
+                if common.wait_over(view, deadline, self.clock()):
                     break
             cursor = parser.last_id or cursor
-            if deadline is not None and self.clock() >= deadline:
+            if common.wait_over(view, deadline, self.clock()):
                 return view if view is not None else self.get(settlement_id)
 
     # -- workflows (docs/workflows.md; the requests are watcher.client.workflows') -------------

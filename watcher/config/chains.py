@@ -211,7 +211,7 @@ class ChainConfig(Strict):
             return self.heads_url
         return next((u for u in self.rpc if urlsplit(u).scheme in ("ws", "wss")), None)
 
-    # -- appended for several endpoints (issue 7) -------------------------------------------
+    # -- appended for several endpoints ---------------------------------------------------
 
     rpc_weights: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = None
     """Preference of each ``rpc`` endpoint among healthy ones (same length as ``rpc``)."""

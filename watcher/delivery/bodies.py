@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from guard.settlement import Verdict
 from watcher.delivery.format import (
     BINDING_RECEIPT_KIND,
     RECEIPT_KINDS,
@@ -136,7 +137,7 @@ class BodyAssembler:
             (
                 r
                 for r in reversed(stored)
-                if r.kind == RECEIPT_KINDS["FINALITY_CONFIRMED"]
+                if r.kind == RECEIPT_KINDS[Verdict.FINALITY_CONFIRMED]
                 and r.body.get("decision_digest") == previous_digest
             ),
             None,

@@ -34,10 +34,12 @@ import hmac
 import json
 from typing import Any
 
+from guard.event_kinds import EventKind
+from guard.receipt_format import BINDING, VERDICT_KIND
+from guard.settlement import Verdict
 from watcher.config.webhook_secret import webhook_key
 from watcher.store import SettlementRecord
 from watcher.store.outbox_store import DeliveryRecord, ReceiptRow
-from watcher.workflows.steps import EVENT_KINDS as WORKFLOW_EVENTS
 
 BODY_VERSION = 1
 """Bumped on an incompatible change of the body layout."""
@@ -46,33 +48,16 @@ SIGNATURE_VERSION = "v1"
 """Prefix of the signature value; a new scheme would get a new prefix, sent beside it."""
 
 
-RECEIPT_KINDS = {
-    "FINALITY_CONFIRMED": "settlement_finality_receipt",
-    "SETTLEMENT_FAILED": "settlement_failure_receipt",
-    "TIMEOUT_TREATED_AS_FAILURE": "async_settlement_timeout_signature",
-}
+RECEIPT_KINDS = VERDICT_KIND
 """The signed receipt each terminal verdict's delivery carries."""
 
-BINDING_RECEIPT_KIND = "dependent_state_binding_receipt"
+BINDING_RECEIPT_KIND = BINDING
 """The receipt binding the dependent state to the settlement (made at registration)."""
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 """Severities in order, for ``min_severity`` filters."""
 
-EVENT_KINDS = (
-    "reorg",
-    "finality_violation",
-    "late_finality",
-    "settlement_failed",
-    "settlement_timed_out",
-    "settlement_confirmed",
-    "rpc_unhealthy",
-    "rpc_recovered",
-    "failure_evidence_reorged",
-    "payment_transfer_reorged",
-    "decision_restated",
-    *WORKFLOW_EVENTS,
-)
+EVENT_KINDS = tuple(EventKind)
 """Every event kind the daemon emits (alerts filter on these)."""
 
 
@@ -153,7 +138,7 @@ def provisional_body(
         "provisional": True,
         "stage": stage,
         **settlement_part(rec),
-        "verdict": "AWAITING_FINALITY",
+        "verdict": Verdict.AWAITING_FINALITY.value,
         "block_number": rec.block_number if stage != "reorged_out" else None,
         "block_hash": rec.block_hash if stage != "reorged_out" else None,
         "confirmations": confirmations,
@@ -268,7 +253,7 @@ def violation_body(
     )
     sid = settlement.settlement_id
     return {
-        "type": "finality_violation",
+        "type": EventKind.FINALITY_VIOLATION.value,
         "version": BODY_VERSION,
         "provisional": False,
         "delivery_id": rec.id,

@@ -36,6 +36,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from guard.event_kinds import EventKind
+from guard.settlement import Verdict
 from watcher.config.sections import AlertChannelConfig
 from watcher.delivery.channel import EventBody
 from watcher.delivery.channels import channel as channel_named
@@ -52,14 +54,14 @@ from watcher.store.outbox_store import (
 
 log = logging.getLogger("finality.delivery")
 
-TERMINAL_KIND = {
-    "FINALITY_CONFIRMED": "commit",
-    "SETTLEMENT_FAILED": "discard",
-    "TIMEOUT_TREATED_AS_FAILURE": "discard",
+TERMINAL_KIND: dict[str, str] = {
+    Verdict.FINALITY_CONFIRMED: "commit",
+    Verdict.SETTLEMENT_FAILED: "discard",
+    Verdict.TIMEOUT_TREATED_AS_FAILURE: "discard",
 }
 """Which delivery a terminal verdict produces."""
 
-VIOLATION = "finality_violation"
+VIOLATION = EventKind.FINALITY_VIOLATION
 """Kind of the commit-channel row telling a receiver that a commit it got was reversed."""
 
 
@@ -291,7 +293,7 @@ class OutboxPlan:
         for rec in recs:
             if not rec.provisional or rec.commit_url is None:
                 continue
-            if rec.verdict != "AWAITING_FINALITY":
+            if rec.verdict != Verdict.AWAITING_FINALITY:
                 continue  # terminal ones get their own alerts (violation, failure evidence)
             seen = {**reorg, "touched": [r.settlement_id for r in recs if r.owner == rec.owner]}
             txn.enqueue_delivery(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from guard.event_kinds import LIFECYCLE_EVENT, EventKind
 from watcher.delivery.channel import AlertChannel
 
 
@@ -25,20 +26,20 @@ def slack_text(event: dict[str, Any]) -> str:
     sid = event.get("settlement_id") or p.get("settlement_id")
     icon = {"info": ":white_check_mark:", "warning": ":warning:", "critical": ":rotating_light:"}
     head = f"{icon.get(event['severity'], '')} *{kind}* on `{chain}`"
-    if kind == "reorg":
+    if kind == EventKind.REORG:
         anc = p.get("common_ancestor") or {}
         detail = (
             f"depth {p.get('depth')}, common ancestor #{anc.get('number')} "
             f"({_short(anc.get('hash'))}), {len(p.get('touched') or [])} watched settlement(s) "
             "touched"
         )
-    elif kind == "finality_violation":
+    elif kind == EventKind.FINALITY_VIOLATION:
         detail = f"settlement `{sid}` was confirmed and a reorg removed its block: reconcile"
-    elif kind == "late_finality":
+    elif kind == EventKind.LATE_FINALITY:
         detail = f"settlement `{sid}` became final after it was treated as failed: reconcile"
-    elif kind in ("settlement_confirmed", "settlement_failed", "settlement_timed_out"):
+    elif kind in LIFECYCLE_EVENT.values():
         detail = f"settlement `{sid}`: {p.get('directive') or p.get('verdict')}"
-    elif kind in ("rpc_unhealthy", "rpc_recovered"):
+    elif kind in (EventKind.RPC_UNHEALTHY, EventKind.RPC_RECOVERED):
         detail = str(p.get("reason") or p.get("message") or "")
     else:
         detail = json.dumps(p, sort_keys=True)[:300]

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-CONFIRMED = "FINALITY_CONFIRMED"
-FAILED = ("SETTLEMENT_FAILED", "TIMEOUT_TREATED_AS_FAILURE")
-TERMINAL = (CONFIRMED, *FAILED)
+from guard.settlement import TERMINAL_VERDICTS, Verdict
 
 
 def is_terminal(view: dict[str, Any]) -> bool:
     """Whether the view's verdict will not change any more (short of a finality violation)."""
-    return view.get("verdict") in TERMINAL
+    return view.get("verdict") in TERMINAL_VERDICTS
 
 
 def decision(view: dict[str, Any], receipt: dict[str, Any] | None) -> dict[str, Any]:
@@ -31,8 +29,8 @@ def decision(view: dict[str, Any], receipt: dict[str, Any] | None) -> dict[str, 
         "verdict": verdict,
         "directive": view.get("directive"),
     }
-    if verdict in TERMINAL and receipt is not None:
-        decided = "COMMIT" if verdict == CONFIRMED else "DISCARD"
+    if verdict in TERMINAL_VERDICTS and receipt is not None:
+        decided = "COMMIT" if verdict == Verdict.FINALITY_CONFIRMED else "DISCARD"
         return {"decision": decided, **base, "receipt": receipt}
     return {
         "decision": "WAIT",
@@ -46,7 +44,7 @@ def decision(view: dict[str, Any], receipt: dict[str, Any] | None) -> dict[str, 
 def why_wait(view: dict[str, Any]) -> str:
     """One sentence: what the settlement still lacks before it can be acted on."""
     verdict = view.get("verdict")
-    if verdict in TERMINAL:
+    if verdict in TERMINAL_VERDICTS:
         return f"the verdict is {verdict} but its signed receipt is not built yet; ask again"
     if view.get("block_number") is None:
         return "the transaction is not included in a block yet"

@@ -88,8 +88,8 @@ VERIFY = """\
 Check a signed receipt offline (no daemon, no network): its signature, digest and the proof
 it carries. Pass the receipt document exactly as may_commit returns it (or as
 GET /v1/settlements/{id}/receipt serves it); `signer` (0x address) accepts only that
-signer. Answers {"valid": true, "kind", "settlement_id", "chain_id", "tx_hash", "signer",
-"digest"} or {"valid": false, "reason": "..."}: a tampered receipt or a wrong signer is an
+signer. Answers {"valid": true, "kind", "settlement_id", "chain_id", "tx_hash", "verdict",
+"signer", "digest"} or {"valid": false, "reason": "..."}: a tampered receipt or a wrong signer is an
 answer, not an error. Trust a receipt only if it is valid AND its signer is one you expect."""
 
 # -- workflows: multi-step work handed between agents (docs/workflows.md) ---------------------

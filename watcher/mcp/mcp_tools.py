@@ -206,15 +206,7 @@ def verify_offline(receipt: object, signer: str | None) -> Json:
     verified = answer.receipt
     if not answer.valid or verified is None:
         return {"valid": False, "reason": answer.reason}
-    return {
-        "valid": True,
-        "kind": verified.kind,
-        "settlement_id": verified.settlement_id,
-        "chain_id": verified.chain_id,
-        "tx_hash": verified.tx_hash,
-        "signer": verified.signer,
-        "digest": verified.digest,
-    }
+    return {"valid": True, **verified.identity()}
 
 
 def build_server(

@@ -14,6 +14,7 @@ from chains.registry import known_chain
 from guard.attestation import Attested, attestation_body
 from guard.payment import PAYMENT_KIND
 from guard.receipts import FinalityBasis, Subject
+from guard.settlement import Verdict
 
 
 def attests_only(chain_id: int) -> str | None:
@@ -37,7 +38,7 @@ def no_receipt_by_design(
         return None
     if evidence_kind == "replaced":
         return f"no receipt for a replacement on this chain: {why}"
-    if settlement_kind == PAYMENT_KIND and verdict == "FINALITY_CONFIRMED":
+    if settlement_kind == PAYMENT_KIND and verdict == Verdict.FINALITY_CONFIRMED:
         return f"no payment receipt on this chain: {why}"
     return None
 

@@ -55,6 +55,7 @@ from guard.receipts import (
     reverted_body,
     timeout_body,
 )
+from guard.settlement import Verdict
 from watcher.config.chains import ChainConfig
 from watcher.receipts.ancestry import Ancestry, AncestryProver
 from watcher.receipts.attestation import (
@@ -154,20 +155,10 @@ class ReceiptBuilder:
         facts: dict[str, Any] = evidence.get("facts") or {}
         state = None if rec.dependent_state is None else digest(rec.dependent_state)
         subject = self.subject(rec)
-        if rec.verdict == "TIMEOUT_TREATED_AS_FAILURE":
+        if rec.verdict == Verdict.TIMEOUT_TREATED_AS_FAILURE:
             return self._timeout(rec, subject, now, state)
         kind = str(evidence.get("kind"))
-        basis_name = str(facts.get("basis", kind))
-        if basis_name not in BASES:
-            raise ValueError(f"{rec.settlement_id}: evidence {kind!r} is not chain evidence")
-        tag = TAG_OF_BASIS.get(basis_name)
-        basis = FinalityBasis(
-            basis=basis_name,
-            required_confirmations=rec.required_confirmations,
-            finalized_number=facts.get("finalized_number") if tag == "finalized" else None,
-            observed_by=self.observed_by,
-            safe_number=facts.get("safe_number") if tag == "safe" else None,
-        )
+        basis = self._basis(rec, str(facts.get("basis", kind)), facts, kind)
         none = no_receipt_by_design(self.chain.chain_id, rec.kind, kind, rec.verdict)
         if none is not None:
             raise ValueError(f"{rec.settlement_id}: {none}")
@@ -176,7 +167,7 @@ class ReceiptBuilder:
             return attestation_receipt(attest_why, subject, now, decision, basis, state)
         tx_hash = str(facts["replaced_by"]) if kind == "replaced" else rec.tx_hash
         proof = self._inclusion(facts, tx_hash, rec.required_confirmations)
-        if rec.verdict == "FINALITY_CONFIRMED":
+        if rec.verdict == Verdict.FINALITY_CONFIRMED:
             body = finality_body(subject, now, decision, proof, basis, state)
             if self.consensus is not None:  # waits (ConsensusPending) until consensus covers it
                 body["consensus"] = self.consensus.section(body)
@@ -186,6 +177,23 @@ class ReceiptBuilder:
         if kind == "replaced":
             return replaced_body(subject, now, decision, proof, basis, state, tx_hash, rec.raw_tx)
         raise ValueError(f"{rec.settlement_id}: no receipt for a {rec.verdict} on {kind!r}")
+
+    def _basis(
+        self, rec: SettlementRecord, basis_name: str, facts: Mapping[str, Any], named: str
+    ) -> FinalityBasis:
+        """The finality basis a receipt of ``rec`` states, from its evidence ``facts`` (the
+        tag's block only under a rule on that tag); a ``ValueError`` naming the evidence
+        ``named`` when the basis is not chain evidence."""
+        if basis_name not in BASES:
+            raise ValueError(f"{rec.settlement_id}: evidence {named!r} is not chain evidence")
+        tag = TAG_OF_BASIS.get(basis_name)
+        return FinalityBasis(
+            basis=basis_name,
+            required_confirmations=rec.required_confirmations,
+            finalized_number=facts.get("finalized_number") if tag == "finalized" else None,
+            observed_by=self.observed_by,
+            safe_number=facts.get("safe_number") if tag == "safe" else None,
+        )
 
     def _inclusion(self, facts: dict[str, Any], tx_hash: str, required: int) -> InclusionProof:
         number, block_hash = int(facts["block_number"]), str(facts["block_hash"])

@@ -25,8 +25,8 @@ their builder (watcher/receipts/sources.py) needs no node, only the stored decis
 settlement's events. The source poller calls ``after_poll(source)`` right after it stored a
 decision (poll job or webhook), so the commit usually finds its receipt at once.
 
-The binding receipt is made at registration, by the API (:func:`binding_for`), and again
-on demand if a crash lost it."""
+The binding receipt is made at registration, by the API (:func:`watcher.api.views.binding_for`),
+and again on demand if a crash lost it."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from chains.errors import ChainError
 from chains.proofs import BranchMoved
 from guard.canonical import CanonicalError
+from guard.event_kinds import EventKind
 from guard.receipts import (
     BINDING,
     DECISION_KINDS,
@@ -46,9 +47,9 @@ from guard.receipts import (
     Subject,
     revocation_body,
 )
+from guard.settlement import TERMINAL_VERDICTS
 from guard.verify import verify_receipt
 from watcher import otel_tracing
-from watcher.components import HasComponents, first_of
 from watcher.receipts.builder import ReceiptBuilder
 from watcher.receipts.due import BUILDS_PER_POLL, Due, block_of
 from watcher.receipts.due import ready as ready_now
@@ -66,8 +67,6 @@ if TYPE_CHECKING:
     from watcher.store.store import Store
 
 log = logging.getLogger("finality.receipts")
-
-TERMINAL = ("FINALITY_CONFIRMED", "SETTLEMENT_FAILED", "TIMEOUT_TREATED_AS_FAILURE")
 
 
 class ReceiptIssuer:
@@ -197,7 +196,7 @@ class ReceiptIssuer:
                 entry = due.setdefault(event.settlement_id, Due())
                 entry.renew()  # a new decision: no old backoff
                 fresh.add(event.settlement_id)
-                if event.kind == "finality_violation":
+                if event.kind == EventKind.FINALITY_VIOLATION:
                     previous = event.payload.get("previous") or {}
                     if previous.get("digest"):
                         entry.revoke.add(str(previous["digest"]))
@@ -265,7 +264,7 @@ class ReceiptIssuer:
             if old.kind == FINALITY and old.body.get("decision_digest") in entry.revoke:
                 self._revoke(old, entry.violation)
         entry.revoke.clear()
-        if rec.verdict not in TERMINAL or _has_current(stored, rec.digest):
+        if rec.verdict not in TERMINAL_VERDICTS or _has_current(stored, rec.digest):
             return None
         ids = {"finality.chain": chain, "finality.settlement_id": rec.settlement_id}
         with otel_tracing.span("finality.receipt_build", ids):
@@ -291,7 +290,7 @@ class ReceiptIssuer:
         now = self.clock()
         current = violation.get("now") or {}
         evidence = {
-            "event": "finality_violation",
+            "event": EventKind.FINALITY_VIOLATION.value,
             "event_id": violation.get("event_id"),
             "revoked_decision_digest": body.get("decision_digest"),
             "current_verdict": current.get("verdict"),
@@ -385,15 +384,3 @@ def build_issuer(
         on_lost=on_lost,
         on_issued=on_issued,
     )
-
-
-def issuer_of(parts: HasComponents) -> ReceiptIssuer | None:
-    """The daemon's receipts component, if it has one."""
-    return first_of(parts, ReceiptIssuer)
-
-
-def binding_for(parts: HasComponents, rec: SettlementRecord) -> dict[str, Any] | None:
-    """The binding receipt of a registration (made now if missing); None without dependent
-    state or without a receipts component."""
-    issuer = issuer_of(parts)
-    return None if issuer is None else issuer.binding(rec)

@@ -1,4 +1,4 @@
-"""How many receipts the component stored, as a count a reader can wait on (issue 11).
+"""How many receipts the component stored, as a count a reader can wait on (no polling of the store).
 
 ``GET /v1/settlements/{id}/receipt`` for a verdict that just committed waits briefly for its
 receipt, which the receipts thread builds right after the poll. It used to re-read the

@@ -23,10 +23,8 @@ from chains.errors import ChainError
 from chains.proofs import BranchMoved, ProofUnavailable, fetch_headers
 from chains.rpc import RpcClient
 from guard.canonical import digest
-from guard.finality_rule import BASES, TAG_OF_BASIS
 from guard.payment import ADDRESS_KINDS, PaymentSpec, Transfer
 from guard.payment_decode import receipt_logs
-from guard.receipt_bodies import FinalityBasis
 from guard.receipt_format import Subject
 from guard.receipt_payment import (
     PaymentProof,
@@ -35,6 +33,7 @@ from guard.receipt_payment import (
     payment_json,
     payment_tx_hash,
 )
+from guard.settlement import Verdict
 from watcher.config.chains import ChainConfig
 from watcher.receipts.attestation import attests_only, no_receipt_by_design
 from watcher.receipts.builder import ReceiptBuilder
@@ -106,7 +105,7 @@ class PaymentReceiptBuilder(ReceiptBuilder):
         facts: dict[str, Any] = evidence.get("facts") or {}
         state = None if rec.dependent_state is None else digest(rec.dependent_state)
         subject = self.subject(rec)
-        if rec.verdict == "TIMEOUT_TREATED_AS_FAILURE":
+        if rec.verdict == Verdict.TIMEOUT_TREATED_AS_FAILURE:
             body = self._timeout(rec, subject, now, state)
             paid = [transfer_of(t) for t in facts.get("transfers") or []]
             spec = spec_of(facts) if facts else self._spec_of_record(rec)
@@ -114,19 +113,10 @@ class PaymentReceiptBuilder(ReceiptBuilder):
             if proven is not None:
                 body["proof"] = {**body["proof"], **proven.as_json()}
             return {**body, "payment": payment_json(spec, paid)}
-        if rec.verdict != "FINALITY_CONFIRMED":
+        if rec.verdict != Verdict.FINALITY_CONFIRMED:
             raise ValueError(f"{rec.settlement_id}: no payment receipt for a {rec.verdict}")
         basis_name = str(evidence.get("kind"))
-        if basis_name not in BASES:
-            raise ValueError(f"{rec.settlement_id}: evidence {basis_name!r} is not chain evidence")
-        tag = TAG_OF_BASIS.get(basis_name)
-        basis = FinalityBasis(
-            basis=basis_name,
-            required_confirmations=rec.required_confirmations,
-            finalized_number=facts.get("finalized_number") if tag == "finalized" else None,
-            observed_by=self.observed_by,
-            safe_number=facts.get("safe_number") if tag == "safe" else None,
-        )
+        basis = self._basis(rec, basis_name, facts, basis_name)
         none = no_receipt_by_design(self.chain.chain_id, rec.kind, basis_name, rec.verdict)
         if none is not None:  # no header chain to prove transfers in (docs/receipts.md)
             raise ValueError(f"{rec.settlement_id}: {none}")

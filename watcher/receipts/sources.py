@@ -21,6 +21,7 @@ from guard.receipts import (
     offchain_body,
     ref_hash,
 )
+from guard.settlement import Verdict
 from watcher.store import SettlementRecord
 from watcher.store.receipts_store import TerminalEvent
 
@@ -51,7 +52,7 @@ class SourceReceiptBuilder:
         terms = self._terms(rec)
         state = None if rec.dependent_state is None else digest(rec.dependent_state)
         issued_at = now
-        if rec.verdict == "TIMEOUT_TREATED_AS_FAILURE":
+        if rec.verdict == Verdict.TIMEOUT_TREATED_AS_FAILURE:
             issued_at = max(now, int(decision["deadline"]))
         return offchain_body(
             self.subject(rec), issued_at, decision, terms, self._history(rec), state

@@ -1,4 +1,4 @@
-"""Waiting for a receipt being built, as ``GET /v1/settlements/{id}/receipt`` does (issue 11).
+"""Waiting for a receipt being built, as ``GET /v1/settlements/{id}/receipt`` does.
 
 A verdict commits first and its receipt follows, built by the receipts thread right after
 the poll (watcher/receipts/component.py): a client asking in between is answered the receipt

@@ -32,7 +32,7 @@ from chains.rpc import RpcClient
 from guard.errors import InvalidHash
 from guard.finality_rule import BASES
 from guard.hexes import parse_tx_hash
-from guard.settlement import Evidence, evidence_from_json
+from guard.settlement import Evidence, Verdict, evidence_from_json
 from guard.source import (
     InvalidRef,
     Snapshot,
@@ -87,7 +87,7 @@ class EvmSource:
     ) -> SourceObservation:
         """Translate the live view's decision into the source vocabulary."""
         view: Any = None if snapshot is None else snapshot.objects.get("view")
-        if not isinstance(view, dict) or view.get("verdict") == "NO_SETTLEMENT":
+        if not isinstance(view, dict) or view.get("verdict") == Verdict.NO_SETTLEMENT:
             return SourceObservation(ref, SourceStatus.UNKNOWN)
         base = {
             "source": self.name,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from guard.late_watch import still_watched
 from guard.settlement import (
     Settlement,
     SettlementPolicy,
@@ -99,18 +100,10 @@ def _still_watched(
     confirmation."""
     kept = transition.decision
     final_since = rec.terminal_at if rec.terminal_at is not None else now
-    return (
-        not kept.verdict.terminal
-        or (
-            kept.verdict is Verdict.TIMEOUT_TREATED_AS_FAILURE
-            and transition.kind is not TransitionKind.LATE_FINALITY
-            and now < rec.deadline + late_watch_ms
-        )
-        or (
-            kept.verdict is Verdict.FINALITY_CONFIRMED
-            and reversal_watch_ms > 0
-            and now < final_since + reversal_watch_ms
-        )
+    return still_watched(transition, rec.deadline, late_watch_ms, now) or (
+        kept.verdict is Verdict.FINALITY_CONFIRMED
+        and reversal_watch_ms > 0
+        and now < final_since + reversal_watch_ms
     )
 
 

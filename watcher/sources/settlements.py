@@ -13,16 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from guard.settlement import (
-    Observation,
-    Settlement,
-    SettlementPolicy,
-    deadline_of,
-    decision_as_json,
-    evaluate_settlement,
+    Verdict,
 )
-from guard.types import SettlementId, UnixMillis
+from guard.types import SettlementId
 from watcher.config.sources import SourceConfig
-from watcher.settlements import ANONYMOUS_OWNER, settlement_view
+from watcher.settlements import ANONYMOUS_OWNER, WaitLimits, first_row, settlement_view
 from watcher.store import NewSettlement, SettlementRecord
 
 
@@ -48,21 +43,14 @@ def new_source_settlement(
     ``timeout_s`` defaults to the source's ``timeout_s``; the deadline is capped by its
     ``max_wait_s``, as for chains; the row is ``owner``'s (the API caller's name)."""
     sid = SettlementId(source_settlement_id(config.kind, config.name, ref, owner))
-    timeout_ms = int((config.timeout_s if timeout_s is None else timeout_s) * 1000)
-    settlement = Settlement(sid, True, UnixMillis(now), timeout_ms)
-    policy = SettlementPolicy(max_wait_ms=int(config.max_wait_s * 1000))
-    decision = evaluate_settlement(settlement, Observation(), policy, UnixMillis(now))
-    return NewSettlement(
-        settlement_id=sid,
-        chain=config.name,
-        tx_hash=ref,
+    return first_row(
+        sid,
+        config.name,
+        ref,
+        now,
+        WaitLimits(config.timeout_s if timeout_s is None else timeout_s, config.max_wait_s),
         required_confirmations=0,
         finality_mode=config.kind,
-        timeout_ms=timeout_ms,
-        initiated_at=now,
-        deadline=deadline_of(settlement, policy),
-        digest=decision.digest,
-        decision=decision_as_json(decision),
         dependent_state=dependent_state,
         commit_url=commit_url,
         owner=owner,
@@ -84,7 +72,7 @@ def source_settlement_view(
         {
             "waiting_for": (
                 f"{rec.chain} to report {rec.tx_hash} final"
-                if rec.verdict == "AWAITING_FINALITY"
+                if rec.verdict == Verdict.AWAITING_FINALITY
                 else None
             ),
             "kind": rec.finality_mode,

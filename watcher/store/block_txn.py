@@ -15,6 +15,7 @@ from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from guard.payment import ADDRESS_KINDS
+from guard.settlement import Verdict
 from watcher.store import schema as s
 from watcher.store.conditions import deadline_reasons, finality_reasons
 from watcher.store.events_store import insert_event
@@ -134,7 +135,7 @@ class BlockTxn:
         t = s.settlements
         anchor = func.coalesce(t.c.block_number, t.c.replaced_block_number)
         return self._settlements(
-            t.c.verdict.in_(["FINALITY_CONFIRMED", "SETTLEMENT_FAILED"]),
+            t.c.verdict.in_([Verdict.FINALITY_CONFIRMED, Verdict.SETTLEMENT_FAILED]),
             t.c.kind.not_in(ADDRESS_KINDS),
             anchor > low,
             anchor <= high,
@@ -224,7 +225,7 @@ class BlockTxn:
     def set_probes(self, probes: Sequence[tuple[SettlementRecord, int]]) -> None:
         """When to look each tx up by hash again: (record, next probe time), in one
         statement executed for every row: a poll probing 1,000 new txs made 1,000
-        statements, a third of the poller's time under batch registration (issue 14)."""
+        statements, a third of the poller's time under batch registration."""
         rows = {
             rec.settlement_id: {"next_probe_at": at, "probe_count": rec.probe_count + 1}
             for rec, at in probes
@@ -293,6 +294,6 @@ class BlockTxn:
             t.c.confirm_height.is_not(None),
             t.c.block_number.is_not(None),
             t.c.provisional.is_(True),
-            t.c.verdict == "AWAITING_FINALITY",
+            t.c.verdict == Verdict.AWAITING_FINALITY,
             t.c.commit_url.is_not(None),
         )

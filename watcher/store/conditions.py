@@ -8,16 +8,19 @@ from typing import Any
 
 from sqlalchemy import and_, or_
 
+from guard.settlement import Verdict
 from watcher.store import schema as s
 
 
 def deadline_reasons(now: int, late_watch_ms: int) -> list[Any]:
     """A time-only change is due: the deadline passed while awaiting, or the late-finality
-    watch of a timed-out settlement ended."""
+    watch of a timed-out settlement ended (the SQL side of :func:`guard.late_watch.still_watched`)."""
     t = s.settlements
     return [
-        and_(t.c.verdict == "AWAITING_FINALITY", t.c.deadline <= now),
-        and_(t.c.verdict == "TIMEOUT_TREATED_AS_FAILURE", t.c.deadline <= now - late_watch_ms),
+        and_(t.c.verdict == Verdict.AWAITING_FINALITY, t.c.deadline <= now),
+        and_(
+            t.c.verdict == Verdict.TIMEOUT_TREATED_AS_FAILURE, t.c.deadline <= now - late_watch_ms
+        ),
     ]
 
 

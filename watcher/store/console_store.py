@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
+from guard.settlement import Verdict
 from watcher.store import schema as s
 from watcher.store.db import Db
 
-CONFIRMED = "FINALITY_CONFIRMED"
+CONFIRMED = Verdict.FINALITY_CONFIRMED
 """The verdict whose time-to-final is measured."""
 
 

@@ -29,6 +29,7 @@ from watcher.store.deposit_records import (
     SubscriptionRecord,
 )
 from watcher.store.errors import SettlementNotFound
+from watcher.store.owned import owned_row
 from watcher.store.payment_records import NewPaymentSpec, payment_spec_values
 from watcher.store.records import NewSettlement, SettlementRecord, from_row
 from watcher.store.settlements_store import settlement_values
@@ -83,11 +84,7 @@ class DepositQueries:
     def subscription(self, subscription_id: str, owner: str | None = None) -> SubscriptionRecord:
         """One subscription (``owner``'s when given); raises :class:`SubscriptionNotFound`."""
         t = s.subscriptions
-        query = select(t).where(t.c.subscription_id == subscription_id)
-        if owner is not None:
-            query = query.where(t.c.owner == owner)
-        with self._reader.connect() as conn:
-            row = conn.execute(query).mappings().first()
+        row = owned_row(self._reader, t, t.c.subscription_id, subscription_id, owner)
         if row is None:
             raise SubscriptionNotFound(subscription_id)
         return from_row(SubscriptionRecord, row)

@@ -18,6 +18,7 @@ from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
 from watcher.store.db import Db
 from watcher.store.errors import SettlementNotFound, StoreConflict
+from watcher.store.owned import owned_row
 from watcher.store.payment_records import NewPaymentSpec, payment_spec_values
 from watcher.store.records import NewSettlement, from_row
 from watcher.store.settlements_store import settlement_values
@@ -93,11 +94,7 @@ class InvoiceQueries:
     def invoice(self, invoice_id: str, owner: str | None = None) -> InvoiceRecord:
         """One invoice (``owner``'s when given); raises :class:`InvoiceNotFound`."""
         t = s.invoices
-        query = select(t).where(t.c.invoice_id == invoice_id)
-        if owner is not None:
-            query = query.where(t.c.owner == owner)
-        with self._reader.connect() as conn:
-            row = conn.execute(query).mappings().first()
+        row = owned_row(self._reader, t, t.c.invoice_id, invoice_id, owner)
         if row is None:
             raise InvoiceNotFound(invoice_id)
         return from_row(InvoiceRecord, row)

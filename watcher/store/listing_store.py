@@ -132,7 +132,7 @@ def _insert(conn: Connection, fresh: Mapping[Key, NewSettlement]) -> dict[Key, S
     """Insert ``fresh`` (one executemany) and return their records as stored: built from
     the values inserted and the ``seq`` each got, read back alone. Reading the whole rows
     back and decoding their JSON was a fifth of a batch's time; an ``INSERT … RETURNING``
-    of many rows costs SQLAlchemy more than this second statement (issue 14). A column the
+    of many rows costs SQLAlchemy more than this second statement. A column the
     insert leaves out is NULL, as it is in the row."""
     values = [settlement_values(n) for n in fresh.values()]
     _insert_rows(conn, values)
@@ -148,7 +148,7 @@ def _insert_rows(conn: Connection, values: Sequence[dict[str, Any]]) -> None:
     """INSERT ``values`` (rows of the same keys) into settlements, one executemany. On
     SQLite the statement is compiled once and the rows go to the driver as tuples through
     the column types' own bind processors: SQLAlchemy building every row's parameters
-    was a tenth of a batch's time (issue 14). Elsewhere, the plain executemany."""
+    was a tenth of a batch's time. Elsewhere, the plain executemany."""
     if conn.dialect.name != "sqlite" or conn.dialect.paramstyle != "qmark":
         conn.execute(s.settlements.insert(), list(values))
         return
@@ -196,7 +196,7 @@ _SEQS_SQL = "SELECT tx_hash, seq FROM settlements WHERE chain = ? AND owner = ? 
 def _seqs_of(conn: Connection, keys: Sequence[Key]) -> dict[Key, int]:
     """The ``seq`` of each of ``keys`` that is stored, through the unique index as
     :func:`_rows_of`; on SQLite as plain driver SQL (SQLAlchemy expanding 500 hashes into
-    an ``IN`` list cost more than SQLite's answer, issue 14)."""
+    an ``IN`` list cost more than SQLite's answer)."""
     if conn.dialect.name != "sqlite" or conn.dialect.paramstyle != "qmark":
         return {(r[0], r[1], r[2]): r[3] for r in _rows_of(conn, keys, _SEQ_COLUMNS)}
     found: dict[Key, int] = {}
@@ -225,7 +225,7 @@ def _rows_of(conn: Connection, keys: Sequence[Key], columns: Sequence[Any]) -> l
     """The stored rows of ``keys`` (``columns`` of them), looked up through the unique index:
     ``chain = ? AND owner = ? AND tx_hash IN (…)`` per chain and owner. A row-value
     ``(chain, tx_hash, owner) IN (…)`` is a scan of the whole table on SQLite, so a batch
-    cost grew with every settlement ever stored (issue 14)."""
+    cost grew with every settlement ever stored."""
     t = s.settlements
     rows: list[Any] = []
     for (chain, owner), hashes in _by_group(keys).items():

@@ -1,4 +1,5 @@
-"""A plain ``sqlite3`` connection for the reads the API answers on its event loop (issue 14).
+"""A plain ``sqlite3`` connection for the reads the API answers on its event loop
+(no thread hop for the reads callers poll: bench/README.md, "API under load").
 
 SQLAlchemy's per-statement machinery (a pooled connection checked out and reset, the
 autobegin and its ``BEGIN`` listener, the execution context, the result wrapper) costs a

@@ -1,4 +1,5 @@
-"""A stored receipt as the bytes the API answers (issue 11).
+"""A stored receipt as the bytes the API answers (no decoding and
+encoding again on every read).
 
 ``GET /v1/settlements/{id}/receipt`` used to read the ``body`` column as JSON (decode the
 22 KB document of an N = 12 finality receipt), hand the dict to FastAPI (validate it as

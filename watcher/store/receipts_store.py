@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Connection, bindparam, insert, select, update
 
+from guard.event_kinds import LIFECYCLE_EVENT, EventKind
 from guard.receipts import DECISION_KINDS, REVOCATION
 from watcher.store import events_store, lease_store
 from watcher.store import schema as s
@@ -34,11 +35,9 @@ from watcher.store.records import SettlementRecord, from_row
 from watcher.store.records import SignerRecord as SignerRecord
 
 TERMINAL_EVENTS = (
-    "settlement_confirmed",
-    "settlement_failed",
-    "settlement_timed_out",
-    "finality_violation",
-    "decision_restated",
+    *LIFECYCLE_EVENT.values(),
+    EventKind.FINALITY_VIOLATION,
+    EventKind.DECISION_RESTATED,
 )
 """Event kinds after which a settlement may need a receipt or a revocation."""
 
@@ -229,7 +228,7 @@ class ReceiptStore:
         """The verdict events of one settlement (:data:`TERMINAL_EVENTS` and
         ``late_finality``), oldest first: a source receipt's history."""
         return events_store.lifecycle(
-            self._reader, settlement_id, (*TERMINAL_EVENTS, "late_finality")
+            self._reader, settlement_id, (*TERMINAL_EVENTS, EventKind.LATE_FINALITY)
         )
 
     def last_event_id(self) -> int:

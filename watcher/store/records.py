@@ -15,7 +15,7 @@ def from_row(cls: type[R], row: Mapping[Any, Any]) -> R:
     """Build the record ``cls`` from a row mapping, taking only the fields it declares.
 
     The frozen dataclass's ``__init__`` is bypassed: it sets each field through
-    ``object.__setattr__``, ~15 us for a settlement's 33 (issue 14: a batch builds 1,000,
+    ``object.__setattr__``, ~15 us for a settlement's 33 (a batch builds 1,000,
     a poll reads as many); a record class has no ``__post_init__`` to skip."""
     names = _FIELDS.get(cls)
     if names is None:  # once per class: ``fields`` per row was a fifth of a batch's read back
@@ -27,7 +27,7 @@ def from_row(cls: type[R], row: Mapping[Any, Any]) -> R:
 
 
 _FIELDS: dict[type[Any], tuple[str, ...]] = {}
-"""The field names of each record class :func:`from_row` has built (issue 14)."""
+"""The field names of each record class :func:`from_row` has built (named once, not per row)."""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from watcher.store.records import NewSettlement, SettlementRecord, WatchEntry, f
 
 _BY_ID = select(s.settlements).where(s.settlements.c.settlement_id == bindparam("settlement_id"))
 """One settlement by id, built once: SQLAlchemy reuses its compiled form by cache key, but
-building and keying a fresh ``select`` costs more than SQLite's answer (issue 14)."""
+building and keying a fresh ``select`` costs more than SQLite's answer."""
 _OWNED = _BY_ID.where(s.settlements.c.owner == bindparam("owner"))
 _RECORDED_HEAD = (
     select(s.chains.c.head_number)
@@ -82,7 +82,7 @@ class SettlementQueries:
     ) -> tuple[SettlementRecord, int | None]:
         """``owner``'s settlement and its chain's recorded head, read in one statement: one
         snapshot, so the depth a view shows is never ahead of (or behind) the stored row, at
-        the cost of one query instead of two (``GET /v1/settlements/{id}``, issue 14); on
+        the cost of one query instead of two (``GET /v1/settlements/{id}``); on
         SQLite, from the event loop, without SQLAlchemy's per-statement cost (the reader's
         :meth:`~watcher.store.db.Db.loop_rows`). Raises :class:`SettlementNotFound` as
         :meth:`settlement` does."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from guard.receipts import VERDICT_KIND
+from guard.settlement import Verdict
 from watcher.settlements import depth_of
 from watcher.store.errors import SettlementNotFound
 from watcher.store.receipts_store import receipt_store
@@ -121,5 +122,5 @@ class Recovery:
         receipt = self.receipts.latest(settlement_id, (kind,))
         if receipt is None:  # decided, not yet signed: say so rather than claim without proof
             return PENDING, {**facts, "why": "decided; its signed receipt is being made"}
-        state = COMPLETED if rec.verdict == "FINALITY_CONFIRMED" else FAILED
+        state = COMPLETED if rec.verdict == Verdict.FINALITY_CONFIRMED else FAILED
         return state, {**facts, "receipt": receipt.body}

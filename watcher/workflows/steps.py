@@ -12,17 +12,16 @@ from __future__ import annotations
 from typing import Any
 
 from guard.canonical import digest
+from guard.event_kinds import EventKind
 
 PENDING = "pending"
 IN_FLIGHT = "in_flight"
 COMPLETED = "completed"
 
-STEP_BEGUN = "workflow_step_begun"
-STEP_COMPLETED = "workflow_step_completed"
-TAKEN_OVER = "workflow_taken_over"
-LEASE_EXPIRED = "workflow_lease_expired"
-EVENT_KINDS = (STEP_BEGUN, STEP_COMPLETED, TAKEN_OVER, LEASE_EXPIRED)
-"""The events a workflow records (``/v1/events`` and the alert channels that ask)."""
+STEP_BEGUN = EventKind.WORKFLOW_STEP_BEGUN
+STEP_COMPLETED = EventKind.WORKFLOW_STEP_COMPLETED
+TAKEN_OVER = EventKind.WORKFLOW_TAKEN_OVER
+LEASE_EXPIRED = EventKind.WORKFLOW_LEASE_EXPIRED
 
 
 class WorkflowRefused(Exception):

@@ -105,7 +105,7 @@ class ServiceCollector(Collector):
         yield from self._endpoints()
 
     def _endpoints(self) -> Iterator[Metric]:
-        """Per-endpoint health of chains read through several endpoints (issue 7)."""
+        """Per-endpoint health of chains read through several endpoints."""
         labels = ["chain", "endpoint"]
         up = GaugeMetricFamily(
             "finality_rpc_endpoint_up", "1 when the endpoint's circuit is closed", labels=labels

@@ -11,10 +11,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from guard.payment import NATIVE, InvalidPaymentField, parse_amount, parse_payment_address
+from guard.payment import NATIVE, InvalidPaymentField, parse_payment_address
 from watcher.api.models.limits import MAX_DEPTH, MAX_KEYS, storable
-from watcher.api.models.payments import MAX_REFERENCE
-from watcher.api.models.settlements import MIN_TIMEOUT_S
+from watcher.api.models.payments import MAX_REFERENCE, checked_amount
+from watcher.api.models.settlements import MIN_TIMEOUT_S, checked_commit_url
 
 MAX_ADDRESSES = 10_000
 """Most addresses one request adds to a subscription."""
@@ -50,9 +50,7 @@ class _Body(BaseModel):
     @field_validator("commit_url", check_fields=False)
     @classmethod
     def _check_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
-        return value
+        return checked_commit_url(value)
 
 
 class AddressesRequest(_Body):
@@ -112,7 +110,4 @@ class InvoiceRequest(_Body):
     @field_validator("amount")
     @classmethod
     def _amount(cls, value: str) -> str:
-        try:
-            return str(parse_amount(value))
-        except InvalidPaymentField as exc:
-            raise ValueError(str(exc).split(": ", 1)[1]) from None
+        return checked_amount(value)

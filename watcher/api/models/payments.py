@@ -14,11 +14,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from guard.payment import NATIVE, InvalidPaymentField, parse_amount, parse_payment_address
 from watcher.api.models.limits import MAX_DEPTH, MAX_KEYS, storable
-from watcher.api.models.settlements import MIN_TIMEOUT_S
-from watcher.destinations import url_text_problem
+from watcher.api.models.settlements import MIN_TIMEOUT_S, checked_commit_url
 
 MAX_REFERENCE = 128
 """Longest idempotency ``reference``."""
+
+
+def checked_amount(value: str) -> str:
+    """An amount in base units as its canonical decimal string; a ``ValueError`` saying why
+    it is not one (the field's name is pydantic's to add)."""
+    try:
+        return str(parse_amount(value))
+    except InvalidPaymentField as exc:
+        raise ValueError(str(exc).split(": ", 1)[1]) from None
 
 
 class PaymentRequest(BaseModel):
@@ -78,15 +86,9 @@ class PaymentRequest(BaseModel):
     @field_validator("amount")
     @classmethod
     def _amount(cls, value: str) -> str:
-        try:
-            return str(parse_amount(value))
-        except InvalidPaymentField as exc:
-            raise ValueError(str(exc).split(": ", 1)[1]) from None
+        return checked_amount(value)
 
     @field_validator("commit_url")
     @classmethod
     def _check_url(cls, value: str | None) -> str | None:
-        problem = None if value is None else url_text_problem(value)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
+        return checked_commit_url(value)

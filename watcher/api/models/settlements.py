@@ -39,6 +39,15 @@ Verdict = Literal[
 ]
 
 
+def checked_commit_url(value: str | None) -> str | None:
+    """A ``commit_url`` as written, if it can be sent to (scheme, length, no control
+    characters); a ``ValueError`` saying why not. Every body with a commit URL checks it so."""
+    problem = None if value is None else url_text_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
 class SettlementRequest(BaseModel):
     """Body of ``POST /v1/settlements`` for a chain transaction (``kind`` ``evm_tx``)."""
 
@@ -97,10 +106,7 @@ class SettlementRequest(BaseModel):
     @field_validator("commit_url")
     @classmethod
     def _check_url(cls, value: str | None) -> str | None:
-        problem = None if value is None else url_text_problem(value)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
+        return checked_commit_url(value)
 
 
 class SourceSettlementRequest(BaseModel):

@@ -1,5 +1,5 @@
 """Compact headers: every field that goes into a header's hash, beside its row, so that a
-receipt's header chain costs no JSON-RPC call (issue 11).
+receipt's header chain costs no JSON-RPC call.
 
 Revision ID: 0006
 Revises: 0005

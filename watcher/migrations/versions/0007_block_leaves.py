@@ -1,5 +1,5 @@
 """Block leaves: the tx hashes and both tries' leaves of each block a receipt was built from,
-so later receipts of that block (after a restart too) are built without a call (issue 11).
+so later receipts of that block (after a restart too) are built without a call.
 
 Revision ID: 0007
 Revises: 0006

@@ -1,6 +1,6 @@
 """Settlement owners: a settlement belongs to the API caller that registered it, so the same
 tx registered by two callers is two settlements, each with its own dependent state,
-commit_url and delivery (issue 14). Rows written before belong to "anonymous" (the caller of
+commit_url and delivery (callers authenticate; one caller never sees another's). Rows written before belong to "anonymous" (the caller of
 an API without tokens).
 
 Revision ID: 0008

@@ -1,5 +1,5 @@
 """Payments to an address: settlements.kind ("evm_tx" for every row before), the payment's
-spec and the transfers counted for it (issue 16).
+spec and the transfers counted for it.
 
 Revision ID: 0009
 Revises: 0008

@@ -1,5 +1,5 @@
 """Ethereum consensus: the Beacon API answers of each chain's verified committee chain
-(bootstrap at the checkpoint, one hand-over per period), kept across restarts (issue 24).
+(bootstrap at the checkpoint, one hand-over per period), kept across restarts.
 
 Revision ID: 0011_consensus
 Revises: 0010_workflows
