@@ -23,7 +23,7 @@ from watcher.api.models.views import EventView
 from watcher.api.payments import register_payment_settlement
 from watcher.api.receipt_read import receipt_answer
 from watcher.api.registration import SettlementRequest, checked_settlement, same_terms
-from watcher.api.settlement_read import settlement_answer
+from watcher.api.settlement_read import SettlementRead, settlement_answer
 from watcher.api.source_settlements import register_source_settlement
 from watcher.api.views import (
     chain_settlement_view,
@@ -94,12 +94,18 @@ def router(deps: ApiDeps) -> APIRouter:
         view, created = _register(deps, body, caller.name)
         return JSONResponse(view, status_code=201 if created else 200)
 
-    @api.get("/v1/settlements/{settlement_id}", response_model=SettlementView, **_READ)
     async def get_settlement(caller: Reader, settlement_id: str) -> JSONResponse:
         """A registered settlement's current view (the caller's own: 404 for another's)."""
-        # Encoded as it is, not through the model: pydantic's encoder stops at 255 levels, and
-        # a dependent_state stored before it was bounded (issue 14) must still read back.
-        return JSONResponse(await settlement_answer(deps, settlement_id, caller.name))
+        return await settlement_answer(deps, settlement_id, caller.name)
+
+    api.add_api_route(  # the read callers poll: watcher/api/settlement_read.py
+        "/v1/settlements/{settlement_id}",
+        get_settlement,
+        methods=["GET"],
+        response_model=SettlementView,
+        route_class_override=SettlementRead,
+        **_READ,
+    )
 
     @api.get(
         "/v1/settlements/{settlement_id}/receipt",
