@@ -60,8 +60,8 @@ def build_app(deps: ApiDeps) -> FastAPI:
     if otel_tracing.enabled():  # asked once: without a tracer provider, no cost per request
         app.add_middleware(RequestSpans)  # outermost: refused requests are spans too
     for topic in (
+        settlements,  # first: the read callers poll is matched before any other route
         listing,
-        settlements,
         chains,
         events,
         health,

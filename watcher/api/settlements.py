@@ -73,6 +73,19 @@ def router(deps: ApiDeps) -> APIRouter:
     api = APIRouter()
     body_doc = request_body([c.name for c in deps.config.chains])
 
+    async def get_settlement(caller: Reader, settlement_id: str) -> JSONResponse:
+        """A registered settlement's current view (the caller's own: 404 for another's)."""
+        return await settlement_answer(deps, settlement_id, caller.name)
+
+    api.add_api_route(  # the read callers poll, matched first: watcher/api/settlement_read.py
+        "/v1/settlements/{settlement_id}",
+        get_settlement,
+        methods=["GET"],
+        response_model=SettlementView,
+        route_class_override=SettlementRead,
+        **_READ,
+    )
+
     @api.post("/v1/settlements", **_CREATE, openapi_extra={"requestBody": body_doc})
     def create_settlement(
         caller: Registrar, payload: Annotated[dict[str, Any], Body()]
@@ -93,19 +106,6 @@ def router(deps: ApiDeps) -> APIRouter:
             raise RequestValidationError(exc.errors(include_url=False)) from None
         view, created = _register(deps, body, caller.name)
         return JSONResponse(view, status_code=201 if created else 200)
-
-    async def get_settlement(caller: Reader, settlement_id: str) -> JSONResponse:
-        """A registered settlement's current view (the caller's own: 404 for another's)."""
-        return await settlement_answer(deps, settlement_id, caller.name)
-
-    api.add_api_route(  # the read callers poll: watcher/api/settlement_read.py
-        "/v1/settlements/{settlement_id}",
-        get_settlement,
-        methods=["GET"],
-        response_model=SettlementView,
-        route_class_override=SettlementRead,
-        **_READ,
-    )
 
     @api.get(
         "/v1/settlements/{settlement_id}/receipt",
