@@ -39,7 +39,7 @@ Converter = Callable[[Any], Any]
 Listener = Callable[[str, Any], None]
 BUSY_TIMEOUT_MS = 15000
 """As the engine's connections (watcher/store/db.py): a WAL reader waits only on recovery."""
-PG_CONNECTIONS = 4
+PG_CONNECTIONS = 8
 """PostgreSQL connections the read may hold: each answer takes a fraction of a millisecond,
 so a few serve every connection the API has open."""
 
