@@ -35,13 +35,13 @@ def live(tmp_path: Path) -> Iterator[LiveApp]:
 
 class Statements:
     """The SELECTs the store's engines run while counting (a context manager), and how many
-    statements the reader's plain SQLite connection ran (``loop``: watcher/store/loop_reader)."""
+    statements the store's raw read ran (``fast``: watcher/store/fast_read.py)."""
 
     def __init__(self, store: Store) -> None:
         self.engines = {store.writer.engine, store.reader.engine}
         self.selects: list[str] = []
         self.reader = store.reader
-        self.loop = -store.reader.loop_statements
+        self.fast = -store.reader.fast_statements
 
     def _seen(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         if statement.lstrip().upper().startswith("SELECT"):
@@ -53,7 +53,7 @@ class Statements:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.loop += self.reader.loop_statements
+        self.fast += self.reader.fast_statements
         for engine in self.engines:
             event.remove(engine, "before_cursor_execute", self._seen)
 
@@ -82,7 +82,7 @@ def test_a_read_is_one_statement_and_shows_the_depth_of_the_head_read_with_it(
     with Statements(store) as seen:
         view = live.http.get(f"/v1/settlements/{sid}").json()
     assert (view["head_number"], view["block_number"], view["confirmations"]) == (10, 8, 3)
-    assert len(seen.selects) + seen.loop == 1, seen.selects  # the row and its head, together
+    assert len(seen.selects) + seen.fast == 1, seen.selects  # the row and its head, together
     missing = live.http.get("/v1/settlements/" + "0" * 64)
     assert missing.status_code == 404 and "no settlement" in missing.json()["error"]
 

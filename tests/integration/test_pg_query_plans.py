@@ -14,6 +14,7 @@ driven by hand with a fake clock, the API under uvicorn on loopback.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -37,19 +38,25 @@ class Captured:
 
     def __init__(self, store: Store) -> None:
         self.engines = {store.writer.engine, store.reader.engine}
+        self.fast = store.reader.fast_listeners  # the store's raw read (GET of a settlement)
         self.statements: list[tuple[str, Any]] = []
 
     def _seen(self, _c: Any, _cur: Any, statement: str, parameters: Any, *_: Any) -> None:
         self.statements.append((statement, parameters))
 
+    def _seen_fast(self, statement: str, parameters: Any) -> None:
+        self.statements.append((statement, parameters))
+
     def __enter__(self) -> Captured:
         for engine in self.engines:
             event.listen(engine, "before_cursor_execute", self._seen)
+        self.fast.append(self._seen_fast)
         return self
 
     def __exit__(self, *exc: object) -> None:
         for engine in self.engines:
             event.remove(engine, "before_cursor_execute", self._seen)
+        self.fast.remove(self._seen_fast)
 
     def plans(self, store: Store) -> list[tuple[str, str]]:
         """(statement, its plan) of each captured SELECT/UPDATE/DELETE (an INSERT of
@@ -121,7 +128,7 @@ def test_get_by_id_and_by_hash_and_pages_read_by_index(rig: Rig) -> None:
     decided = listing(store).page(limit=1, verdict="FINALITY_CONFIRMED")[0]
     deep_seq = decided.seq + STORED // 2
     with Captured(store) as seen:
-        record, head = store.settlement_at_head(decided.settlement_id, "anonymous")
+        record, head = asyncio.run(store.settlement_at_head(decided.settlement_id, "anonymous"))
         by_hash = store.settlement_by_tx(rig.config.name, decided.tx_hash, owner="anonymous")
         pages = [
             listing(store).page(limit=100),

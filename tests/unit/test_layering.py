@@ -695,3 +695,51 @@ def test_checker_finds_private_reads_of_other_objects(tmp_path: Path) -> None:
         "getattr(w, '_reorged', None)",
         "reads other._inner",
     ]
+
+
+# --- the API reads chains through their published status --------------------------------
+
+ENGINE_OBJECTS = ("watcher.engine.chain_watcher", "watcher.engine.state", "watcher.app.chains")
+"""The modules that define a chain's engine or the runner holding the engines: the API reads
+a chain through its published snapshot (watcher/app/status.py), never through these."""
+
+
+def engine_reaches(modules: Mapping[str, Module], graph: Mapping[str, list[Edge]]) -> list[str]:
+    """Each place in watcher/api that imports an engine object's module or reads an
+    attribute named ``watchers`` (the daemon's engines by chain)."""
+    out = []
+    for name in sorted(n for n in modules if n.startswith("watcher.api")):
+        where = modules[name].path
+        for edge in graph.get(name, []):
+            if edge.target in ENGINE_OBJECTS:
+                out.append(f"{where.name}:{edge.line}: imports {edge.target}")
+        for node in ast.walk(modules[name].tree):
+            if isinstance(node, ast.Attribute) and node.attr == "watchers":
+                out.append(f"{where.name}:{node.lineno}: reads .watchers")
+    return out
+
+
+def test_api_reads_chains_from_their_status_never_from_an_engine() -> None:
+    bad = engine_reaches(MODULES, GRAPH)
+    assert not bad, "watcher/api reads the status board (watcher/app/status.py):\n" + "\n".join(bad)
+
+
+def test_checker_finds_an_engine_reached_from_the_api(tmp_path: Path) -> None:
+    modules = write_tree(
+        tmp_path,
+        {
+            "watcher/engine/chain_watcher.py": "class ChainWatcher: ...\n",
+            "watcher/app/status.py": "",
+            "watcher/api/ok.py": "from watcher.app import status\n",
+            "watcher/api/typed.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                "    from watcher.engine.chain_watcher import ChainWatcher\n"
+            ),
+            "watcher/api/reads.py": "def f(deps):\n    return deps.watchers['x'].head\n",
+        },
+    )
+    bad = engine_reaches(modules, import_graph(modules))
+    assert bad == [
+        "reads.py:2: reads .watchers",
+        "typed.py:3: imports watcher.engine.chain_watcher",
+    ]

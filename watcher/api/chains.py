@@ -29,6 +29,7 @@ from watcher.api.views import (
     endpoints,
     shown_error,
 )
+from watcher.app.status import budget_json
 from watcher.config.chains import ChainConfig
 from watcher.config.secrets import configured_secrets
 from watcher.store import ChainRecord, SettlementNotFound
@@ -175,7 +176,7 @@ def _chain_json(
     deps: ApiDeps, chain: ChainConfig, head: ChainRecord | None, secrets: Sequence[str]
 ) -> dict[str, Any]:
     """One chain as ``/v1/chains`` lists it (error texts scrubbed of ``secrets``)."""
-    watcher = deps.watchers[chain.name]
+    status = deps.status(chain.name)
     client = deps.clients[chain.name]
     report = None if deps.heads is None else deps.heads.report(chain.name)
     return {
@@ -187,17 +188,17 @@ def _chain_json(
         "head_number": head.head_number if head else None,
         "head_hash": head.head_hash if head else None,
         "finalized_number": head.finalized_number if head else None,
-        **_safe_json(chain, watcher.safe_number),
+        **_safe_json(chain, status.safe_number),
         "block_time_s": _block_time(chain),
-        "healthy": deps.chains.healthy(chain.name),
-        "lagging": watcher.lagging,
-        "last_error": shown_error(deps.chains.last_error(chain.name), secrets),
-        "watched": len(watcher.index.by_id),
+        "healthy": deps.healthy(chain.name),
+        "lagging": status.lagging,
+        "last_error": shown_error(status.health.last_error, secrets),
+        "watched": status.watched,
         "rpc": endpoints(chain.rpc, pool.health_report(client)),
         "beacon_api": _beacon_endpoints(deps, chain),
         "rpc_calls": dict(client.calls),
-        "budget": deps.chains.budget_status(chain.name),
+        "budget": budget_json(deps.budgets.get(chain.name), status),
         "heads": report
         if report is not None
-        else {"mode": "poll", "pacing": deps.chains.pacing(chain.name)},
+        else {"mode": "poll", "pacing": deps.pacing(chain.name)},
     }

@@ -1,8 +1,9 @@
 """The narrow collaborators the HTTP API needs, filled once from the daemon's parts.
 
 Routers receive an :class:`ApiDeps` and use only what it holds: the store, the clock, the
-chain clients and watchers, the components they answer about. Nothing here starts work:
-building the API registers no background job.
+chain clients, each chain's published status (never its engine: watcher/app/status.py), the
+components they answer about. Nothing here starts work: building the API registers no
+background job.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from watcher.app.status import ChainStatus, StatusBoard
+from watcher.delivery.plan import OutboxPlan
 from watcher.delivery.sender import Sender
 from watcher.engine.heads import HeadsWaker
 from watcher.receipts.component import ReceiptIssuer
@@ -23,24 +26,9 @@ if TYPE_CHECKING:
     from watcher.app.daemon import App as Service
     from watcher.clock import Clock
     from watcher.config.model import Config
-    from watcher.engine.chain_watcher import ChainWatcher
     from watcher.handoff.manager import HandoffManager
     from watcher.sources.inbox import WebhookInbox
     from watcher.store import Store
-
-
-@dataclass(frozen=True)
-class ChainState:
-    """How one chain is doing, as the daemon sees it (``/healthz``, ``/v1/chains``)."""
-
-    healthy: Callable[[str], bool]
-    """Whether the chain polled successfully of late (a standby counts as healthy)."""
-    last_error: Callable[[str], str | None]
-    """The chain's last poll error, None after a success."""
-    budget_status: Callable[[str], dict[str, object] | None]
-    """The chain's call budget and spend, None without a budget."""
-    pacing: Callable[[str], dict[str, object] | None]
-    """How the chain's polls are paced to its blocks, None when they are not."""
 
 
 @dataclass(frozen=True)
@@ -53,9 +41,13 @@ class ApiDeps:
     clients: Mapping[str, RpcClient]
     live_clients: Mapping[str, RpcClient]
     """What live look-ups read through: never a client that spends the engine's budget."""
-    watchers: Mapping[str, ChainWatcher]
     budgets: Mapping[str, CallBudget]
-    chains: ChainState
+    board: StatusBoard
+    """Each chain's status as its last poll job published it."""
+    pacing: Callable[[str], dict[str, object] | None]
+    """How a chain's polls are paced to its blocks, None when they are not."""
+    plan: OutboxPlan
+    """The alert routes an event recorded by a route goes through."""
     handoff: HandoffManager
     receipts: ReceiptIssuer | None
     """The receipts component (None: receipts are not issued by this daemon)."""
@@ -70,6 +62,15 @@ class ApiDeps:
     workflows: WorkflowService | None = None
     """Callers' workflows under the handoff guard (``/v1/workflows``)."""
 
+    def status(self, chain: str) -> ChainStatus:
+        """The chain's published status."""
+        return self.board.get(chain)
+
+    def healthy(self, chain: str) -> bool:
+        """Whether the chain polled successfully of late (a standby, whose chain another
+        instance holds, counts as healthy: it is ready to take over)."""
+        return self.board.get(chain).healthy(self.clock(), standby=not self.handoff.owns(chain))
+
 
 def deps_of(service: Service) -> ApiDeps:
     """The API's collaborators taken from a built daemon."""
@@ -80,14 +81,10 @@ def deps_of(service: Service) -> ApiDeps:
         clock=service.clock,
         clients=service.clients,
         live_clients=service.live_clients,
-        watchers=service.watchers,
         budgets=service.budgets,
-        chains=ChainState(
-            healthy=service.healthy,
-            last_error=lambda name: service.health[name].last_error,
-            budget_status=service.budget_status,
-            pacing=service.pacing.report,
-        ),
+        board=service.board,
+        pacing=service.pacing.report,
+        plan=service.plan,
         handoff=service.handoff,
         receipts=next((c for c in components if isinstance(c, ReceiptIssuer)), None),
         senders=[c for c in components if isinstance(c, Sender)],

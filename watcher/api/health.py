@@ -46,8 +46,8 @@ def router(deps: ApiDeps) -> APIRouter:
         store_error = deps.store.write_problem() or store_error
         chains = {
             c.name: {
-                "healthy": deps.chains.healthy(c.name),
-                "last_error": shown_error(deps.chains.last_error(c.name), secrets),
+                "healthy": deps.healthy(c.name),
+                "last_error": shown_error(deps.status(c.name).health.last_error, secrets),
                 "head_number": recorded[c.name].head_number if c.name in recorded else None,
                 "endpoints_unused": unused_endpoints(deps, c.name, secrets),
                 **beacon_health(deps, c.name, secrets),

@@ -108,8 +108,7 @@ def _issue(deps: ApiDeps, body: InvoiceRequest, owner: str) -> InvoiceRecord:
 def _accept(deps: ApiDeps, invoice: InvoiceRecord) -> None:
     """Record the operator's acceptance: ``settled``, and its event (with its alerts)."""
     rec = deps.store.settlement(invoice.settlement_id)
-    watcher = deps.watchers.get(rec.chain)
-    plan = watcher.plan if watcher is not None else OutboxPlan()
+    plan = deps.plan if rec.chain in deps.board.all() else OutboxPlan()
     paid = sum(int(t.value) for t in deps.store.payment_transfers(rec.settlement_id))
     with deps.store.block_txn(rec.chain, deps.clock()) as txn:
         record_invoice_state(txn, plan, invoice, "settled", paid, accepted=True)

@@ -5,7 +5,7 @@ At W = 1,000 a block's 100 receipts are fetched within a poll of their verdicts,
 interpreter that also builds the next block's receipts: what a receipt read costs is what
 the receipts of the next block wait for. So the answer is the stored text of the receipt,
 as bytes (watcher/store/receipt_bytes.py: no decoding, validation or encoding), and, as
-for a settlement read (watcher/api/settlement_read.py), a SQLite store is read on the event
+a SQLite store is read on the event
 loop: one indexed statement (the settlement and its receipts), where the worker-thread round trip of a synchronous route
 cost more CPU than the reads; a receipt being built is waited for there too, the task asleep
 on the receipts component's count (watcher/receipts/waiting.py), holding no worker thread
@@ -21,7 +21,6 @@ from starlette.concurrency import run_in_threadpool
 from guard.settlement import Verdict
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
-from watcher.api.settlement_read import on_loop
 from watcher.api.views import RECEIPT_WAIT_S, reread_s, wait_signed
 from watcher.receipts.builder import ReceiptBuilder
 from watcher.receipts.waiting import wait_receipt_async
@@ -53,6 +52,12 @@ async def receipt_answer(deps: ApiDeps, settlement_id: str, owner: str) -> bytes
             settlement_id, found.verdict, pending=True, why=_why(deps, settlement_id, found.chain)
         )
     return receipt
+
+
+def on_loop(deps: ApiDeps) -> bool:
+    """Whether the receipt is read on the event loop: only from SQLite (a local file; a
+    PostgreSQL round trip must not stall the loop)."""
+    return deps.config.store.url.startswith("sqlite")
 
 
 def _why(deps: ApiDeps, settlement_id: str, chain: str) -> str | None:

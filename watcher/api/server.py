@@ -33,7 +33,6 @@ from watcher.api.deps import ApiDeps, deps_of
 from watcher.api.docs_pages import install_docs
 from watcher.api.errors import install
 from watcher.api.guards import Guards
-from watcher.api.hot_read import HotRead, HotReads
 from watcher.api.openapi_doc import install_openapi
 from watcher.api.tracing_middleware import RequestSpans
 
@@ -41,9 +40,8 @@ if TYPE_CHECKING:
     from watcher.app.daemon import App
 
 
-def build_app(deps: ApiDeps, hot_read: bool = True) -> FastAPI:
-    """The API over ``deps``; ``hot_read`` False leaves every request to the framework (a
-    test compares the two; ``app.state.hot_reads`` counts what the hot layer answered)."""
+def build_app(deps: ApiDeps) -> FastAPI:
+    """The API over ``deps``."""
     app = FastAPI(
         title="Finality Watcher",
         version="1",
@@ -58,15 +56,12 @@ def build_app(deps: ApiDeps, hot_read: bool = True) -> FastAPI:
     install(app)
     app.add_middleware(BodyLimit)  # bodies capped before anything reads them
     install_auth(app, deps.config.api)
-    app.state.hot_reads = HotReads()
-    if hot_read:  # inside Guards: Host is checked first (watcher/api/hot_read.py)
-        app.add_middleware(HotRead, deps=deps, callers=app.state.callers, reads=app.state.hot_reads)
     app.add_middleware(Guards, api=deps.config.api)  # Host and JSON-only checks
     if otel_tracing.enabled():  # asked once: without a tracer provider, no cost per request
         app.add_middleware(RequestSpans)  # outermost: refused requests are spans too
     for topic in (
+        settlements,  # first: the read callers poll is matched before any other route
         listing,
-        settlements,
         chains,
         events,
         health,

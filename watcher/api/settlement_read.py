@@ -1,67 +1,71 @@
-"""``GET /v1/settlements/{id}``'s answer, built where it is cheapest (callers
-poll it: bench/README.md, "API under load").
+"""``GET /v1/settlements/{id}``, the read callers poll: one path, from the request to the bytes.
 
-A synchronous route is handed to a worker thread and its answer handed back to the event
-loop: measured in-process, that round trip was a third of a settlement read's CPU (more
-than the read itself), and the threads' contention for the GIL stretched the tail under
-load. So the common read, a chain settlement still being watched, without dependent state,
-on a SQLite store, is answered on the event loop: one indexed statement served from the
-page cache (a WAL reader never waits for a writer) and a dict. Everything that may take
-longer runs in the threadpool as before: any read on PostgreSQL (a network round trip must
-not stall the loop), a terminal verdict (its signed receipt, waited for briefly), dependent
-state (its binding receipt, signed on first read), a payment (its transfers), a source's
-settlement.
+Under load most of this read's time went to the framework, not to the read: FastAPI's
+dependency solver, a worker thread's round trip for a synchronous route, SQLAlchemy's
+per-statement machinery. So the route is declared as any other (the OpenAPI document, the
+``Reader`` scope, the error answers are the framework's), but its handler
+(:class:`SettlementRead`) resolves the caller and the id itself instead of through the
+dependency solver, and reads through the store's one raw read
+(:meth:`~watcher.store.settlements_store.SettlementQueries.settlement_at_head`: one indexed
+statement, awaited on the event loop, on SQLite and PostgreSQL alike). Whatever the view
+needs beyond the row and its head (a terminal verdict's signed receipt, dependent state's
+binding receipt, a payment's transfers, a source's settlement, notes about the chain's
+node) is read in a worker thread, as the framework would have run the route.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from typing import Any
 
+from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from guard.payment import ADDRESS_KINDS
-from guard.settlement import TERMINAL_VERDICTS
+from watcher.api.auth import Caller, Require
 from watcher.api.deps import ApiDeps
+from watcher.api.errors import ApiError
 from watcher.api.payments import payment_view
 from watcher.api.source_settlements import source_view
-from watcher.api.views import (
-    chain_settlement_view,
-    node_notes,
-    settlement_at_head,
-    waits_on_finalized,
-)
+from guard.settlement import TERMINAL_VERDICTS
+from watcher.api.views import chain_settlement_view, node_notes, waits_on_finalized
 from watcher.settlements import settlement_view
-from watcher.store import SettlementRecord, StoreError
+from watcher.store import SettlementNotFound, SettlementRecord
+
+Endpoint = Callable[[Caller, str], Coroutine[Any, Any, Response]]
 
 
-async def settlement_answer(deps: ApiDeps, settlement_id: str, owner: str) -> dict[str, Any]:
+class SettlementRead(APIRoute):
+    """The route's handler without the dependency solver: the caller (``Reader``'s check,
+    :class:`~watcher.api.auth.Require`) and the path's id, then the endpoint. Errors are
+    raised as from any route, and answered by the application's handlers."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        endpoint: Endpoint = self.endpoint
+        reader = Require("read")
+
+        async def handler(request: Request) -> Response:
+            caller = await reader(request)
+            return await endpoint(caller, request.path_params["settlement_id"])
+
+        return handler
+
+
+async def settlement_answer(deps: ApiDeps, settlement_id: str, owner: str) -> JSONResponse:
     """The view of ``owner``'s settlement ``settlement_id`` (a 404 ``ApiError`` if none)."""
-    if not on_loop(deps):
-        return await run_in_threadpool(_answer, deps, settlement_id, owner)
-    rec, head = settlement_at_head(deps, settlement_id, owner)
-    if plain(deps, rec):  # no receipt (not terminal), no binding (no state)
-        return settlement_view(rec, head, now=deps.clock())
-    return await run_in_threadpool(_view, deps, rec, head)
-
-
-def plain_answer(deps: ApiDeps, settlement_id: str, owner: str) -> dict[str, Any] | None:
-    """The view :func:`settlement_answer` would give on the event loop, or None where it
-    would do anything else: not SQLite, no such settlement of ``owner`` (its 404), a view
-    that is more than the row and its head, or a store error. What the hot read layer
-    (:mod:`watcher.api.hot_read`) answers; None leaves the request to the route."""
-    if not on_loop(deps):
-        return None
     try:
-        rec, head = deps.store.settlement_at_head(settlement_id, owner)
-    except StoreError:  # SettlementNotFound included: the route answers it
-        return None
-    return settlement_view(rec, head, now=deps.clock()) if plain(deps, rec) else None
-
-
-def on_loop(deps: ApiDeps) -> bool:
-    """Whether a settlement is read on the event loop: only from SQLite (a local file; a
-    PostgreSQL round trip must not stall the loop)."""
-    return deps.config.store.url.startswith("sqlite")
+        rec, head = await deps.store.settlement_at_head(settlement_id, owner)
+    except SettlementNotFound:
+        raise ApiError(404, f"settlement_id: no settlement {settlement_id!r}") from None
+    if plain(deps, rec):  # no receipt (not terminal), no binding (no state)
+        view = settlement_view(rec, head, now=deps.clock())
+    else:
+        view = await run_in_threadpool(_view, deps, rec, head)
+    # Encoded as it is, not through the model: pydantic's encoder stops at 255 levels, and
+    # a dependent_state stored before it was bounded must still read back.
+    return JSONResponse(view)
 
 
 def plain(deps: ApiDeps, rec: SettlementRecord) -> bool:
@@ -77,11 +81,6 @@ def plain(deps: ApiDeps, rec: SettlementRecord) -> bool:
         or bool(node_notes(deps, rec))
         or waits_on_finalized(rec)
     )
-
-
-def _answer(deps: ApiDeps, settlement_id: str, owner: str) -> dict[str, Any]:
-    rec, head = settlement_at_head(deps, settlement_id, owner)
-    return _view(deps, rec, head)
 
 
 def _view(deps: ApiDeps, rec: SettlementRecord, head: int | None) -> dict[str, Any]:

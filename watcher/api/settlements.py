@@ -23,7 +23,7 @@ from watcher.api.models.views import EventView
 from watcher.api.payments import register_payment_settlement
 from watcher.api.receipt_read import receipt_answer
 from watcher.api.registration import SettlementRequest, checked_settlement, same_terms
-from watcher.api.settlement_read import settlement_answer
+from watcher.api.settlement_read import SettlementRead, settlement_answer
 from watcher.api.source_settlements import register_source_settlement
 from watcher.api.views import (
     chain_settlement_view,
@@ -73,6 +73,19 @@ def router(deps: ApiDeps) -> APIRouter:
     api = APIRouter()
     body_doc = request_body([c.name for c in deps.config.chains])
 
+    async def get_settlement(caller: Reader, settlement_id: str) -> JSONResponse:
+        """A registered settlement's current view (the caller's own: 404 for another's)."""
+        return await settlement_answer(deps, settlement_id, caller.name)
+
+    api.add_api_route(  # the read callers poll, matched first: watcher/api/settlement_read.py
+        "/v1/settlements/{settlement_id}",
+        get_settlement,
+        methods=["GET"],
+        response_model=SettlementView,
+        route_class_override=SettlementRead,
+        **_READ,
+    )
+
     @api.post("/v1/settlements", **_CREATE, openapi_extra={"requestBody": body_doc})
     def create_settlement(
         caller: Registrar, payload: Annotated[dict[str, Any], Body()]
@@ -94,13 +107,6 @@ def router(deps: ApiDeps) -> APIRouter:
         view, created = _register(deps, body, caller.name)
         return JSONResponse(view, status_code=201 if created else 200)
 
-    @api.get("/v1/settlements/{settlement_id}", response_model=SettlementView, **_READ)
-    async def get_settlement(caller: Reader, settlement_id: str) -> JSONResponse:
-        """A registered settlement's current view (the caller's own: 404 for another's)."""
-        # Encoded as it is, not through the model: pydantic's encoder stops at 255 levels, and
-        # a dependent_state stored before its size was bounded must still read back.
-        return JSONResponse(await settlement_answer(deps, settlement_id, caller.name))
-
     @api.get(
         "/v1/settlements/{settlement_id}/receipt",
         response_model=dict[str, Any],  # documented as before; answered as stored bytes
@@ -109,7 +115,7 @@ def router(deps: ApiDeps) -> APIRouter:
     async def get_receipt(caller: Reader, settlement_id: str) -> Response:
         """The latest signed receipt of the terminal verdict (a document `finality verify`
         checks offline); 404 while the settlement is not terminal or not yet signed."""
-        # The stored text as it is: no decoding, no validation, no encoding (it was checked when stored).
+        # The stored text as it is: no decoding, no validation, no encoding (issue 11).
         receipt = await receipt_answer(deps, settlement_id, caller.name)
         return Response(receipt, media_type="application/json")
 

@@ -61,17 +61,6 @@ def settlement_or_error(
         raise ApiError(404, f"settlement_id: no settlement {settlement_id!r}") from None
 
 
-def settlement_at_head(
-    deps: ApiDeps, settlement_id: str, owner: str
-) -> tuple[SettlementRecord, int | None]:
-    """:func:`settlement_or_error` and its chain's recorded head, read in one statement (one
-    query per ``GET``; the depth shown matches the row read with it)."""
-    try:
-        return deps.store.settlement_at_head(settlement_id, owner)
-    except SettlementNotFound:
-        raise ApiError(404, f"settlement_id: no settlement {settlement_id!r}") from None
-
-
 def beacon_of(deps: ApiDeps, chain: str) -> BeaconClient | None:
     """The chain's Beacon API client, when its receipts carry a consensus section."""
     return None if deps.receipts is None else beacon_clients(deps.receipts.builders).get(chain)
@@ -133,7 +122,7 @@ def node_notes(deps: ApiDeps, rec: SettlementRecord) -> dict[str, str]:
     reason = attests_only(chain.chain_id)
     if reason is not None:
         notes["attestation"] = reason
-    error = deps.chains.last_error(rec.chain) if rec.verdict not in TERMINAL_VERDICTS else None
+    error = deps.status(rec.chain).health.last_error if rec.verdict not in TERMINAL_VERDICTS else None
     if error is not None:
         shown = shown_error(error, configured_secrets(deps.config))
         notes["waiting"] = f"the chain is not followed now, nothing on it can progress: {shown}"

@@ -141,6 +141,7 @@ def _build(
         heads=heads,
         components=[*parts.in_start_order(heads), WorkflowLapses(workflows)],
         workflows=workflows,
+        plan=plan,
         started_at=started_at,
     )
 

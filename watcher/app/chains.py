@@ -16,13 +16,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 from chains import pool
 from chains.budget import CallBudget
 from chains.errors import ChainError, ChainIdMismatch, NodeDataInvalid
 from chains.health import redact
 from chains.rpc import RpcClient
+from watcher.app.status import ChainStatus, PollHealth, StatusBoard, budget_json, status_of
 from watcher.clock import Clock
 from watcher.config.chains import ChainConfig
 from watcher.engine.chain_watcher import ChainWatcher
@@ -32,16 +32,6 @@ log = logging.getLogger("finality.service")
 
 CATCH_UP_SLICE_S = 5.0
 """Longest one poll job keeps catching up before yielding to the next run."""
-
-
-@dataclass
-class ChainHealth:
-    """What ``/healthz`` and ``/v1/chains`` say about one chain."""
-
-    last_success_ms: int | None = None
-    last_error: str | None = None
-    consecutive_errors: int = 0
-    started: bool = False
 
 
 class ChainRunner:
@@ -74,7 +64,9 @@ class ChainRunner:
         self.clock = clock
         self.stopping = stopping
         self.after_poll = list(after_poll)
-        self.health = {name: ChainHealth() for name in self.configs}
+        self.health = {name: PollHealth() for name in self.configs}
+        self.board = StatusBoard(self.configs)
+        """What the API shows of each chain: published after every poll job (app/status.py)."""
         self._wrong_chain: dict[str, list[pool.ChainIdAnswer]] = {}
 
     # -- start-up ------------------------------------------------------------------------
@@ -106,6 +98,7 @@ class ChainRunner:
         watcher = self.watchers[name]
         watcher.start()
         self.health[name].started = True
+        self.publish(name)
         for a in self._wrong_chain.pop(name, []):
             watcher.endpoint_problem(
                 redact(a.endpoint),
@@ -160,6 +153,7 @@ class ChainRunner:
         health.last_error = None
         health.consecutive_errors = 0
         watcher.note_poll(None)  # rpc_unhealthy / rpc_recovered, once per period
+        self.publish(name)
         for hook in self.after_poll:
             hook(name)
         return None if stats.skipped is not None and blocks == 0 else blocks
@@ -175,19 +169,29 @@ class ChainRunner:
             lied = isinstance(exc, NodeDataInvalid)
             alone = pool.health_report(self.clients[name]) is None
             self.watchers[name].note_poll(str(exc), at_once=lied and alone)
+        self.publish(name)
+
+    def failed_start(self, name: str, exc: ChainError) -> None:
+        """Record that the chain's node could not be reached at start-up (its poll job keeps
+        trying): ``/healthz`` says why at once."""
+        self.health[name].last_error = str(exc)
+        self.publish(name)
+
+    def publish(self, name: str) -> None:
+        """Put the chain's snapshot on the board (in its poll thread, under its lock)."""
+        self.board.publish(self.status(name))
+
+    def status(self, name: str) -> ChainStatus:
+        """The chain's snapshot now (what the next publish would put on the board)."""
+        health = self.health[name]
+        return status_of(name, self.watchers[name], health, self.poll_interval_s(name))
 
     # -- what the API reports ------------------------------------------------------------
 
     def healthy(self, name: str) -> bool:
         """A chain is healthy when its last poll succeeded recently; a standby (another
         instance holds the chain's lease) is healthy: it is ready to take over."""
-        if not self.owns(name):
-            return True
-        health = self.health[name]
-        if health.last_success_ms is None or health.last_error is not None:
-            return False
-        interval_ms = self.poll_interval_s(name) * 1000
-        return self.clock() - health.last_success_ms <= 5 * interval_ms + 10_000
+        return self.board.get(name).healthy(self.clock(), standby=not self.owns(name))
 
     def poll_interval_s(self, name: str) -> float:
         """The chain's poll interval, stretched when its budget cannot pay one call per poll."""
@@ -197,10 +201,4 @@ class ChainRunner:
 
     def budget_status(self, name: str) -> dict[str, object] | None:
         """The chain's budget and spend, and why polls wait if they do (GET /v1/chains)."""
-        budget = self.budgets.get(name)
-        if budget is None:
-            return None
-        status = budget.snapshot()
-        status["poll_interval_s"] = self.poll_interval_s(name)
-        status["waiting"] = self.watchers[name].deferred
-        return status
+        return budget_json(self.budgets.get(name), self.status(name))

@@ -27,13 +27,15 @@ from starlette.types import ASGIApp
 from chains.budget import CallBudget
 from chains.errors import ChainError, ChainIdMismatch
 from chains.rpc import RpcClient
-from watcher.app.chains import ChainHealth, ChainRunner
+from watcher.app.chains import ChainRunner
 from watcher.app.listen import ApiPortBusy, bind_api
 from watcher.app.pacing import PollPacing, poll_job_id
+from watcher.app.status import PollHealth, StatusBoard
 from watcher.clock import Clock
 from watcher.components import Component
 from watcher.config.chains import ChainConfig
 from watcher.config.model import Config
+from watcher.delivery.plan import OutboxPlan
 from watcher.delivery.sender import Sender
 from watcher.engine.chain_watcher import ChainWatcher
 from watcher.engine.heads import HeadsWaker
@@ -81,6 +83,8 @@ class App:
     """Every component, in start order."""
     workflows: WorkflowService
     """Callers' workflows under the handoff guard (``/v1/workflows``)."""
+    plan: OutboxPlan
+    """The alert routes every decision writer shares (an operator's acceptance records one)."""
     started_at: int
     instance_lock: InstanceLock | None = None
     """This daemon's hold on its SQLite store (None on PostgreSQL), freed when it stops."""
@@ -88,9 +92,14 @@ class App:
     # -- chains (see watcher.app.chains) -------------------------------------------------
 
     @property
-    def health(self) -> Mapping[str, ChainHealth]:
+    def health(self) -> Mapping[str, PollHealth]:
         """Each chain's poll health."""
         return self.chains.health
+
+    @property
+    def board(self) -> StatusBoard:
+        """Each chain's snapshot as of its last poll job: all the API may know of a chain."""
+        return self.chains.board
 
     def chain_config(self, name: str) -> ChainConfig:
         """Config of a chain; raises ``UnknownChainName`` listing the configured ones."""
@@ -219,7 +228,7 @@ class App:
                 self.close()
                 raise
             except ChainError as exc:
-                self.health[chain.name].last_error = str(exc)
+                self.chains.failed_start(chain.name, exc)
                 log.warning(
                     "chain %s: node not reachable at start-up, will keep trying: %s",
                     chain.name,

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -38,9 +37,9 @@ from sqlalchemy.pool import NullPool, Pool
 from sqlalchemy.sql import Select
 
 from watcher.store.errors import StoreConflict, StoreError, StoreUnavailable
+from watcher.store.fast_read import FastRead, Listener, PgRead, SqliteRead
 from watcher.store.files import FileRefused, private_file
 from watcher.store.json_text import json_text
-from watcher.store.loop_reader import LoopReader
 
 log = logging.getLogger("finality.store")
 
@@ -149,11 +148,11 @@ class WriteHealth:
 
 class Db:
     """One SQLAlchemy engine behind the edge: connections whose errors are store errors;
-    the reader of a SQLite file also has a :class:`LoopReader` (:meth:`loop_rows`)."""
+    the reader also has the store's one raw read (:meth:`fast_rows`)."""
 
-    def __init__(self, engine: Engine, loop: LoopReader | None = None) -> None:
+    def __init__(self, engine: Engine, fast: FastRead | None = None) -> None:
         self._engine = engine
-        self._loop = loop
+        self._fast = fast
         self.writes = WriteHealth()
 
     @property
@@ -198,23 +197,30 @@ class Db:
         except SQLAlchemyError as exc:
             raise mapped_error(exc) from exc
 
-    def loop_rows(
+    async def fast_rows(
         self, statement: Select[Any], params: Mapping[str, Any]
-    ) -> list[dict[str, Any]] | None:
-        """``statement``'s rows read on the plain SQLite connection of the one thread it
-        serves (watcher/store/loop_reader.py), or None: read it through :meth:`connect`.
-        A driver error leaves as :class:`StoreUnavailable`, as from :meth:`connect`."""
-        if self._loop is None:
-            return None
+    ) -> list[dict[str, Any]]:
+        """``statement``'s rows through the raw read (watcher/store/fast_read.py), awaited on
+        the caller's event loop; a store with none (SQLite in memory) reads through the
+        engine. A driver error leaves as :class:`StoreUnavailable`, as from :meth:`connect`."""
+        if self._fast is None:
+            with self.connect() as conn:
+                return [dict(row) for row in conn.execute(statement, params).mappings()]
         try:
-            return self._loop.rows(statement, params)
-        except sqlite3.Error as exc:
+            return await self._fast.rows(statement, params)
+        except self._fast.errors as exc:
             raise StoreUnavailable(reason_of(exc)) from exc
 
     @property
-    def loop_statements(self) -> int:
-        """How many statements :meth:`loop_rows` ran (beside the engine's: tests count both)."""
-        return 0 if self._loop is None else self._loop.statements
+    def fast_statements(self) -> int:
+        """How many statements :meth:`fast_rows` ran (beside the engine's: tests count both)."""
+        return 0 if self._fast is None else self._fast.statements
+
+    @property
+    def fast_listeners(self) -> list[Listener]:
+        """Called with each raw read's SQL and parameters before it runs (empty, and not
+        called, without a raw read)."""
+        return [] if self._fast is None else self._fast.listeners
 
     @property
     def engine(self) -> Engine:
@@ -232,9 +238,9 @@ class Db:
         return self._engine.url
 
     def dispose(self) -> None:
-        """Release every pooled connection, and the loop reader's (reopened if used again)."""
-        if self._loop is not None:
-            self._loop.close()
+        """Release every pooled connection, and the raw read's (reopened if used again)."""
+        if self._fast is not None:
+            self._fast.close()
         self._engine.dispose()
 
 
@@ -288,12 +294,12 @@ def open_dbs(url: str) -> tuple[Db, Db]:
         )
     except Exception as exc:  # SQLAlchemy raises several types for a bad URL
         raise StoreError(f"store url {shown_url(url)!r}: {type(exc).__name__}") from exc
-    write = Db(writer)
     if reader is writer:
-        return write, write
+        both = Db(writer, PgRead(writer.url, writer.dialect))
+        return both, both
     database = sqlite_file(driver_url)
-    loop = None if database is None else LoopReader(database, reader.dialect)
-    return write, Db(reader, loop)
+    fast = None if database is None else SqliteRead(database, reader.dialect)
+    return Db(writer), Db(reader, fast)
 
 
 def sqlite_file(url: str) -> str | None:

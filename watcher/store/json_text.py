@@ -8,7 +8,7 @@ write exactly: an integer past 64 bits, a key that is not a string, nesting deep
 (a ``dependent_state`` stored before its bound). Those go to ``json.dumps``, so nothing that
 was writable before is refused now. Never used where bytes are compared or signed: digests
 and signatures are over guard/canonical.py's encoding, and the settlement read keeps the
-stdlib's bytes (watcher/api/hot_read.py answers exactly what its route does).
+stdlib's bytes (its route's ``JSONResponse``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ short transaction of its own.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import bindparam, func, insert, or_, select
@@ -22,7 +22,7 @@ from watcher.store.records import NewSettlement, SettlementRecord, WatchEntry, f
 
 _BY_ID = select(s.settlements).where(s.settlements.c.settlement_id == bindparam("settlement_id"))
 """One settlement by id, built once: SQLAlchemy reuses its compiled form by cache key, but
-building and keying a fresh ``select`` costs more than SQLite's answer."""
+building and keying a fresh ``select`` costs more than SQLite's answer (issue 14)."""
 _OWNED = _BY_ID.where(s.settlements.c.owner == bindparam("owner"))
 _RECORDED_HEAD = (
     select(s.chains.c.head_number)
@@ -77,26 +77,19 @@ class SettlementQueries:
             raise SettlementNotFound(settlement_id)
         return from_row(SettlementRecord, row)
 
-    def settlement_at_head(
+    async def settlement_at_head(
         self, settlement_id: str, owner: str
     ) -> tuple[SettlementRecord, int | None]:
         """``owner``'s settlement and its chain's recorded head, read in one statement: one
-        snapshot, so the depth a view shows is never ahead of (or behind) the stored row, at
-        the cost of one query instead of two (``GET /v1/settlements/{id}``); on
-        SQLite, from the event loop, without SQLAlchemy's per-statement cost (the reader's
-        :meth:`~watcher.store.db.Db.loop_rows`). Raises :class:`SettlementNotFound` as
+        snapshot, so the depth a view shows is never ahead of (or behind) the stored row.
+        The store's one raw read (watcher/store/fast_read.py), awaited on the API's event
+        loop, for ``GET /v1/settlements/{id}`` alone. Raises :class:`SettlementNotFound` as
         :meth:`settlement` does."""
         params = {"settlement_id": settlement_id, "owner": owner}
-        rows = self._reader.loop_rows(_OWNED_AT_HEAD, params)  # SQLite, on the event loop
-        row: Mapping[Any, Any] | None
-        if rows is not None:
-            row = rows[0] if rows else None
-        else:
-            with self._reader.connect() as conn:
-                row = conn.execute(_OWNED_AT_HEAD, params).mappings().first()
-        if row is None:
+        rows = await self._reader.fast_rows(_OWNED_AT_HEAD, params)
+        if not rows:
             raise SettlementNotFound(settlement_id)
-        return from_row(SettlementRecord, row), row["recorded_head"]
+        return from_row(SettlementRecord, rows[0]), rows[0]["recorded_head"]
 
     def settlement_by_tx(
         self, chain: str, tx_hash: str, *, owner: str | None = None

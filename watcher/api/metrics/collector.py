@@ -83,13 +83,13 @@ class ServiceCollector(Collector):
             labels=["chain"],
         )
         now_s = svc.clock() / 1000
-        for name, watcher in svc.watchers.items():
-            if watcher.head is not None:
-                head.add_metric([name], watcher.head.number)
-                lag.add_metric([name], max(0.0, now_s - watcher.head.timestamp))
-            healthy.add_metric([name], 1.0 if svc.chains.healthy(name) else 0.0)
-            polls.add_metric([name], watcher.polls)
-            watched.add_metric([name], len(watcher.index.by_id))
+        for name, status in svc.board.all().items():
+            if status.head_number is not None and status.head_timestamp is not None:
+                head.add_metric([name], status.head_number)
+                lag.add_metric([name], max(0.0, now_s - status.head_timestamp))
+            healthy.add_metric([name], 1.0 if svc.healthy(name) else 0.0)
+            polls.add_metric([name], status.polls)
+            watched.add_metric([name], status.watched)
             client = svc.clients[name]
             calls_now, errors_now = dict(client.calls), dict(client.errors)
             for method, n in sorted(calls_now.items()):
@@ -99,8 +99,8 @@ class ServiceCollector(Collector):
                 by_outcome.add_metric([name, method, "error"], failed)
             for method, n in sorted(errors_now.items()):
                 errors.add_metric([name, method], n)
-            buckets, total = watcher.finality_seconds.snapshot()
-            latency.add_metric([name], buckets, total)
+            buckets, total = status.finality_seconds
+            latency.add_metric([name], list(buckets), total)
         yield from (head, lag, healthy, polls, calls, errors, by_outcome, watched, latency)
         yield from self._endpoints()
 
@@ -160,7 +160,7 @@ class ServiceCollector(Collector):
         by_depth = HistogramMetricFamily(
             "finality_reorg_depth_blocks", "Reorgs seen, by depth (blocks)", labels=["chain"]
         )
-        for chain in svc.watchers:
+        for chain in svc.board.all():
             counts = {d: n for (c, d), n in depths.items() if c == chain}
             reorgs.add_metric([chain], sum(counts.values()))
             buckets, total = _histogram(counts)

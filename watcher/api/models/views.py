@@ -173,7 +173,7 @@ class SignerView(BaseModel):
     current: bool
 
 
-class ChainHealth(BaseModel):
+class ChainHealthView(BaseModel):
     """One chain in ``GET /healthz``."""
 
     model_config = ConfigDict(extra="allow")
@@ -207,5 +207,5 @@ class HealthView(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     ok: bool
-    chains: dict[str, ChainHealth]
+    chains: dict[str, ChainHealthView]
     store_error: str | None = None

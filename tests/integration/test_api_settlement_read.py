@@ -1,11 +1,12 @@
-"""``GET /v1/settlements/{id}``'s hot read layer (watcher/api/hot_read.py): what it
-answers is byte for byte what the route answers, it answers only the plain success, and the
-read it makes runs no SQLAlchemy statement.
+"""``GET /v1/settlements/{id}`` (watcher/api/settlement_read.py): one path answers every
+request, the plain view and the one with more to read alike; its view is the one the
+registration answered, at the head recorded with the row; its errors are the framework's
+(401, 403, 404, 421, a trailing slash's redirect, ``HEAD``'s 405); and it reads the row
+and its head in one statement of the store's raw read, no SQLAlchemy statement.
 
 Real parts: the daemon's service and API under uvicorn on loopback (tests/support/
-sources_app.py), tokens configured or not, its SQLite store. A query string the route ignores
-(``?via=route``) makes the layer step aside, so the same settlement is read both ways; the
-application's ``state.hot_reads`` counts what the layer answered itself.
+sources_app.py), tokens configured or not, its SQLite store. A query string the route
+ignores (``?via=query``) is answered the same.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
 
 from tests.integration.helpers import FakeClock
 from tests.integration.test_api_read_costs import Statements
@@ -65,19 +65,17 @@ def live(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveApp]:
         yield app
 
 
-def _answered(live: LiveApp) -> int:
-    """How many requests the hot layer answered itself so far."""
-    app = live.server.config.app
-    assert isinstance(app, FastAPI)
-    count: int = app.state.hot_reads.answered
-    return count
-
-
-def _register(live: LiveApp, **extra: Any) -> str:
+def _registered(live: LiveApp, **extra: Any) -> dict[str, Any]:
+    """The view the registration answered."""
     body = {"chain": CHAIN, "tx_hash": "0x" + secrets.token_hex(32), **extra}
     answer = live.http.post("/v1/settlements", json=body)
     assert answer.status_code == 201, answer.text
-    sid: str = answer.json()["settlement_id"]
+    view: dict[str, Any] = answer.json()
+    return view
+
+
+def _register(live: LiveApp, **extra: Any) -> str:
+    sid: str = _registered(live, **extra)["settlement_id"]
     return sid
 
 
@@ -95,37 +93,34 @@ def _shown(answer: httpx.Response) -> tuple[int, list[tuple[str, str]], bytes]:
 
 
 def _both_ways(live: LiveApp, sid: str) -> tuple[Any, Any]:
-    """The settlement read by the hot layer and by the route; each must have been answered
-    by the one it was meant for."""
-    before = _answered(live)
-    hot = live.http.get(f"/v1/settlements/{sid}")
-    assert _answered(live) == before + 1, "the hot layer did not answer the plain read"
-    route = live.http.get(f"/v1/settlements/{sid}", params={"via": "route"})
-    assert _answered(live) == before + 1, "the hot layer answered a request with a query"
-    return _shown(hot), _shown(route)
+    """The settlement read as callers poll it, and with a query string the route ignores."""
+    plain = live.http.get(f"/v1/settlements/{sid}")
+    queried = live.http.get(f"/v1/settlements/{sid}", params={"via": "query"})
+    return _shown(plain), _shown(queried)
 
 
-def test_the_hot_read_answers_the_routes_bytes_pending_and_included(live: LiveApp) -> None:
-    sid = _register(live)
-    hot, route = _both_ways(live, sid)  # pending: not included, no head recorded yet
-    assert hot == route
-    assert hot[0] == 200 and dict(hot[1])["content-type"] == "application/json"
-    assert dict(hot[1])["content-length"] == str(len(hot[2]))
+def test_a_read_answers_the_registered_view_pending_and_included(live: LiveApp) -> None:
+    registered = _registered(live)
+    sid = registered["settlement_id"]
+    plain, queried = _both_ways(live, sid)  # pending: not included, no head recorded yet
+    assert plain == queried
+    assert plain[0] == 200 and dict(plain[1])["content-type"] == "application/json"
+    assert dict(plain[1])["content-length"] == str(len(plain[2]))
+    assert httpx.Response(200, content=plain[2]).json() == registered
     _include(live, sid, block=8, head=10)
-    hot, route = _both_ways(live, sid)  # included, 3 deep
-    assert hot == route
-    assert b'"confirmations":3' in hot[2] and b'"head_number":10' in hot[2]
-    _include(live, sid, block=8, head=11)  # the head moved: the hot read shows it at once
-    hot, route = _both_ways(live, sid)
-    assert hot == route and b'"confirmations":4' in hot[2]
+    plain, queried = _both_ways(live, sid)  # included, 3 deep
+    assert plain == queried
+    assert b'"confirmations":3' in plain[2] and b'"head_number":10' in plain[2]
+    _include(live, sid, block=8, head=11)  # the head moved: the read shows it at once
+    plain, queried = _both_ways(live, sid)
+    assert plain == queried and b'"confirmations":4' in plain[2]
 
 
-def test_what_the_hot_read_declines_is_the_routes_answer(tmp_path: Path) -> None:
+def test_the_reads_errors_and_fuller_views_are_the_frameworks(tmp_path: Path) -> None:
     with _live(tmp_path, tokens=True) as live:
         sid = _register(live)
         held = _register(live, dependent_state={"order": "ö-1"})
         url = f"/v1/settlements/{sid}"
-        before = _answered(live)
         checks = [
             (live.http.get(url, headers={"Authorization": ""}), 401),
             (live.http.get(url, headers={"Authorization": "Bearer nope"}), 401),
@@ -139,7 +134,6 @@ def test_what_the_hot_read_declines_is_the_routes_answer(tmp_path: Path) -> None
             (live.http.get(f"/v1/settlements/{held}"), 200),  # dependent state: its binding
         ]
         assert [a.status_code for a, _ in checks] == [status for _, status in checks]
-        assert _answered(live) == before, "the hot layer answered what it must leave alone"
         unauthenticated = checks[0][0]
         assert unauthenticated.headers["WWW-Authenticate"] == 'Bearer realm="finality"'
         assert "'read'" in checks[3][0].json()["error"]
@@ -147,10 +141,10 @@ def test_what_the_hot_read_declines_is_the_routes_answer(tmp_path: Path) -> None
         assert view["dependent_state"] == {"order": "ö-1"} and view["binding"] is not None
 
 
-def test_the_hot_read_runs_no_sqlalchemy_statement(live: LiveApp) -> None:
+def test_a_read_runs_one_raw_statement_and_no_sqlalchemy_one(live: LiveApp) -> None:
     sid = _register(live)
     _include(live, sid, block=3, head=4)
-    live.http.get(f"/v1/settlements/{sid}")  # the first read opens the plain connection
+    live.http.get(f"/v1/settlements/{sid}")  # the first read opens the raw connection
     with Statements(live.service.store) as seen:
         view = live.http.get(f"/v1/settlements/{sid}").json()
-    assert (view["confirmations"], seen.selects, seen.loop) == (2, [], 1)
+    assert (view["confirmations"], seen.selects, seen.fast) == (2, [], 1)

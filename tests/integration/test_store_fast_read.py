@@ -1,14 +1,14 @@
-"""The SQLite reader's plain connection (watcher/store/loop_reader.py): the read it
-makes is the engine's read (the same record, the same Python values), it serves one thread
-(any other reads through the engine), and beside a writer in another thread it neither
-waits nor sees what is not committed, and sees a commit at once. On PostgreSQL there is
-none. Real SQLite files and the local PostgreSQL."""
+"""The store's one raw read (watcher/store/fast_read.py), ``settlement_at_head``: what it
+reads is the engine's read (the same record, the same Python values) on SQLite and
+PostgreSQL alike; beside a writer in another thread it neither waits nor sees what is not
+committed, and sees a commit at once; a missing or another caller's settlement is not
+found; a disposed store reads again. Real SQLite files and the local PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -22,8 +22,8 @@ NOW = UnixMillis(1_700_000_000_000)
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    opened = Store.open(f"sqlite:///{tmp_path}/finality.db")
+def store(store_url: str) -> Iterator[Store]:
+    opened = Store.open(store_url)
     try:
         opened.ensure_chain(CHAIN, 31337, NOW)
         yield opened
@@ -42,13 +42,16 @@ def _registered(store: Store, tx: str, **extra: object) -> SettlementRecord:
     return record
 
 
-def _elsewhere(store: Store, sid: str, owner: str) -> tuple[SettlementRecord, int | None]:
-    """The same read made from another thread: through the engine."""
-    out: list[tuple[SettlementRecord, int | None]] = []
-    worker = threading.Thread(target=lambda: out.append(store.settlement_at_head(sid, owner)))
-    worker.start()
-    worker.join()
-    return out[0]
+def _at_head(store: Store, sid: str, owner: str) -> tuple[SettlementRecord, int | None]:
+    """The raw read, awaited as the API's event loop awaits it."""
+    return asyncio.run(store.settlement_at_head(sid, owner))
+
+
+def _engine_read(store: Store, sid: str) -> tuple[SettlementRecord, int | None]:
+    """The same settlement and head read through the engine."""
+    rec = store.settlement(sid)
+    chain = store.chain(rec.chain)
+    return rec, None if chain is None else chain.head_number
 
 
 def test_the_plain_read_is_the_engines_read(store: Store) -> None:
@@ -61,19 +64,18 @@ def test_the_plain_read_is_the_engines_read(store: Store) -> None:
             store.settlement(held.settlement_id), "SETTLEMENT_FAILED", "d", {"x": 1}, False, True
         )
     for record in (plain, held):
-        counted = store.reader.loop_statements
-        here = store.settlement_at_head(record.settlement_id, "anonymous")
-        assert store.reader.loop_statements == counted + 1  # this thread's: the plain one
-        there = _elsewhere(store, record.settlement_id, "anonymous")
-        assert store.reader.loop_statements == counted + 1  # another thread's: the engine
+        counted = store.reader.fast_statements
+        here = _at_head(store, record.settlement_id, "anonymous")
+        assert store.reader.fast_statements == counted + 1  # one statement, the raw read
+        there = _engine_read(store, record.settlement_id)
         assert here == there
         assert [type(v) for v in vars(here[0]).values()] == [
             type(v) for v in vars(there[0]).values()
         ]
-    rec, head = store.settlement_at_head(held.settlement_id, "anonymous")
+    rec, head = _at_head(store, held.settlement_id, "anonymous")
     assert (head, rec.block_number, rec.watching, rec.verdict) == (9, 7, False, "SETTLEMENT_FAILED")
     assert rec.dependent_state == {"order": "ö", "n": [1, 2.5, None, True]}
-    assert store.settlement_at_head(plain.settlement_id, "anonymous")[0].dependent_state is None
+    assert _at_head(store, plain.settlement_id, "anonymous")[0].dependent_state is None
 
 
 def test_the_plain_read_neither_waits_for_a_writer_nor_sees_it_before_its_commit(
@@ -81,7 +83,7 @@ def test_the_plain_read_neither_waits_for_a_writer_nor_sees_it_before_its_commit
 ) -> None:
     record = _registered(store, "3")
     sid = record.settlement_id
-    store.settlement_at_head(sid, "anonymous")  # this thread owns the plain connection
+    _at_head(store, sid, "anonymous")  # the raw read's connection is open
     written, release = threading.Event(), threading.Event()
 
     def writer() -> None:
@@ -94,13 +96,13 @@ def test_the_plain_read_neither_waits_for_a_writer_nor_sees_it_before_its_commit
     thread.start()
     try:
         assert written.wait(10)
-        counted = store.reader.loop_statements
-        assert store.settlement_at_head(sid, "anonymous")[0].block_number is None
-        assert store.reader.loop_statements == counted + 1
+        counted = store.reader.fast_statements
+        assert _at_head(store, sid, "anonymous")[0].block_number is None
+        assert store.reader.fast_statements == counted + 1
     finally:
         release.set()
         thread.join()
-    assert store.settlement_at_head(sid, "anonymous")[0].block_number == 5
+    assert _at_head(store, sid, "anonymous")[0].block_number == 5
 
 
 def test_a_missing_or_foreign_settlement_is_not_found_and_a_disposed_reader_reopens(
@@ -110,21 +112,10 @@ def test_a_missing_or_foreign_settlement_is_not_found_and_a_disposed_reader_reop
 
     sid = _registered(store, "4").settlement_id
     with pytest.raises(SettlementNotFound):
-        store.settlement_at_head(sid, "someone-else")
+        _at_head(store, sid, "someone-else")
     with pytest.raises(SettlementNotFound):
-        store.settlement_at_head("stl_" + "0" * 24, "anonymous")
-    counted = store.reader.loop_statements
+        _at_head(store, "stl_" + "0" * 24, "anonymous")
+    counted = store.reader.fast_statements
     store.reader.dispose()  # its connection closed, as the engine's pool is
-    assert store.settlement_at_head(sid, "anonymous")[0].settlement_id == sid
-    assert store.reader.loop_statements == counted + 1  # opened again
-
-
-def test_postgresql_has_no_plain_reader(pg_url: str) -> None:
-    store = Store.open(pg_url)
-    try:
-        store.ensure_chain(CHAIN, 31337, NOW)
-        sid = _registered(store, "5").settlement_id
-        assert store.settlement_at_head(sid, "anonymous")[0].settlement_id == sid
-        assert store.reader.loop_statements == 0
-    finally:
-        store.close()
+    assert _at_head(store, sid, "anonymous")[0].settlement_id == sid
+    assert store.reader.fast_statements == counted + 1  # opened again
