@@ -12,7 +12,7 @@ block.
 
 from __future__ import annotations
 
-from guard.deposit import deposit_decision
+from guard.deposit import decide_deposit, lost_transfer
 from guard.payment import DEPOSIT_KIND, PaymentSpec, RulePosition, Transfer, decide_payment
 from guard.settlement import (
     Decision,
@@ -78,19 +78,14 @@ def decide_payment_settlement(
         SettlementId(rec.settlement_id), True, UnixMillis(rec.initiated_at), rec.timeout_ms
     )
     counted = [transfer_of(t) for t in transfers]
-    fresh = decide_payment(
-        settlement,
-        rec.chain,
-        spec_of(spec),
-        counted,
-        rule_position(rec, pos),
-        rules.policy,
-        now,
-        _hold(rec, rules),
-    )
-    if rec.kind == DEPOSIT_KIND:
-        fresh = deposit_decision(fresh, counted)
     previous = decision_from_json(rec.decision)
+    args = (rec.chain, spec_of(spec), counted, rule_position(rec, pos), rules.policy, now)
+    if rec.kind == DEPOSIT_KIND:
+        reorg = rules.reversal.evidence if rules.reversal is not None else None
+        lost = None if counted else lost_transfer(rec.settlement_id, previous, reorg)
+        fresh = decide_deposit(settlement, *args, _hold(rec, rules), lost)
+    else:
+        fresh = decide_payment(settlement, *args, _hold(rec, rules))
     transition = settle_transition(previous, fresh, rules.reversal if reversed_ else None)
     kept = transition.decision
     watching = not kept.verdict.terminal or (
