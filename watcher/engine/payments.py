@@ -22,6 +22,7 @@ so far, or to the oldest of all when every one is.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
 from chains.block_checks import checked_receipts
@@ -39,7 +40,7 @@ from watcher.engine.deposits_scan import DepositCandidate, deposit_candidates, n
 from watcher.engine.observe import ChainPosition
 from watcher.engine.payments_index import PaymentIndex
 from watcher.engine.payments_scan import Candidate, Lookup, candidates, native_txs
-from watcher.engine.payments_settle import decide_payment_settlement
+from watcher.engine.payments_settle import decide_payment_settlements
 from watcher.engine.state import ChainState
 from watcher.store.block_txn import BlockTxn
 from watcher.store.deposits_store import deposits_in
@@ -129,10 +130,13 @@ class PaymentCommits(ChainState):
         deposit_tokens = self.subscriptions.tokens() if self.subscriptions.active else set()
         if not blocks or not (tokens or deposit_tokens):
             return blocks
-        recipients = self.payments.token_recipients() | self._reorged.token_recipients()
+        recipients: AbstractSet[str] = (
+            self.payments.token_recipients() | self._reorged.token_recipients()
+        )
         if deposit_tokens:
             tokens |= deposit_tokens
-            recipients |= self.subscriptions.addresses()
+            watched = self.subscriptions.addresses()  # kept between polls: not copied
+            recipients = recipients | watched if recipients else watched
         while True:
             first, last = blocks[0].header.number, blocks[-1].header.number
             try:
@@ -236,12 +240,9 @@ class PaymentCommits(ChainState):
         ids = list(due)
         specs, transfers = specs_in(txn, ids), transfers_in(txn, ids)
         rules = self._rules(reversal=reversal)
-        decisions = 0
-        for sid, rec in due.items():
-            decided = decide_payment_settlement(
-                txn, rec, specs[sid], transfers.get(sid, []), pos, now, rules, sid in reversed_ids
-            )
-            decisions += self._count(decided)
+        items = [(r, specs[i], transfers.get(i, []), i in reversed_ids) for i, r in due.items()]
+        decided = decide_payment_settlements(txn, items, pos, now, rules)
+        decisions = sum(self._count(d) for d in decided)
         return txn.by_ids(ids), decisions
 
     def _report_reorged(self, txn: BlockTxn, reorg: Reorg, dropped: list[TransferRecord]) -> None:
