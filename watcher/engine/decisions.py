@@ -50,7 +50,11 @@ def record_events(
     events: Sequence[tuple[str, str, dict[str, Any], str | None]],
 ) -> list[int]:
     """:func:`record_event` for many events ((kind, severity, payload, settlement id) each),
-    inserted in one statement; returns their ids in order."""
+    inserted in one statement; returns their ids in order (none when no alert route could
+    refer to them)."""
+    if not plan.routes:
+        txn.record_events(events, ids=False)
+        return []
     ids = txn.record_events(events)
     for event_id, (kind, severity, payload, sid) in zip(ids, events, strict=True):
         plan.on_event(txn, event_id, kind, severity, payload, sid)

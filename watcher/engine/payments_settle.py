@@ -227,6 +227,10 @@ def _store_plain_deposits(txn: BlockTxn, plain: Sequence[_Outcome], rules: Rules
                 ("deposit_confirmed", "info", {**_subject(o.rec, o.spec), "tx_hash": tx_hash}, sid)
             )
     txn.save_decisions(rows)
+    wanted = bool(rules.plan.routes) or any(rec.commit_url for rec, _ in lifecycle.values())
+    if not wanted:  # no alert route and no commit_url: nothing refers to the events' ids
+        txn.record_events(events, ids=False)
+        return
     ids = txn.record_events(events)
     for at, (event_id, event) in enumerate(zip(ids, events, strict=True)):
         rules.plan.on_event(txn, event_id, *event)

@@ -295,11 +295,11 @@ class BlockTxn:
         return insert_event(self.conn, self.chain, kind, severity, payload, settlement_id, self.now)
 
     def record_events(
-        self, events: Sequence[tuple[str, str, dict[str, Any], str | None]]
+        self, events: Sequence[tuple[str, str, dict[str, Any], str | None]], ids: bool = True
     ) -> list[int]:
         """Record events ((kind, severity, payload, settlement id) each) in one statement;
-        returns their ids in the same order."""
-        return insert_events(self.conn, self.chain, events, self.now)
+        returns their ids in the same order (none unless ``ids``)."""
+        return insert_events(self.conn, self.chain, events, self.now, returning=ids)
 
     def enqueue_delivery(self, new: NewDelivery) -> bool:
         """Put a delivery in the outbox, in this transaction; False if its key exists."""
