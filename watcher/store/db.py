@@ -39,7 +39,7 @@ from sqlalchemy.sql import Select
 
 from watcher.store.errors import StoreConflict, StoreError, StoreUnavailable
 from watcher.store.files import FileRefused, private_file
-from watcher.store.json_text import json_text, json_value
+from watcher.store.json_text import json_text
 from watcher.store.loop_reader import LoopReader
 
 log = logging.getLogger("finality.store")
@@ -243,12 +243,7 @@ def make_engine(url: str, immediate: bool) -> Engine:
     SQLite gets WAL, a busy timeout, and ``BEGIN IMMEDIATE`` for writers."""
     if not url.startswith("sqlite"):
         engine = create_engine(
-            url,
-            pool_pre_ping=True,
-            pool_size=5,
-            max_overflow=5,
-            json_serializer=json_text,
-            json_deserializer=json_value,
+            url, pool_pre_ping=True, pool_size=5, max_overflow=5, json_serializer=json_text
         )
 
         @event.listens_for(engine, "connect")
@@ -262,10 +257,7 @@ def make_engine(url: str, immediate: bool) -> Engine:
 
         return engine
     engine = create_engine(
-        url,
-        poolclass=NullPool if ":memory:" in url else None,
-        json_serializer=json_text,
-        json_deserializer=json_value,
+        url, poolclass=NullPool if ":memory:" in url else None, json_serializer=json_text
     )
 
     @event.listens_for(engine, "connect")

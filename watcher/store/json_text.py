@@ -14,7 +14,6 @@ stdlib's bytes (watcher/api/hot_read.py answers exactly what its route does).
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
@@ -31,21 +30,3 @@ def json_bytes(value: Any) -> bytes:
 def json_text(value: Any) -> str:
     """:func:`json_bytes` as text (what a JSON column stores)."""
     return json_bytes(value).decode("utf-8")
-
-
-def json_value(text: str | bytes) -> Any:
-    """A JSON column read back: orjson (3-4x the stdlib on a block's 1,000 decisions), the
-    stdlib where orjson would not give the same Python values: a run of 19 digits may be an
-    integer past 64 bits, which orjson reads as a float (the stdlib as the exact int), so
-    such a text goes to the stdlib, as does one orjson refuses (``NaN``)."""
-    raw = text.decode("utf-8") if isinstance(text, bytes) else text
-    if _LONG_DIGITS.search(raw) is None:
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(raw)
-
-
-_LONG_DIGITS = re.compile(r"[0-9]{19}")
-"""Nineteen digits in a row: maybe an integer orjson cannot hold (2**63 has 19)."""
