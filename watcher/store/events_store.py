@@ -166,7 +166,7 @@ def insert_events(
     transaction in one statement; returns their ids in the same order, or nothing without
     ``returning`` (when no delivery refers to them: a plain executemany is cheaper than
     SQLAlchemy's many-values insert with RETURNING). A block of 1,000 deposits records
-    1,000 ``deposit_seen``: one statement each cost more than deciding them."""
+    1,000 ``deposit_seen``: one statement for all of them, not one each."""
     if not events:
         return []
     rows = [
