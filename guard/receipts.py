@@ -15,7 +15,9 @@ Kinds:
     the tx is in a block at depth >= N (headers + receipt and tx proofs; status 1).
 ``settlement_failure_receipt``
     the tx reverted (the same proofs, status 0), or another tx from the same sender with the
-    same nonce is at depth >= N (its proofs, plus the watched tx's own signed bytes).
+    same nonce is at depth >= N (its proofs, plus the watched tx's own signed bytes); or a
+    deposit's transfer was reorged out and not included again by the deadline
+    (:mod:`guard.receipt_deposit`: the header chain at the deadline).
 ``async_settlement_timeout_signature``
     the deadline passed without finality: deadline, policy, head block at the deadline, last
     observation.

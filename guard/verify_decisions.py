@@ -34,6 +34,7 @@ from guard.payment_proof import verify_payment
 from guard.txs import SignedTx, TransactionError, decode_signed
 from guard.verify_chain import ChainFacts, Inclusion, verify_inclusion
 from guard.verify_consensus import SECTION, UNCHECKED_CLAIM, check_section_shape
+from guard.verify_deposit import verify_reorged_out
 from guard.verify_offchain import verify_offchain
 from guard.verify_terms import COMMON, DECIDED, finality_terms, verify_timeout
 
@@ -53,6 +54,8 @@ def verify_decision(kind: str, body: Mapping[str, Any]) -> tuple[ChainFacts, lis
         obj(evidence, "evidence")
     if "offchain" in body:
         return verify_offchain(kind, body, state)
+    if "payment" in body and kind == fmt.FAILURE:  # a deposit reorged out
+        return verify_reorged_out(body, state)
     if "payment" in body:  # a payment to an address (guard/payment_proof.py)
         return verify_payment(kind, body, state)
     if integer(body, "chain_id", "") == fmt.OFFCHAIN_CHAIN_ID:

@@ -35,6 +35,34 @@ DECIDED = ("verdict", "decision_digest", "evidence", "dependent_state_digest")
 def verify_timeout(body: Mapping[str, Any], state: str | None) -> tuple[ChainFacts, list[str]]:
     """An ``async_settlement_timeout_signature`` (``state``: its dependent-state digest)."""
     keys(body, (*COMMON, *DECIDED, "late_finality", "timeout", "proof"), "")
+    deadline = timeout_terms(body)
+    late = field(body, "late_finality", "")
+    if late is not None:
+        obj(late, "late_finality")
+    claims: list[str] = []
+    anchor, where = head_at_deadline(child(body, "proof", ""), deadline, claims)
+    evidence = field(body, "evidence", "")
+    if evidence is not None:  # the last progress before the deadline: nothing proves it here
+        kind = obj(evidence, "evidence").get("kind")
+        claims.append(
+            f"evidence ({kind!r}, the last observation before the deadline): the decision's "
+            "record, not checked against the proofs"
+        )
+    late_note = "; finality observed late: reconcile" if late is not None else ""
+    return (
+        ChainFacts(
+            summary=f"deadline {deadline} ms, {where}{late_note}",
+            anchor=anchor,
+            dependent_state_digest=state,
+        ),
+        claims,
+    )
+
+
+def timeout_terms(body: Mapping[str, Any]) -> int:
+    """The ``timeout`` section of a body whose verdict rests on a deadline, its arithmetic
+    checked (deadline = initiated_at + min(timeout_ms, max_wait_ms); decided and issued at
+    or after it); returns the deadline."""
     terms = child(body, "timeout", "")
     keys(
         terms,
@@ -56,30 +84,10 @@ def verify_timeout(body: Mapping[str, Any], state: str | None) -> tuple[ChainFac
         raise ReceiptInvalid(f"timeout.decided_at: {decided} is before the deadline {deadline}")
     if integer(body, "issued_at", "") < deadline:
         raise ReceiptInvalid(f"issued_at: is before the deadline {deadline}")
-    late = field(body, "late_finality", "")
-    if late is not None:
-        obj(late, "late_finality")
-    claims: list[str] = []
-    anchor, where = _head_at_deadline(child(body, "proof", ""), deadline, claims)
-    evidence = field(body, "evidence", "")
-    if evidence is not None:  # the last progress before the deadline: nothing proves it here
-        kind = obj(evidence, "evidence").get("kind")
-        claims.append(
-            f"evidence ({kind!r}, the last observation before the deadline): the decision's "
-            "record, not checked against the proofs"
-        )
-    late_note = "; finality observed late: reconcile" if late is not None else ""
-    return (
-        ChainFacts(
-            summary=f"deadline {deadline} ms, {where}{late_note}",
-            anchor=anchor,
-            dependent_state_digest=state,
-        ),
-        claims,
-    )
+    return deadline
 
 
-def _head_at_deadline(
+def head_at_deadline(
     proof: Mapping[str, Any], deadline: int, claims: list[str]
 ) -> tuple[tuple[int, str] | None, str]:
     """(anchor block, words for the summary) of a timeout's ``proof``: the head at the

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from guard.errors import ReceiptInvalid
 from guard.payment import NATIVE
+from guard.receipt_format import body_of
 from guard.verify import verify_receipt
 from tests.e2e.test_payments_receipts_engine import issuer
 from tests.integration.deposit_helpers import deposits, event_kinds, facts, pay, subscribe
@@ -95,7 +98,8 @@ def test_a_reorg_takes_a_seen_deposit_back_and_a_re_included_one_counts_once(
 ) -> None:
     gone, back = fresh(2)
     sub = subscribe(rig, [gone, back], [NATIVE])
-    pay(rig, 2, gone, 1_000)
+    gone_tx = pay(rig, 2, gone, 1_000)
+    gone_block = rig.anvil.block("latest")
     kept = pay(rig, 1, back, 2_000)  # another sender: its nonce does not need the lost tx
     raw = rig.anvil.raw_tx(kept)
     rig.watcher.catch_up()
@@ -113,8 +117,36 @@ def test_a_reorg_takes_a_seen_deposit_back_and_a_re_included_one_counts_once(
     rig.clock.advance(seconds=rig.config.timeout_s + 1)
     rig.mine_and_poll(1)
     failed = rig.store.settlement(lost.settlement_id)
-    assert failed.verdict == "TIMEOUT_TREATED_AS_FAILURE"
+    assert failed.verdict == "SETTLEMENT_FAILED"
     assert "taken out by a reorg" in failed.decision["directive"]
+    assert failed.decision["evidence"]["kind"] == "reorged_out"
+    receipts = issuer(rig)
+    receipts.run(rig)
+    receipt = receipts.latest(lost.settlement_id)
+    assert receipt["kind"] == "settlement_failure_receipt"
+    assert receipt["failure"]["reason"] == "reorged_out"
+    seen = receipt["failure"]["transfer"]
+    assert (seen["tx_hash"], seen["value"]) == (gone_tx, "1000")
+    assert seen["block_hash"] == gone_block["hash"]
+    verify_receipt(receipt)
+    canonical = rig.anvil.block(int(gone_block["number"], 16))["hash"]
+    forged = {**seen, "block_hash": canonical}  # as if the block had stayed
+    with pytest.raises(ReceiptInvalid, match="was not reorged out"):
+        verify_receipt(
+            resigned(receipts, receipt, failure={**receipt["failure"], "transfer": forged})
+        )
+    more = {**seen, "value": "999999"}
+    with pytest.raises(ReceiptInvalid, match="is not the deposit's amount"):
+        verify_receipt(
+            resigned(receipts, receipt, failure={**receipt["failure"], "transfer": more})
+        )
+
+
+def resigned(receipts: Any, receipt: dict[str, Any], **changed: Any) -> dict[str, Any]:
+    """``receipt`` with ``changed`` fields, signed again by the same key (so only the
+    verifier's checks of the content can refuse it)."""
+    signed: dict[str, Any] = receipts.signer.sign({**body_of(receipt), **changed})
+    return signed
 
 
 def test_a_reorg_after_final_is_a_violation_with_its_revocation(rig: Rig) -> None:

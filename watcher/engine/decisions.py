@@ -13,6 +13,7 @@ verdict from the delivery that reports it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from guard.settlement import Decision, Transition, TransitionKind, Verdict, decision_as_json
@@ -41,6 +42,23 @@ def record_event(
     event_id = txn.record_event(kind, severity, payload, settlement_id)
     plan.on_event(txn, event_id, kind, severity, payload, settlement_id)
     return event_id
+
+
+def record_events(
+    txn: BlockTxn,
+    plan: OutboxPlan,
+    events: Sequence[tuple[str, str, dict[str, Any], str | None]],
+) -> list[int]:
+    """:func:`record_event` for many events ((kind, severity, payload, settlement id) each),
+    inserted in one statement; returns their ids in order (none when no alert route could
+    refer to them)."""
+    if not plan.routes:
+        txn.record_events(events, ids=False)
+        return []
+    ids = txn.record_events(events)
+    for event_id, (kind, severity, payload, sid) in zip(ids, events, strict=True):
+        plan.on_event(txn, event_id, kind, severity, payload, sid)
+    return ids
 
 
 def store_decision(

@@ -18,7 +18,7 @@ from guard.payment import DEPOSIT_KIND
 from guard.types import SettlementId
 from watcher.config.chains import ChainConfig
 from watcher.delivery.plan import OutboxPlan
-from watcher.engine.decisions import record_event
+from watcher.engine.decisions import record_events
 from watcher.engine.deposits_scan import DepositCandidate
 from watcher.settlements import Awaiting, awaiting_row
 from watcher.store.block_txn import BlockTxn
@@ -52,9 +52,16 @@ def deposit_writes(
         spec = NewPaymentSpec(dep.address, dep.asset, t.value, t.sender, t.block_number - 1)
         rows.append((new, spec, dep, t))
     insert_new_deposits(txn, [(new, spec, dep) for new, spec, dep, _ in rows])
-    for _new, _spec, dep, t in rows:
-        payload = deposit_payload(dep.subscription_id, dep.address, dep.asset, t)
-        record_event(txn, plan, "deposit_seen", "info", payload, dep.settlement_id)
+    seen = [
+        (
+            "deposit_seen",
+            "info",
+            deposit_payload(dep.subscription_id, dep.address, dep.asset, t),
+            dep.settlement_id,
+        )
+        for _new, _spec, dep, t in rows
+    ]
+    record_events(txn, plan, seen)  # one statement for the block's new deposits
     return [c.transfer for c in found if c.deposit.settlement_id in known]
 
 

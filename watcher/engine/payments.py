@@ -22,7 +22,7 @@ from watcher.delivery.plan import OutboxPlan
 from watcher.engine.decisions import record_event
 from watcher.engine.deposits_apply import deposit_payload, deposit_writes
 from watcher.engine.payments_scan import Candidate
-from watcher.engine.payments_settle import decide_payment_settlement
+from watcher.engine.payments_settle import decide_payment_settlements
 from watcher.engine.rules import ChainRules, Tally
 from watcher.engine.values import BlockInput
 from watcher.store.block_txn import BlockTxn
@@ -73,19 +73,9 @@ def payment_writes(
     ids = list(due)
     specs, transfers = specs_in(txn, ids), transfers_in(txn, ids)
     deciding = rules.deciding(inp.approval, reversal)
-    for sid, rec in due.items():
-        tally.count(
-            decide_payment_settlement(
-                txn,
-                rec,
-                specs[sid],
-                transfers.get(sid, []),
-                pos,
-                inp.now,
-                deciding,
-                sid in reversed_ids,
-            )
-        )
+    items = [(r, specs[i], transfers.get(i, []), i in reversed_ids) for i, r in due.items()]
+    for decided in decide_payment_settlements(txn, items, pos, inp.now, deciding):
+        tally.count(decided)
     return txn.by_ids(ids)
 
 

@@ -14,6 +14,7 @@ watched recipient.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from chains.block_checks import checked_receipts
@@ -79,10 +80,11 @@ def fetch_transfer_logs(
     deposit_tokens = subscriptions.tokens() if subscriptions.active else set()
     if not blocks or not (tokens or deposit_tokens):
         return blocks, PollTransfers(reorged=reorged)
-    recipients = payments.token_recipients() | reorged.token_recipients()
+    recipients: AbstractSet[str] = payments.token_recipients() | reorged.token_recipients()
     if deposit_tokens:
         tokens |= deposit_tokens
-        recipients |= subscriptions.addresses()
+        watched = subscriptions.addresses()  # kept between polls: not copied
+        recipients = recipients | watched if recipients else watched
     while True:
         first, last = blocks[0].header.number, blocks[-1].header.number
         try:

@@ -12,6 +12,7 @@ from typing import Any
 
 from chains.registry import known_chain
 from guard.attestation import Attested, attestation_body
+from guard.deposit import REORGED_OUT
 from guard.payment import PAYMENT_KIND
 from guard.receipts import FinalityBasis, Subject
 from guard.settlement import Verdict
@@ -40,6 +41,8 @@ def no_receipt_by_design(
         return f"no receipt for a replacement on this chain: {why}"
     if settlement_kind == PAYMENT_KIND and verdict == Verdict.FINALITY_CONFIRMED:
         return f"no payment receipt on this chain: {why}"
+    if evidence_kind == REORGED_OUT:  # its proof is a header chain at the deadline
+        return f"no receipt for a reorged-out deposit on this chain: {why}"
     return None
 
 

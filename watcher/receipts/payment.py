@@ -23,6 +23,7 @@ from chains.errors import ChainError
 from chains.proofs import BranchMoved, ProofUnavailable, fetch_headers
 from chains.rpc import RpcClient
 from guard.canonical import digest
+from guard.deposit import REORGED_OUT
 from guard.payment import ADDRESS_KINDS, PaymentSpec, Transfer
 from guard.payment_decode import receipt_logs
 from guard.receipt_format import Subject
@@ -38,6 +39,7 @@ from watcher.config.chains import ChainConfig
 from watcher.receipts.attestation import attests_only, no_receipt_by_design
 from watcher.receipts.builder import ReceiptBuilder
 from watcher.receipts.consensus import consensus_section
+from watcher.receipts.deposit_failure import reorged_out_receipt
 from watcher.receipts.headers import stored_chain
 from watcher.store import SettlementRecord
 from watcher.store.consensus_store import consensus_store
@@ -113,6 +115,14 @@ class PaymentReceiptBuilder(ReceiptBuilder):
             if proven is not None:
                 body["proof"] = {**body["proof"], **proven.as_json()}
             return {**body, "payment": payment_json(spec, paid)}
+        if rec.verdict == Verdict.SETTLEMENT_FAILED and evidence.get("kind") == REORGED_OUT:
+            none = no_receipt_by_design(self.chain.chain_id, rec.kind, REORGED_OUT, rec.verdict)
+            if none is not None:
+                raise ValueError(f"{rec.settlement_id}: {none}")
+            spec = spec_of(facts)
+            return reorged_out_receipt(
+                self.chain, self.client, rec, subject, now, state, self.observed_by, spec
+            )
         if rec.verdict != Verdict.FINALITY_CONFIRMED:
             raise ValueError(f"{rec.settlement_id}: no payment receipt for a {rec.verdict}")
         basis_name = str(evidence.get("kind"))

@@ -18,7 +18,7 @@ from guard.payment import ADDRESS_KINDS
 from guard.settlement import Verdict
 from watcher.store import schema as s
 from watcher.store.conditions import deadline_reasons, finality_reasons
-from watcher.store.events_store import insert_event
+from watcher.store.events_store import insert_event, insert_events
 from watcher.store.outbox_store import NewDelivery, cancel_undelivered, enqueue
 from watcher.store.records import SettlementRecord, from_row
 
@@ -262,6 +262,23 @@ class BlockTxn:
             terminal_at=(record.terminal_at or self.now) if terminal else None,
         )
 
+    def save_decisions(
+        self, rows: Sequence[tuple[SettlementRecord, str, str, dict[str, Any], bool, bool]]
+    ) -> None:
+        """Store new decisions, (record, verdict, digest, decision, watching, terminal)
+        each, in one statement executed for every row (a block's final deposits)."""
+        values = {
+            rec.settlement_id: {
+                "verdict": verdict,
+                "digest": digest,
+                "decision": decision,
+                "watching": watching,
+                "terminal_at": (rec.terminal_at or self.now) if terminal else None,
+            }
+            for rec, verdict, digest, decision, watching, terminal in rows
+        }
+        self._update_many(("decision", "digest", "terminal_at", "verdict", "watching"), values)
+
     def stop_watching(self, record: SettlementRecord) -> None:
         """No longer follow this settlement (late-finality horizon passed, or reported)."""
         self._update(record.settlement_id, watching=False)
@@ -277,6 +294,13 @@ class BlockTxn:
     ) -> int:
         """Record an event and return its id (deliveries refer to it)."""
         return insert_event(self.conn, self.chain, kind, severity, payload, settlement_id, self.now)
+
+    def record_events(
+        self, events: Sequence[tuple[str, str, dict[str, Any], str | None]], ids: bool = True
+    ) -> list[int]:
+        """Record events ((kind, severity, payload, settlement id) each) in one statement;
+        returns their ids in the same order (none unless ``ids``)."""
+        return insert_events(self.conn, self.chain, events, self.now, returning=ids)
 
     def enqueue_delivery(self, new: NewDelivery) -> bool:
         """Put a delivery in the outbox, in this transaction; False if its key exists."""

@@ -151,6 +151,41 @@ def insert_event(
     return int(key[0])
 
 
+_INSERT_EVENTS = insert(s.events).returning(s.events.c.id, sort_by_parameter_order=True)
+"""Many events in one statement, their ids returned in the order given."""
+
+
+def insert_events(
+    conn: Connection,
+    chain: str,
+    events: Sequence[tuple[str, str, dict[str, Any], str | None]],
+    now: int,
+    returning: bool = True,
+) -> list[int]:
+    """Insert ``events`` ((kind, severity, payload, settlement id) each) in the caller's
+    transaction in one statement; returns their ids in the same order, or nothing without
+    ``returning`` (when no delivery refers to them: a plain executemany is cheaper than
+    SQLAlchemy's many-values insert with RETURNING). A block of 1,000 deposits records
+    1,000 ``deposit_seen``: one statement for all of them, not one each."""
+    if not events:
+        return []
+    rows = [
+        {
+            "chain": chain,
+            "settlement_id": sid,
+            "kind": kind,
+            "severity": severity,
+            "payload": payload,
+            "created_at": now,
+        }
+        for kind, severity, payload, sid in events
+    ]
+    if not returning:
+        conn.execute(_INSERT_EVENT, rows)
+        return []
+    return [int(r[0]) for r in conn.execute(_INSERT_EVENTS, rows).all()]
+
+
 def event_at(db: Db, event_id: int) -> tuple[dict[str, Any], int] | None:
     """(payload, created_at) of one stored event, None if there is no such event."""
     e = s.events
