@@ -109,8 +109,8 @@ def service_writes(app: LiveApp, workflows: int, steps: int) -> tuple[float, flo
         view, _ = service.create("bench", steps_of(steps), "bench", 600, [], None)
         wid = view["workflow_id"]
         for step in steps_of(steps):
-            service.begin("bench", wid, step, 1, "work", {"idempotency_key": step})
-            service.complete("bench", wid, step, 1, {"done": step})
+            service.steps.begin("bench", wid, step, 1, "work", {"idempotency_key": step})
+            service.steps.complete("bench", wid, step, 1, {"done": step})
             writes += 2
     return writes / (time.perf_counter() - started), writes / (time.process_time() - cpu)
 
