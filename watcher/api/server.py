@@ -36,6 +36,7 @@ from watcher.api.guards import Guards
 from watcher.api.hot_read import HotRead, HotReads
 from watcher.api.openapi_doc import install_openapi
 from watcher.api.tracing_middleware import RequestSpans
+from watcher.api.workflow_writes import WorkflowWrites, WritesTaken
 
 if TYPE_CHECKING:
     from watcher.app.daemon import App
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
 
 def build_app(deps: ApiDeps, hot_read: bool = True) -> FastAPI:
     """The API over ``deps``; ``hot_read`` False leaves every request to the framework (a
-    test compares the two; ``app.state.hot_reads`` counts what the hot layer answered)."""
+    test compares the two; ``app.state.hot_reads`` counts what the hot read layer answered,
+    ``app.state.workflow_writes`` the step writes the workflow layer took)."""
     app = FastAPI(
         title="Finality Watcher",
         version="1",
@@ -56,8 +58,12 @@ def build_app(deps: ApiDeps, hot_read: bool = True) -> FastAPI:
         redoc_url=None,
     )
     install(app)
-    app.add_middleware(BodyLimit)  # bodies capped before anything reads them
     install_auth(app, deps.config.api)
+    app.state.workflow_writes = WritesTaken()
+    if hot_read:  # inside BodyLimit: every body limit applies (watcher/api/workflow_writes.py)
+        taken = app.state.workflow_writes
+        app.add_middleware(WorkflowWrites, deps=deps, callers=app.state.callers, count=taken)
+    app.add_middleware(BodyLimit)  # bodies capped before anything reads them
     app.state.hot_reads = HotReads()
     if hot_read:  # inside Guards: Host is checked first (watcher/api/hot_read.py)
         app.add_middleware(HotRead, deps=deps, callers=app.state.callers, reads=app.state.hot_reads)
