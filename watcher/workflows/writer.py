@@ -23,6 +23,7 @@ of two daemon instances never wait on each other in a cycle.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 from collections.abc import Callable
@@ -43,12 +44,21 @@ Write = Callable[[WorkflowGroup], Answer]
 raises (:class:`WorkflowRefused`: refused before writing anything)."""
 
 
+Outcome = tuple[dict[str, Any] | None, Exception | None]
+"""A write's answer, or its error."""
+
+
 @dataclass(frozen=True)
 class _Pending:
     key: str
     """The workflow written (the group's lock order)."""
     write: Write
-    answer: Future[dict[str, Any]]
+    waiter: Future[dict[str, Any]] | None = None
+    """Where a thread waits for the answer (:meth:`GroupWriter.run`)."""
+    loop: asyncio.AbstractEventLoop | None = None
+    """The event loop awaiting it (:meth:`GroupWriter.run_async`)..."""
+    awaited: asyncio.Future[dict[str, Any]] | None = None
+    """... on this future of that loop."""
 
 
 class GroupWriter:
@@ -63,21 +73,24 @@ class GroupWriter:
         self.groups = 0
         """Transactions committed (a test compares them with the writes made)."""
 
-    def submit(self, workflow_id: str, write: Write) -> Future[dict[str, Any]]:
-        """Queue ``write`` of ``workflow_id``: its answer once committed (or its error)."""
-        answer: Future[dict[str, Any]] = Future()
-        self._queue.put(_Pending(workflow_id, write, answer))
-        if self._thread is None:
-            self._start()
-        return answer
-
     def run(self, workflow_id: str, write: Write) -> dict[str, Any]:
         """``write``'s answer, waited for (from any thread but the writer's own)."""
-        return self.submit(workflow_id, write).result()
+        waiter: Future[dict[str, Any]] = Future()
+        self._put(_Pending(workflow_id, write, waiter=waiter))
+        return waiter.result()
 
     async def run_async(self, workflow_id: str, write: Write) -> dict[str, Any]:
-        """``write``'s answer, awaited on the event loop without blocking it."""
-        return await asyncio.wrap_future(self.submit(workflow_id, write))
+        """``write``'s answer, awaited on the event loop without blocking it (the answers
+        of a group reach each loop in one wake-up)."""
+        loop = asyncio.get_running_loop()
+        awaited: asyncio.Future[dict[str, Any]] = loop.create_future()
+        self._put(_Pending(workflow_id, write, loop=loop, awaited=awaited))
+        return await awaited
+
+    def _put(self, pending: _Pending) -> None:
+        self._queue.put(pending)
+        if self._thread is None:
+            self._start()
 
     def close(self) -> None:
         """Stop the thread once the writes queued before this call are answered (a later
@@ -112,43 +125,68 @@ class GroupWriter:
                     stop = True
                     break
                 group.append(more)
-            self._commit(group)
+            _deliver(self._commit(group))
             if stop:
                 return
 
-    def _commit(self, group: list[_Pending]) -> None:
-        """Apply ``group`` in one transaction and answer each write after the commit; if
-        the transaction fails, each write again alone."""
+    def _commit(self, group: list[_Pending]) -> list[tuple[_Pending, Outcome]]:
+        """Apply ``group`` in one transaction; each write's outcome, its answer made after
+        the commit. If the transaction fails, each write again alone."""
         ordered = sorted(group, key=lambda p: p.key)  # stable: arrival order per workflow
-        answers: list[tuple[_Pending, Answer | None, Exception | None]] = []
+        made: list[tuple[_Pending, Answer | None, Exception | None]] = []
         try:
             with self.flows.group() as txn:
                 for pending in ordered:
                     try:
-                        answers.append((pending, pending.write(txn), None))
+                        made.append((pending, pending.write(txn), None))
                     except WorkflowRefused as refused:  # nothing written: the rest go on
-                        answers.append((pending, None, refused))
+                        made.append((pending, None, refused))
         except Exception as exc:
             if len(group) == 1:
-                _answer(group[0], None, exc)
-                return
-            for pending in group:
-                self._commit([pending])
-            return
+                return [(group[0], (None, exc))]
+            return [outcome for pending in group for outcome in self._commit([pending])]
         self.groups += 1
-        for pending, answer, error in answers:
-            _answer(pending, answer, error)
+        return [(pending, _outcome(answer, error)) for pending, answer, error in made]
 
 
-def _answer(pending: _Pending, answer: Answer | None, error: Exception | None) -> None:
-    """Settle ``pending``'s future: its answer made now (after the commit), or its error."""
-    if not pending.answer.set_running_or_notify_cancel():
-        return
-    if answer is not None:
-        try:
-            pending.answer.set_result(answer())
-        except Exception as exc:  # the answer's reads failed: the write itself is stored
-            pending.answer.set_exception(exc)
-        return
-    assert error is not None
-    pending.answer.set_exception(error)
+def _outcome(answer: Answer | None, error: Exception | None) -> Outcome:
+    """The answer made now (after the commit), or the write's error."""
+    if answer is None:
+        return None, error
+    try:
+        return answer(), None
+    except Exception as exc:  # the answer's reads failed: the write itself is stored
+        return None, exc
+
+
+def _deliver(outcomes: list[tuple[_Pending, Outcome]]) -> None:
+    """Hand each outcome to whoever waits: a thread at once, each event loop all of its
+    answers in one call (one wake-up of the loop per group, not per write)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Outcome]]] = {}
+    for pending, outcome in outcomes:
+        if pending.waiter is not None:
+            _settle_waiter(pending.waiter, outcome)
+        elif pending.loop is not None and pending.awaited is not None:
+            by_loop.setdefault(pending.loop, []).append((pending.awaited, outcome))
+    for loop, settled in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is left to answer
+            loop.call_soon_threadsafe(_settle_awaited, settled)
+
+
+def _settle_waiter(waiter: Future[dict[str, Any]], outcome: Outcome) -> None:
+    answer, error = outcome
+    if error is not None:
+        waiter.set_exception(error)
+    else:
+        waiter.set_result(answer or {})
+
+
+def _settle_awaited(settled: list[tuple[asyncio.Future[Any], Outcome]]) -> None:
+    """On the loop: each future its answer (a request gone meanwhile is skipped)."""
+    for awaited, (answer, error) in settled:
+        if awaited.done():
+            continue
+        if error is not None:
+            awaited.set_exception(error)
+        else:
+            awaited.set_result(answer)
