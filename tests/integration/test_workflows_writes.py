@@ -1,0 +1,263 @@
+"""Step writes: the ASGI layer that takes them (watcher/api/workflow_writes.py) answers what
+the route answers, and the group writer (watcher/workflows/writer.py) commits concurrent
+writes together without letting one write's refusal or failure touch another's.
+
+Real parts: the daemon's service and API under uvicorn on loopback (tests/support/
+sources_app.py), tokens configured, its SQLite store. A query string the route ignores
+(``?via=route``) makes the layer step aside, so the same request is answered both ways; the
+application's ``state.workflow_writes`` counts what the layer took itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from tests.integration.helpers import FakeClock
+from tests.support.sources_app import LiveApp, source_config_file
+from watcher.store.workflows_store import WorkflowGroup
+from watcher.workflows.steps import WorkflowRefused
+from watcher.workflows.writer import Answer, GroupWriter
+
+AGENT = "wf-agent-" + secrets.token_hex(16)
+"""read + register."""
+READER = "wf-reader-" + secrets.token_hex(16)
+"""read only."""
+TOKENS = f"""
+[[api.tokens]]
+name = "agent"
+token = "{AGENT}"
+scopes = ["read", "register"]
+
+[[api.tokens]]
+name = "reader"
+token = "{READER}"
+scopes = ["read"]
+"""
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApp]:
+    path = source_config_file(tmp_path_factory.mktemp("wf-writes"), [])
+    path.write_text(path.read_text() + TOKENS)
+    with LiveApp(path, clock=FakeClock()) as app:  # views say the time: hold it still
+        app.http.headers["Authorization"] = f"Bearer {AGENT}"
+        yield app
+
+
+def _taken(live: LiveApp) -> int:
+    app = live.server.config.app
+    assert isinstance(app, FastAPI)
+    count: int = app.state.workflow_writes.taken
+    return count
+
+
+def _create(live: LiveApp) -> str:
+    body = {"steps": ["charge", "ship"], "holder": "agent-a", "lease_s": 30}
+    answer = live.http.post("/v1/workflows", json=body)
+    assert answer.status_code == 201, answer.text
+    wid: str = answer.json()["workflow_id"]
+    return wid
+
+
+def _post(live: LiveApp, path: str, body: Any, route: bool, **kw: Any) -> httpx.Response:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json", **kw.pop("headers", {})}
+    return live.http.post(path + ("?via=route" if route else ""), content=raw, headers=headers)
+
+
+def _same_view(layer: httpx.Response, route: httpx.Response, wid_a: str, wid_b: str) -> None:
+    """The two answers are the same but for the workflow (its id, its own signed receipts)."""
+    assert (layer.status_code, layer.headers["content-type"]) == (
+        route.status_code,
+        route.headers["content-type"],
+    )
+    mine = json.loads(layer.content)
+    theirs = json.loads(route.content.replace(wid_b.encode(), wid_a.encode()))
+    assert mine.pop("receipts").keys() == theirs.pop("receipts").keys()
+    assert mine == theirs
+
+
+def test_a_write_taken_by_the_layer_answers_as_the_route_and_stores_the_same(
+    live: LiveApp,
+) -> None:
+    a, b = _create(live), _create(live)
+    taken = _taken(live)
+    begin = {"fencing_token": 1, "operation": "charge card", "recovery": {"idempotency_key": "k"}}
+    complete = {"fencing_token": 1, "side_effects": {"charge_id": "ch_1"}}
+    for move, body in (("begin", begin), ("complete", complete)):
+        layer = _post(live, f"/v1/workflows/{a}/steps/charge/{move}", body, route=False)
+        route = _post(live, f"/v1/workflows/{b}/steps/charge/{move}", body, route=True)
+        assert layer.status_code == 200, layer.text
+        _same_view(layer, route, a, b)
+    assert _taken(live) == taken + 2  # the route's two went to the application
+    stored_a = live.http.get(f"/v1/workflows/{a}").json()
+    stored_b = live.http.get(f"/v1/workflows/{b}").json()
+    assert stored_a["steps"] == stored_b["steps"]
+    assert stored_a["steps"][0]["state"] == "completed"
+    assert stored_a["steps"][0]["side_effects"] == {"charge_id": "ch_1"}
+
+
+def test_a_refused_write_is_answered_byte_for_byte_as_the_route_and_changes_nothing(
+    live: LiveApp,
+) -> None:
+    wid = _create(live)
+    begun = _post(
+        live, f"/v1/workflows/{wid}/steps/charge/begin", {**_op(), "fencing_token": 1}, False
+    )
+    assert begun.status_code == 200, begun.text
+    before = live.http.get(f"/v1/workflows/{wid}").content
+    cases = [
+        (f"/v1/workflows/{wid}/steps/charge/begin", {**_op(), "fencing_token": 7}),  # stale
+        (f"/v1/workflows/{wid}/steps/charge/begin", {**_op(), "fencing_token": 1}),  # twice
+        (f"/v1/workflows/{wid}/steps/ship/complete", {"fencing_token": 1}),  # never begun
+        (f"/v1/workflows/{wid}/steps/refund/begin", {**_op(), "fencing_token": 1}),  # no step
+        ("/v1/workflows/wf_nope/steps/charge/begin", {**_op(), "fencing_token": 1}),  # 404
+    ]
+    taken = _taken(live)
+    for path, body in cases:
+        layer = _post(live, path, body, route=False)
+        route = _post(live, path, body, route=True)
+        assert layer.status_code in (404, 409), layer.text
+        assert (layer.status_code, layer.content) == (route.status_code, route.content)
+        assert layer.headers["content-type"] == route.headers["content-type"]
+    assert _taken(live) == taken + len(cases)
+    assert live.http.get(f"/v1/workflows/{wid}").content == before
+
+
+def test_what_the_route_refuses_before_the_write_is_left_to_the_application(
+    live: LiveApp,
+) -> None:
+    wid = _create(live)
+    path = f"/v1/workflows/{wid}/steps/charge/begin"
+    good = {**_op(), "fencing_token": 1}
+    cases: list[tuple[Any, dict[str, str], int]] = [
+        ({**good, "fencing_token": "1"}, {}, 422),  # strict: a string is not a token
+        ({**good, "colour": "red"}, {}, 422),  # an unknown key
+        ({"fencing_token": 1}, {}, 422),  # no operation
+        (b"{not json", {}, 422),
+        (good, {"Authorization": "Bearer nobody"}, 401),
+        (good, {"Authorization": f"Bearer {READER}"}, 403),  # read only
+        ({**good, "recovery": {"idempotency_key": "k", "settlement_id": "s"}}, {}, 422),
+    ]
+    taken = _taken(live)
+    for body, headers, status in cases:
+        layer = _post(live, path, body, route=False, headers=headers)
+        route = _post(live, path, body, route=True, headers=headers)
+        assert layer.status_code == status, layer.text
+        assert (layer.status_code, layer.content) == (route.status_code, route.content)
+    big = {"fencing_token": 1, "side_effects": {"blob": "x" * 100_000}}
+    done = f"/v1/workflows/{wid}/steps/charge/complete"
+    layer, route = _post(live, done, big, False), _post(live, done, big, True)
+    assert layer.status_code == 413, layer.text
+    assert layer.content == route.content
+    assert _taken(live) == taken  # none of them reached the store through the layer
+    steps = live.http.get(f"/v1/workflows/{wid}").json()["steps"]
+    assert [s["state"] for s in steps] == ["pending", "pending"]
+
+
+def _op() -> dict[str, Any]:
+    return {"operation": "charge card"}
+
+
+def _blocking(started: threading.Event, release: threading.Event) -> Any:
+    """A write that holds the writer until released (so the writes queued meanwhile are
+    committed together, as concurrent requests are)."""
+
+    def write(_group: WorkflowGroup) -> Answer:
+        started.set()
+        assert release.wait(10)
+        return dict
+
+    return write
+
+
+def _grouped(writer: GroupWriter, writes: list[tuple[str, Any]]) -> list[Any]:
+    """Run ``writes`` queued together behind a blocked writer; each one's answer or error."""
+
+    async def main() -> list[Any]:
+        started, release = threading.Event(), threading.Event()
+        blocker = asyncio.ensure_future(writer.run_async("wf_", _blocking(started, release)))
+        assert await asyncio.to_thread(started.wait, 10)
+        tasks = [asyncio.ensure_future(writer.run_async(w, write)) for w, write in writes]
+        await asyncio.sleep(0)  # every task has queued its write
+        release.set()
+        await blocker
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    answers: list[Any] = asyncio.run(main())
+    return answers
+
+
+def test_concurrent_writes_commit_together_and_a_refusal_fails_none_of_the_others(
+    live: LiveApp,
+) -> None:
+    flows = live.service.workflows
+    writer = flows.steps.writer
+    a, b = _create(live), _create(live)
+    owner = "agent"
+    groups = writer.groups
+    answers = _grouped(
+        writer,
+        [
+            (a, flows.steps.begin_write(owner, a, "charge", 1, "charge", None)),
+            (b, flows.steps.begin_write(owner, b, "charge", 1, "charge", None)),
+            (a, flows.steps.begin_write(owner, a, "ship", 2, "ship", None)),  # stale token
+            (a, flows.steps.complete_write(owner, a, "charge", 1, {"id": 1})),  # after begin
+        ],
+    )
+    assert writer.groups == groups + 2  # the blocker's, then the four in one transaction
+    assert answers[0]["steps"][0]["state"] == "in_flight"
+    assert answers[1]["steps"][0]["state"] == "in_flight"
+    assert isinstance(answers[2], WorkflowRefused)
+    assert answers[2].status == 409 and answers[2].message == "fencing_token: stale (current 1)"
+    assert answers[3]["steps"][0]["state"] == "completed"
+    stored_a = live.http.get(f"/v1/workflows/{a}").json()["steps"]
+    stored_b = live.http.get(f"/v1/workflows/{b}").json()["steps"]
+    assert [s["state"] for s in stored_a] == ["completed", "pending"]
+    assert [s["state"] for s in stored_b] == ["in_flight", "pending"]
+
+
+def test_a_group_whose_transaction_fails_answers_every_write_alone(live: LiveApp) -> None:
+    flows = live.service.workflows
+    writer = flows.steps.writer
+    a, b = _create(live), _create(live)
+
+    def broken(group: WorkflowGroup) -> Answer:
+        group.locked(a, "agent", 0)
+        raise RuntimeError("the write's own bug")
+
+    answers = _grouped(
+        writer,
+        [
+            (a, flows.steps.begin_write("agent", a, "charge", 1, "charge", None)),
+            (a, broken),
+            (b, flows.steps.begin_write("agent", b, "charge", 1, "charge", None)),
+        ],
+    )
+    assert answers[0]["steps"][0]["state"] == "in_flight"
+    assert isinstance(answers[1], RuntimeError)
+    assert answers[2]["steps"][0]["state"] == "in_flight"
+    for wid in (a, b):
+        steps = live.http.get(f"/v1/workflows/{wid}").json()["steps"]
+        assert steps[0]["state"] == "in_flight"  # stored, not rolled back with the failure
+
+
+def test_a_write_waited_for_from_a_thread_is_answered_after_its_commit(live: LiveApp) -> None:
+    flows = live.service.workflows
+    wid = _create(live)
+    view = flows.steps.begin("agent", wid, "charge", 1, "charge", {"idempotency_key": "k"})
+    assert view["steps"][0]["state"] == "in_flight"
+    with pytest.raises(WorkflowRefused) as refused:
+        flows.steps.begin("agent", wid, "charge", 1, "charge", None)
+    assert refused.value.status == 409
+    stored = live.service.store.workflows().get(wid, "agent")
+    assert stored is not None and stored.steps[0]["state"] == "in_flight"
