@@ -191,10 +191,10 @@ def _grouped(writer: GroupWriter, writes: list[tuple[str, Any]]) -> list[Any]:
         await asyncio.sleep(0)  # every task has queued its write
         release.set()
         await blocker
-        return await asyncio.gather(*tasks, return_exceptions=True)
+        answers: list[Any] = list(await asyncio.gather(*tasks, return_exceptions=True))
+        return answers
 
-    answers: list[Any] = asyncio.run(main())
-    return answers
+    return asyncio.run(main())
 
 
 def test_concurrent_writes_commit_together_and_a_refusal_fails_none_of_the_others(
