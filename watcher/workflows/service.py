@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from watcher.clock import Clock
@@ -69,9 +70,14 @@ class WorkflowService:
             raise not_found(workflow_id)
         return rec
 
-    def view(self, rec: WorkflowRecord) -> dict[str, Any]:
-        """What the API shows of a workflow, with its in-flight steps resolved now."""
+    def view(
+        self, rec: WorkflowRecord, resolved: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """What the API shows of a workflow, with its in-flight steps resolved now (or as
+        ``resolved`` says: a takeover's own resolution, made a moment before)."""
         idempotent = set(rec.idempotent_steps)
+        if resolved is None:
+            resolved = self.recovery.resolve(rec.steps, idempotent, rec.owner)
         return {
             "workflow_id": rec.workflow_id,
             "reference": rec.reference,
@@ -92,7 +98,7 @@ class WorkflowService:
                 for s in rec.steps
                 if s["state"] == steps.IN_FLIGHT
             ],
-            "recovery": self.recovery.resolve(rec.steps, idempotent, rec.owner),
+            "recovery": resolved,
             "verdict": rec.handoff.get("verdict"),
             "receipts": rec.handoff.get("receipts", {}),
             "created_at": rec.created_at,
@@ -194,15 +200,16 @@ class WorkflowService:
                 reason,
             )
             handoff = lock.record(facts, change, now, self.signer)
-            txn.update(
-                holder=holder,
-                token=change.to_token,
-                acquired_at=now,
-                lease_expires_at=change.expires_at,
-                lease_ms=lease_ms,
-                expiry_noted=False,
-                handoff=handoff,
-            )
+            taken: dict[str, Any] = {
+                "holder": holder,
+                "token": change.to_token,
+                "acquired_at": now,
+                "lease_expires_at": change.expires_at,
+                "lease_ms": lease_ms,
+                "expiry_noted": False,
+                "handoff": handoff,
+            }
+            txn.update(**taken)
             payload = {
                 "holder": holder,
                 "from_holder": rec.holder,
@@ -214,7 +221,9 @@ class WorkflowService:
                 "in_flight": [r["step"] for r in resolved],
             }
             self._event(txn, rec, steps.TAKEN_OVER, "warning", payload)
-        workflow = self.view(self.record(owner, workflow_id))
+        # The row as this takeover stored it, its recovery as resolved for the receipts: no
+        # second read (on PostgreSQL each is a round trip, and a takeover is waited for).
+        workflow = self.view(replace(rec, **taken, updated_at=now), resolved)
         return {
             "verdict": handoff["verdict"],
             "directive": handoff["directive"],
