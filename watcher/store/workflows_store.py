@@ -134,6 +134,12 @@ class WorkflowStore:
         self._writer = writer
         self._reader = reader
 
+    @property
+    def side_by_side(self) -> bool:
+        """Whether write transactions run side by side (PostgreSQL; SQLite has one writer
+        at a time)."""
+        return bool(self._writer.dialect.name == "postgresql")
+
     def create(self, values: Mapping[str, Any]) -> tuple[WorkflowRecord, bool]:
         """Insert a workflow (``values``: every column but ``seq``); (record, True). A
         workflow of the same owner and reference exists: (that one, False)."""

@@ -24,6 +24,10 @@ from watcher.workflows import steps
 from watcher.workflows.steps import WorkflowRefused, not_found
 from watcher.workflows.writer import Answer, GroupWriter, Write
 
+PG_LANES = 4
+"""Writer threads on PostgreSQL (a group's statements wait on round trips to the server:
+four groups in flight, as many as the API's worker threads used to keep; SQLite: one)."""
+
 
 class StepWrites:
     """Step writes of the API's callers, through one :class:`GroupWriter`."""
@@ -39,7 +43,8 @@ class StepWrites:
         self.clock = clock
         self.plan = plan
         self.view = view
-        self.writer = GroupWriter(store.workflows())
+        flows = store.workflows()
+        self.writer = GroupWriter(flows, lanes=PG_LANES if flows.side_by_side else 1)
         """Where the writes are committed, many concurrent ones to a transaction."""
 
     def begin(

@@ -16,8 +16,9 @@ before the commit: an acknowledged write survives the process being killed (SQLi
 PostgreSQL's commit). Should the group's transaction fail (the store errs), every write of
 the group is tried again alone, in a transaction of its own, and gets its own answer.
 
-On PostgreSQL the group locks its rows in the order of their workflow ids, so the groups
-of two daemon instances never wait on each other in a cycle.
+On PostgreSQL a group locks its rows in the order of their workflow ids, so the groups of
+two daemon instances never wait on each other in a cycle; and several groups are in flight
+at once (:class:`GroupWriter`'s lanes), each workflow's writes always in the same one.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import asyncio
 import contextlib
 import queue
 import threading
+import zlib
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -62,21 +64,28 @@ class _Pending:
 
 
 class GroupWriter:
-    """The thread committing workflow writes in groups (started at the first write)."""
+    """The threads committing workflow writes in groups (each started at its first write).
 
-    def __init__(self, flows: WorkflowStore, max_group: int = MAX_GROUP) -> None:
+    ``lanes`` threads, each with its own queue and transaction; a workflow's writes always
+    go to the same lane (by its id), so they apply in the order they arrived and two lanes
+    never wait on one row. SQLite has one writer at a time: one lane. PostgreSQL runs
+    transactions side by side, and a lane's statements wait on round trips to the server:
+    several lanes keep several groups in flight, as the API's worker threads did.
+    """
+
+    def __init__(self, flows: WorkflowStore, lanes: int = 1, max_group: int = MAX_GROUP) -> None:
         self.flows = flows
-        self.max_group = max_group
-        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self.groups = 0
+        self._lanes = [_Lane(flows, max_group, i) for i in range(max(1, lanes))]
+
+    @property
+    def groups(self) -> int:
         """Transactions committed (a test compares them with the writes made)."""
+        return sum(lane.groups for lane in self._lanes)
 
     def run(self, workflow_id: str, write: Write) -> dict[str, Any]:
         """``write``'s answer, waited for (from any thread but the writer's own)."""
         waiter: Future[dict[str, Any]] = Future()
-        self._put(_Pending(workflow_id, write, waiter=waiter))
+        self._lane(workflow_id).put(_Pending(workflow_id, write, waiter=waiter))
         return waiter.result()
 
     async def run_async(self, workflow_id: str, write: Write) -> dict[str, Any]:
@@ -84,17 +93,42 @@ class GroupWriter:
         of a group reach each loop in one wake-up)."""
         loop = asyncio.get_running_loop()
         awaited: asyncio.Future[dict[str, Any]] = loop.create_future()
-        self._put(_Pending(workflow_id, write, loop=loop, awaited=awaited))
+        self._lane(workflow_id).put(_Pending(workflow_id, write, loop=loop, awaited=awaited))
         return await awaited
 
-    def _put(self, pending: _Pending) -> None:
+    def close(self) -> None:
+        """Stop the threads once the writes queued before this call are answered (a later
+        write starts its lane again)."""
+        for lane in self._lanes:
+            lane.close()
+
+    def _lane(self, workflow_id: str) -> _Lane:
+        if len(self._lanes) == 1:
+            return self._lanes[0]
+        return self._lanes[zlib.crc32(workflow_id.encode()) % len(self._lanes)]
+
+
+class _Lane:
+    """One thread, its queue, one transaction per group."""
+
+    def __init__(self, flows: WorkflowStore, max_group: int, number: int) -> None:
+        self.flows = flows
+        self.max_group = max_group
+        self.name = f"workflow-writer-{number}"
+        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.groups = 0
+        """Transactions this lane committed."""
+
+    def put(self, pending: _Pending) -> None:
+        """Queue ``pending`` (the thread starts if it is not running)."""
         self._queue.put(pending)
         if self._thread is None:
             self._start()
 
     def close(self) -> None:
-        """Stop the thread once the writes queued before this call are answered (a later
-        write starts it again)."""
+        """Stop the thread once the writes queued before this call are answered."""
         with self._lock:
             thread, self._thread = self._thread, None
         if thread is not None:
@@ -104,9 +138,7 @@ class GroupWriter:
     def _start(self) -> None:
         with self._lock:
             if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._loop, name="workflow-writer", daemon=True
-                )
+                self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
                 self._thread.start()
 
     def _loop(self) -> None:
