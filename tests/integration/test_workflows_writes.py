@@ -15,6 +15,7 @@ import json
 import secrets
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -261,3 +262,31 @@ def test_a_write_waited_for_from_a_thread_is_answered_after_its_commit(live: Liv
     assert refused.value.status == 409
     stored = live.service.store.workflows().get(wid, "agent")
     assert stored is not None and stored.steps[0]["state"] == "in_flight"
+
+
+def test_writes_queued_together_on_either_store_apply_in_order_per_workflow(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Every workflow's begin and complete queued at once (an agent that pipelines them):
+    each workflow's complete applies after its begin, whichever lane or group carries them
+    (PostgreSQL commits several groups side by side)."""
+    path = source_config_file(tmp_path, [])
+    path.write_text(path.read_text().replace(f"sqlite:///{tmp_path}/finality.db", store_url))
+    with LiveApp(path, clock=FakeClock()) as app:
+        steps = app.service.workflows.steps
+        wids = [_create(app) for _ in range(8)]
+
+        async def main() -> list[Any]:
+            tasks = []
+            for wid in wids:
+                begin = steps.begin_write("anonymous", wid, "charge", 1, "charge", None)
+                done = steps.complete_write("anonymous", wid, "charge", 1, {"wid": wid})
+                tasks.append(asyncio.ensure_future(steps.writer.run_async(wid, begin)))
+                tasks.append(asyncio.ensure_future(steps.writer.run_async(wid, done)))
+            return list(await asyncio.gather(*tasks, return_exceptions=True))
+
+        answers = asyncio.run(main())
+        assert all(isinstance(a, dict) for a in answers), answers
+        for wid in wids:
+            stored = app.http.get(f"/v1/workflows/{wid}").json()["steps"][0]
+            assert (stored["state"], stored["side_effects"]) == ("completed", {"wid": wid})
