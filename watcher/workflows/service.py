@@ -200,15 +200,7 @@ class WorkflowService:
                 reason,
             )
             handoff = lock.record(facts, change, now, self.signer)
-            taken: dict[str, Any] = {
-                "holder": holder,
-                "token": change.to_token,
-                "acquired_at": now,
-                "lease_expires_at": change.expires_at,
-                "lease_ms": lease_ms,
-                "expiry_noted": False,
-                "handoff": handoff,
-            }
+            taken = _taken(change, lease_ms, handoff)
             txn.update(**taken)
             payload = {
                 "holder": holder,
@@ -298,6 +290,19 @@ def _facts(rec: WorkflowRecord, resolved: list[dict[str, Any]]) -> Facts:
         rec.checkpoint_digest,
         resolved,
     )
+
+
+def _taken(change: LockChange, lease_ms: int, handoff: dict[str, Any]) -> dict[str, Any]:
+    """The columns a takeover stores: the new holder's lock and the handoff's record."""
+    return {
+        "holder": change.to_holder,
+        "token": change.to_token,
+        "acquired_at": change.acquired_at,
+        "lease_expires_at": change.expires_at,
+        "lease_ms": lease_ms,
+        "expiry_noted": False,
+        "handoff": handoff,
+    }
 
 
 def _lapse(rec: WorkflowRecord) -> dict[str, Any]:
