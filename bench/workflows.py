@@ -12,7 +12,8 @@ key) then completed, so a step is two writes. Figures per store:
   (the daemon's parts built here over another store of the same kind, no HTTP): the write
   path's own share;
 - each also per second of CPU time (the daemon's process over HTTP; this one in process):
-  what one core gives, however busy the machine is with other work;
+  what one core gives, however busy the machine is with other work; and the CPU the
+  clients (this process, sharing the machine's cores with the daemon) spent a write;
 - the CPU a write costs through the whole API (the application ``finality run`` serves,
   called through ASGI in this process, no socket: middlewares, auth, validation, the route,
   the answer), the best of 5 workflows;
@@ -109,8 +110,8 @@ def service_writes(app: LiveApp, workflows: int, steps: int) -> tuple[float, flo
         view, _ = service.create("bench", steps_of(steps), "bench", 600, [], None)
         wid = view["workflow_id"]
         for step in steps_of(steps):
-            service.begin("bench", wid, step, 1, "work", {"idempotency_key": step})
-            service.complete("bench", wid, step, 1, {"done": step})
+            service.steps.begin("bench", wid, step, 1, "work", {"idempotency_key": step})
+            service.steps.complete("bench", wid, step, 1, {"done": step})
             writes += 2
     return writes / (time.perf_counter() - started), writes / (time.process_time() - cpu)
 
@@ -164,9 +165,10 @@ def run(name: str, store_url: str, tmp: Path, anvil: Anvil, args: argparse.Names
     try:
         assert daemon.proc is not None
         drive(FinalityClient(daemon.url), 2, args.steps)  # warm up
-        before = cpu_s(daemon.proc.pid)
+        before, mine = cpu_s(daemon.proc.pid), time.process_time()
         http, writes = http_writes(daemon.url, args.workflows, args.steps, args.clients)
         per_core = writes / (cpu_s(daemon.proc.pid) - before)
+        client_ms = (time.process_time() - mine) * 1000 / writes
         latency = takeover_latency(daemon.url, args.takeovers)
     finally:
         daemon.close()
@@ -176,7 +178,8 @@ def run(name: str, store_url: str, tmp: Path, anvil: Anvil, args: argparse.Names
         inproc, inproc_core = service_writes(app, max(1, args.workflows // 4), args.steps)
     print(
         f"{name}: step writes/s over HTTP ({args.clients} clients) {http:,.0f} "
-        f"(per second of the daemon's CPU {per_core:,.0f}); in process {inproc:,.0f} "
+        f"(per second of the daemon's CPU {per_core:,.0f}, {1000 / per_core:.2f} ms a write; "
+        f"the clients' CPU {client_ms:.2f} ms a write); in process {inproc:,.0f} "
         f"(per CPU second {inproc_core:,.0f}); takeover after lapse: median "
         f"{statistics.median(latency):.1f} ms, max {max(latency):.1f} ms "
         f"({len(latency)} takeovers); load average {os.getloadavg()[0]:.1f}"

@@ -32,6 +32,7 @@ from watcher.api.models.workflows import (
 from watcher.api.registration import check_dependent_state
 from watcher.workflows.service import MAX_PAGE, WorkflowService
 from watcher.workflows.steps import WorkflowRefused
+from watcher.workflows.writer import Write
 
 WorkflowId = Annotated[str, Path(min_length=1, max_length=64, description="wf_...")]
 StepName = Annotated[str, Path(min_length=1, max_length=64, description="A step's name.")]
@@ -87,29 +88,38 @@ def _step_routes(api: APIRouter, service: Callable[[], WorkflowService], limit_b
         return JsonAnswer(view, status_code=201 if created else 200)
 
     @api.post("/v1/workflows/{workflow_id}/steps/{step}/begin", **_WRITE)
-    def begin_step(
+    async def begin_step(
         caller: Registrar, workflow_id: WorkflowId, step: StepName, body: StepBegin
     ) -> JsonAnswer:
         """Put a step in flight, with how its real state can be learned (``recovery``)."""
         recovery = None if body.recovery is None else body.recovery.as_json()
-        return _answered(
-            lambda: service().begin(
-                caller.name, workflow_id, step, body.fencing_token, body.operation, recovery
-            )
+        flows = service()
+        write = flows.steps.begin_write(
+            caller.name, workflow_id, step, body.fencing_token, body.operation, recovery
         )
+        return await _written(flows, workflow_id, write)
 
     @api.post("/v1/workflows/{workflow_id}/steps/{step}/complete", **_WRITE)
-    def complete_step(
+    async def complete_step(
         caller: Registrar, workflow_id: WorkflowId, step: StepName, body: StepComplete
     ) -> JsonAnswer:
         """Mark an in-flight step completed; the checkpoint records its side effects."""
         if body.side_effects is not None:
             check_dependent_state(body.side_effects, limit_bytes, "side_effects")
-        return _answered(
-            lambda: service().complete(
-                caller.name, workflow_id, step, body.fencing_token, body.side_effects
-            )
+        flows = service()
+        write = flows.steps.complete_write(
+            caller.name, workflow_id, step, body.fencing_token, body.side_effects
         )
+        return await _written(flows, workflow_id, write)
+
+
+async def _written(flows: WorkflowService, workflow_id: str, write: Write) -> JsonAnswer:
+    """A step write's answer, awaited from the service's group writer (the event loop is
+    not blocked, no worker thread is taken), its refusal in the API's error shape."""
+    try:
+        return JsonAnswer(await flows.steps.writer.run_async(workflow_id, write))
+    except WorkflowRefused as exc:
+        raise ApiError(exc.status, exc.message, fields=exc.fields, **exc.extra) from None
 
 
 def _lock_routes(api: APIRouter, service: Callable[[], WorkflowService]) -> None:

@@ -112,12 +112,33 @@ class WorkflowTxn:
         )
 
 
+class WorkflowGroup:
+    """The transaction of a group of workflow writes (:meth:`WorkflowStore.group`)."""
+
+    def __init__(self, conn: Any, postgresql: bool) -> None:
+        self._conn = conn
+        self._query = _LOCKED_PG if postgresql else _BY_ID
+
+    def locked(self, workflow_id: str, owner: str, now: int) -> WorkflowTxn:
+        """``owner``'s workflow row, held until the group's transaction ends, as it stands
+        after the group's earlier writes."""
+        params = {"b_id": workflow_id, "b_owner": owner}
+        row = self._conn.execute(self._query, params).mappings().first()
+        return WorkflowTxn(self._conn, None if row is None else _record(row), now)
+
+
 class WorkflowStore:
     """Workflows over the store's connections."""
 
     def __init__(self, writer: Db, reader: Db) -> None:
         self._writer = writer
         self._reader = reader
+
+    @property
+    def side_by_side(self) -> bool:
+        """Whether write transactions run side by side (PostgreSQL; SQLite has one writer
+        at a time)."""
+        return bool(self._writer.dialect.name == "postgresql")
 
     def create(self, values: Mapping[str, Any]) -> tuple[WorkflowRecord, bool]:
         """Insert a workflow (``values``: every column but ``seq``); (record, True). A
@@ -170,6 +191,14 @@ class WorkflowStore:
         with self._writer.begin() as conn:
             row = conn.execute(query, {"b_id": workflow_id, "b_owner": owner}).mappings().first()
             yield WorkflowTxn(conn, None if row is None else _record(row), now)
+
+    @contextlib.contextmanager
+    def group(self) -> Iterator[WorkflowGroup]:
+        """One write transaction for several workflow writes (a group commit): each locks
+        its row through :meth:`WorkflowGroup.locked` and sees the writes made before it;
+        committed on exit, all rolled back when the body raises."""
+        with self._writer.begin() as conn:
+            yield WorkflowGroup(conn, self._writer.dialect.name == "postgresql")
 
     def lapsed(self, now: int, limit: int = 100) -> list[tuple[str, str]]:
         """(workflow id, owner) of leases that lapsed (not released) and were not yet noted."""

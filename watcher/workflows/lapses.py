@@ -40,10 +40,12 @@ class WorkflowLapses:
         """Nothing to do after a chain's poll."""
 
     def stop(self) -> None:
-        """Stop the thread (it finishes the round it is in)."""
+        """Stop the thread (it finishes the round it is in), and the service's writer once
+        the writes queued are answered."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        self.service.steps.writer.close()
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):

@@ -5,7 +5,10 @@ Every write runs in one store transaction holding the workflow's row
 against the stored one, the step's move is applied (:mod:`watcher.workflows.steps`), the
 new steps and their digest (the checkpoint) are stored, and the event and its alert
 deliveries are written, all or nothing. A refusal (:class:`WorkflowRefused`) rolls it all
-back: nothing stored changes. Time comes from the injected clock, never read elsewhere.
+back: nothing stored changes. Step writes (begin, complete) share their transaction with
+the other step writes waiting at the same moment (:mod:`watcher.workflows.writer`: one
+commit for many, each still checked against its row as the writes before it left it).
+Time comes from the injected clock, never read elsewhere.
 """
 
 from __future__ import annotations
@@ -19,13 +22,17 @@ from typing import Any
 from watcher.clock import Clock
 from watcher.delivery.plan import OutboxPlan
 from watcher.handoff.takeover import Sealer
-from watcher.store.errors import SettlementNotFound
 from watcher.store.store import Store
-from watcher.store.workflows_store import WORKFLOW_ID_PREFIX, WorkflowRecord, WorkflowTxn
+from watcher.store.workflows_store import (
+    WORKFLOW_ID_PREFIX,
+    WorkflowRecord,
+    WorkflowTxn,
+)
 from watcher.workflows import lock, steps
 from watcher.workflows.lock import Facts, LockChange
 from watcher.workflows.recovery import Recovery, how_learned, tracked
-from watcher.workflows.steps import WorkflowRefused
+from watcher.workflows.step_writes import StepWrites, workflow_event
+from watcher.workflows.steps import WorkflowRefused, not_found
 
 MAX_PAGE = 1000
 """Largest page of ``GET /v1/workflows``."""
@@ -51,6 +58,8 @@ class WorkflowService:
         self.plan = plan
         """The alert routes events go to (read at each event: the daemon's current plan)."""
         self.recovery = Recovery(store)
+        self.steps = StepWrites(store, clock, plan, self.view)
+        """Begin and complete, many concurrent ones committed in one transaction."""
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -58,12 +67,17 @@ class WorkflowService:
         """``owner``'s workflow; 404 for an unknown id or another caller's."""
         rec = self.flows.get(workflow_id, owner)
         if rec is None:
-            raise _not_found(workflow_id)
+            raise not_found(workflow_id)
         return rec
 
-    def view(self, rec: WorkflowRecord) -> dict[str, Any]:
-        """What the API shows of a workflow, with its in-flight steps resolved now."""
+    def view(
+        self, rec: WorkflowRecord, resolved: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """What the API shows of a workflow, with its in-flight steps resolved now (or as
+        ``resolved`` says: a takeover's own resolution, made a moment before)."""
         idempotent = set(rec.idempotent_steps)
+        if resolved is None:
+            resolved = self.recovery.resolve(rec.steps, idempotent, rec.owner)
         return {
             "workflow_id": rec.workflow_id,
             "reference": rec.reference,
@@ -84,7 +98,7 @@ class WorkflowService:
                 for s in rec.steps
                 if s["state"] == steps.IN_FLIGHT
             ],
-            "recovery": self.recovery.resolve(rec.steps, idempotent, rec.owner),
+            "recovery": resolved,
             "verdict": rec.handoff.get("verdict"),
             "receipts": rec.handoff.get("receipts", {}),
             "created_at": rec.created_at,
@@ -142,41 +156,6 @@ class WorkflowService:
             _same_request(rec, names, holder, idempotent)
         return {**self.view(rec), "lock": _lock_of(rec)}, created
 
-    def begin(
-        self,
-        owner: str,
-        workflow_id: str,
-        step: str,
-        token: int,
-        operation: str,
-        recovery: dict[str, str] | None,
-    ) -> dict[str, Any]:
-        """Put ``step`` in flight under ``token``, listed with how its state can be learned."""
-        if recovery is not None and "settlement_id" in recovery:
-            self._check_settlement(recovery["settlement_id"], owner)
-        with self._fenced(owner, workflow_id, token) as (txn, rec):
-            changed = steps.begun(rec.steps, step, operation, recovery, workflow_id)
-            stored = self._store_steps(txn, rec, changed)
-            payload = {"step": step, "operation": operation, "recovery": recovery}
-            self._event(txn, rec, steps.STEP_BEGUN, "info", payload)
-        return self.view(stored)
-
-    def complete(
-        self,
-        owner: str,
-        workflow_id: str,
-        step: str,
-        token: int,
-        side_effects: dict[str, Any] | None,
-    ) -> dict[str, Any]:
-        """Mark ``step`` completed under ``token``; the checkpoint records its side effects."""
-        with self._fenced(owner, workflow_id, token) as (txn, rec):
-            changed = steps.completed(rec.steps, step, side_effects, workflow_id)
-            stored = self._store_steps(txn, rec, changed)
-            payload = {"step": step, "side_effects": side_effects or {}}
-            self._event(txn, rec, steps.STEP_COMPLETED, "info", payload)
-        return self.view(stored)
-
     def renew(self, owner: str, workflow_id: str, token: int) -> dict[str, Any]:
         """Extend the lease by its length from now (only under the current token)."""
         with self._fenced(owner, workflow_id, token) as (txn, rec):
@@ -202,7 +181,7 @@ class WorkflowService:
         with self.flows.locked(workflow_id, owner, now) as txn:
             rec = txn.record
             if rec is None:
-                raise _not_found(workflow_id)
+                raise not_found(workflow_id)
             if rec.lease_expires_at > now:
                 raise self._lock_not_held(rec)
             reason = "released" if rec.lease_expires_at == 0 else "expired"
@@ -221,15 +200,8 @@ class WorkflowService:
                 reason,
             )
             handoff = lock.record(facts, change, now, self.signer)
-            txn.update(
-                holder=holder,
-                token=change.to_token,
-                acquired_at=now,
-                lease_expires_at=change.expires_at,
-                lease_ms=lease_ms,
-                expiry_noted=False,
-                handoff=handoff,
-            )
+            taken = _taken(change, lease_ms, handoff)
+            txn.update(**taken)
             payload = {
                 "holder": holder,
                 "from_holder": rec.holder,
@@ -241,7 +213,9 @@ class WorkflowService:
                 "in_flight": [r["step"] for r in resolved],
             }
             self._event(txn, rec, steps.TAKEN_OVER, "warning", payload)
-        workflow = self.view(self.record(owner, workflow_id))
+        # The row as this takeover stored it, its recovery as resolved for the receipts: no
+        # second read (on PostgreSQL each is a round trip, and a takeover is waited for).
+        workflow = self.view(replace(rec, **taken, updated_at=now), resolved)
         return {
             "verdict": handoff["verdict"],
             "directive": handoff["directive"],
@@ -278,17 +252,9 @@ class WorkflowService:
         with self.flows.locked(workflow_id, owner, self.clock()) as txn:
             rec = txn.record
             if rec is None:
-                raise _not_found(workflow_id)
+                raise not_found(workflow_id)
             steps.check_token(workflow_id, token, rec.token, rec.lease_expires_at)
             yield txn, rec
-
-    def _store_steps(
-        self, txn: WorkflowTxn, rec: WorkflowRecord, changed: list[dict[str, Any]]
-    ) -> WorkflowRecord:
-        """Store the steps and their digest (the checkpoint); the workflow as now stored."""
-        digest = steps.steps_digest(changed)
-        txn.update(steps=changed, checkpoint_digest=digest)
-        return replace(rec, steps=changed, checkpoint_digest=digest, updated_at=txn.now)
 
     def _event(
         self,
@@ -298,26 +264,7 @@ class WorkflowService:
         severity: str,
         payload: dict[str, Any],
     ) -> None:
-        full = {
-            "workflow_id": rec.workflow_id,
-            "reference": rec.reference,
-            "holder": rec.holder,
-            "fencing_token": rec.token,
-            **payload,
-        }
-        event_id = txn.events.record_event(kind, severity, full, rec.workflow_id)
-        self.plan().on_event(txn.events, event_id, kind, severity, full, rec.workflow_id)
-
-    def _check_settlement(self, settlement_id: str, owner: str) -> None:
-        try:
-            self.store.settlement(settlement_id, owner=owner)
-        except SettlementNotFound:
-            raise WorkflowRefused(
-                422,
-                f"recovery.settlement_id: no settlement {settlement_id!r} of this caller "
-                "(register the transaction first)",
-                ["recovery.settlement_id"],
-            ) from None
+        workflow_event(txn, rec, kind, severity, payload, self.plan())
 
     def _lock_not_held(self, rec: WorkflowRecord) -> WorkflowRefused:
         decision = lock.evaluate(_facts(rec, []), lock_held=False)
@@ -345,6 +292,19 @@ def _facts(rec: WorkflowRecord, resolved: list[dict[str, Any]]) -> Facts:
     )
 
 
+def _taken(change: LockChange, lease_ms: int, handoff: dict[str, Any]) -> dict[str, Any]:
+    """The columns a takeover stores: the new holder's lock and the handoff's record."""
+    return {
+        "holder": change.to_holder,
+        "token": change.to_token,
+        "acquired_at": change.acquired_at,
+        "lease_expires_at": change.expires_at,
+        "lease_ms": lease_ms,
+        "expiry_noted": False,
+        "handoff": handoff,
+    }
+
+
 def _lapse(rec: WorkflowRecord) -> dict[str, Any]:
     return {
         "lease_expires_at": rec.lease_expires_at,
@@ -359,10 +319,6 @@ def _lock_of(rec: WorkflowRecord) -> dict[str, Any]:
         "acquired_at": rec.acquired_at,
         "lease_expires_at": rec.lease_expires_at,
     }
-
-
-def _not_found(workflow_id: str) -> WorkflowRefused:
-    return WorkflowRefused(404, f"workflow_id: no workflow {workflow_id!r}", ["workflow_id"])
 
 
 def _same_request(rec: WorkflowRecord, names: list[str], holder: str, idem: list[str]) -> None:

@@ -35,6 +35,11 @@ class WorkflowRefused(Exception):
         self.extra = extra
 
 
+def not_found(workflow_id: str) -> WorkflowRefused:
+    """The refusal of a workflow id the caller has none of (unknown, or another's)."""
+    return WorkflowRefused(404, f"workflow_id: no workflow {workflow_id!r}", ["workflow_id"])
+
+
 def new_steps(names: list[str]) -> list[dict[str, Any]]:
     """The steps of a new workflow, all pending."""
     return [
