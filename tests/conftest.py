@@ -9,10 +9,15 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.support.anvil import ANVIL_BIN, Anvil, in_ci
+
+if TYPE_CHECKING:
+    from tests.support.rigs import RigFactory
 
 PG_BASE = os.environ.get("FINALITY_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -91,6 +96,17 @@ def start_anvil() -> Iterator[Callable[..., Anvil]]:
 def anvil(start_anvil: Callable[..., Anvil]) -> Anvil:
     """An automining anvil (a block per transaction, or per ``anvil_mine``)."""
     return start_anvil()
+
+
+@pytest.fixture
+def make_rig(tmp_path: Path) -> Iterator[RigFactory]:
+    """Factory: ``make_rig(anvil, confirmations=3, poll=True, ...)`` → a watcher over a fresh
+    SQLite store (or ``store_url``); every store is closed after the test."""
+    from tests.support.rigs import RigFactory  # the engine's imports, only where used
+
+    factory = RigFactory(tmp_path)
+    yield factory
+    factory.close()
 
 
 def _pg_available() -> bool:

@@ -27,11 +27,11 @@ from guard.receipts import FAILURE, FINALITY, OFFCHAIN_CHAIN_ID, TIMEOUT
 from guard.source import Snapshot
 from guard.types import UnixMillis
 from guard.verify import VerifiedReceipt, verify_receipt
-from tests.integration.helpers import FakeClock
 from tests.integration.receipts_helpers import SIGNING_KEY
 from tests.support.daemon import wait_for
 from tests.support.jobs import RedisSpace, RqWorker, fail, need_redis, succeed
 from tests.support.receiver import Receiver
+from tests.support.rigs import FakeClock
 from tests.support.sources_app import LiveApp, source_config_file
 from tests.support.stripe_server import StripeServer
 from watcher.config.sources import SourceConfig

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.helpers import FakeClock
 from tests.support.daemon import wait_for
 from tests.support.jobs import CeleryWorker, RedisSpace, make_celery_app, need_redis
+from tests.support.rigs import FakeClock
 from watcher.config.sources import SourceConfig
 from watcher.delivery.plan import OutboxPlan
 from watcher.sources.poller import SourcePoller

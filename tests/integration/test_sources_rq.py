@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from rq import Queue
 
-from tests.integration.helpers import FakeClock
 from tests.support.daemon import wait_for
 from tests.support.jobs import RedisSpace, RqWorker, fail, need_redis, sleep_forever, succeed
 from tests.support.receiver import Receiver
+from tests.support.rigs import FakeClock
 from tests.support.sources_app import LiveApp, source_config_file
 from watcher.config.sources import SourceConfig
 from watcher.delivery.plan import OutboxPlan
