@@ -17,6 +17,7 @@ import pytest
 from tests.support.anvil import ANVIL_BIN, Anvil, in_ci
 
 if TYPE_CHECKING:
+    from tests.support.jobs import RedisSpace
     from tests.support.rigs import RigFactory
 
 PG_BASE = os.environ.get("FINALITY_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
@@ -167,6 +168,17 @@ def make_rig(tmp_path: Path) -> Iterator[RigFactory]:
     factory = RigFactory(tmp_path)
     yield factory
     factory.close()
+
+
+@pytest.fixture
+def space() -> Iterator[RedisSpace]:
+    """A private key space on the machine's Redis (keys removed after the test)."""
+    from tests.support.jobs import RedisSpace, need_redis
+
+    need_redis()
+    s = RedisSpace()
+    yield s
+    s.cleanup()
 
 
 def _pg_available() -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from chains.budget import CallBudget
 from chains.quorum import FinalityGate
@@ -212,16 +212,33 @@ def register_tx(
 # -- sources --------------------------------------------------------------------------------
 
 
-class SourceRig:
-    """One off-chain source read by a real poller over a SQLite store in ``tmp``: register a
-    reference, poll until its verdict. ``log`` names the worker's log for failure messages."""
+class Worker(Protocol):
+    """The process that runs a source's jobs (``tests.support.jobs``' RQ and Celery workers)."""
 
-    def __init__(self, config: Mapping[str, Any], tmp: Path, log: Callable[[], str]) -> None:
+    def log(self) -> str:
+        """What it wrote so far."""
+        ...
+
+    def kill9(self) -> None:
+        """SIGKILL it and what it forked, mid-job (a crashed machine)."""
+        ...
+
+    def stop(self) -> None:
+        """Kill it."""
+        ...
+
+
+class SourceRig:
+    """One off-chain source (``config``) whose jobs a real ``worker`` runs, read by a real
+    poller over a SQLite store in ``tmp``: register a reference, poll until its verdict. The
+    worker's log goes into failure messages."""
+
+    def __init__(self, config: Mapping[str, Any], tmp: Path, worker: Worker) -> None:
         self.config = SourceConfig.model_validate(dict(config))
         self.name = self.config.name
+        self.worker = worker
         self.store = Store.open(f"sqlite:///{tmp}/finality.db")
         self.poller = SourcePoller(self.store, [self.config], OutboxPlan())
-        self._log = log
 
     def register(self, ref: str, timeout_s: float | None = None) -> str:
         """Register ``ref`` at the poller's clock; the settlement id."""
@@ -246,7 +263,7 @@ class SourceRig:
         except TimeoutError as exc:
             rec = self.store.settlement(sid)
             raise AssertionError(
-                f"{exc}: {rec.verdict} {rec.decision['evidence']}\n{self._log()}"
+                f"{exc}: {rec.verdict} {rec.decision['evidence']}\n{self.worker.log()}"
             ) from None
 
     def times_out_at_its_deadline(self, ref: str) -> SettlementRecord:
@@ -266,6 +283,7 @@ class SourceRig:
         return self.settle(sid, "TIMEOUT_TREATED_AS_FAILURE", timeout=5)
 
     def close(self) -> None:
-        """Stop the poller and close the store."""
+        """Stop the worker and the poller, close the store."""
+        self.worker.stop()
         self.poller.stop()
         self.store.close()
