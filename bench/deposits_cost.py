@@ -28,8 +28,8 @@ from bench.proxy import CountingProxy
 from chains.rpc import RpcClient, Web3Transport
 from guard.payment import NATIVE
 from guard.settlement import Verdict
-from tests.integration.helpers import chain_config
 from tests.support.erc20 import Token, deploy_token
+from tests.support.rigs import chain_config
 from watcher.engine.chain_watcher import ChainWatcher
 from watcher.store import Store
 from watcher.store.deposit_records import NewSubscription

@@ -23,8 +23,8 @@ from bench.proxy import CountingProxy
 from chains.logs import TRANSFER_TOPIC, padded
 from chains.rpc import RpcClient, Web3Transport
 from guard.payment import NATIVE, PaymentSpec
-from tests.integration.helpers import chain_config
 from tests.support.erc20 import Token, deploy_token
+from tests.support.rigs import chain_config
 from watcher.engine.chain_watcher import ChainWatcher
 from watcher.engine.payment_registration import PaymentRegistration, new_payment
 from watcher.store import Store

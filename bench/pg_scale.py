@@ -35,9 +35,9 @@ from sqlalchemy import text
 
 from bench.api_cost import asgi_caller, config
 from tests.conftest import fresh_pg_schema
-from tests.integration.helpers import make_watcher
 from tests.support.anvil import Anvil
 from tests.support.bulk_settlements import bulk_fill
+from tests.support.rigs import make_watcher
 from watcher.api.server import create_app
 from watcher.app.build import build
 from watcher.config.loading import parse_config

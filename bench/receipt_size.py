@@ -34,9 +34,9 @@ from bench.common import median_ms
 from guard.canonical import canonical_json
 from guard.settlement import Verdict
 from guard.verify import verify_receipt
-from tests.integration.helpers import Rig, make_watcher
 from tests.integration.receipts_helpers import SIGNING_KEY, TxFactory
 from tests.support.anvil import Anvil
+from tests.support.rigs import Rig, make_watcher
 from watcher.receipts.builder import ReceiptBuilder
 from watcher.receipts.signer import Signer
 from watcher.store.leaves_store import leaves_store

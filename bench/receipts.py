@@ -40,8 +40,8 @@ from guard.receipts import body_of, typed_data
 from guard.settlement import Verdict
 from guard.tx_encode import encode_checked
 from guard.verify import verify_receipt
-from tests.integration.helpers import make_watcher
 from tests.integration.receipts_helpers import TxFactory, receipts_for
+from tests.support.rigs import make_watcher
 from watcher.receipts.builder import ReceiptBuilder
 
 

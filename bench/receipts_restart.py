@@ -39,8 +39,8 @@ from bench.receipts import _naive_build, _naive_verify
 from chains.rpc import RpcClient, Web3Transport
 from guard.settlement import Verdict
 from guard.verify import verify_receipt
-from tests.integration.helpers import make_watcher
 from tests.integration.receipts_helpers import TxFactory, receipts_for
+from tests.support.rigs import make_watcher
 from watcher.receipts.builder import ReceiptBuilder
 from watcher.store import SettlementRecord
 from watcher.store.leaves_store import leaves_store

@@ -9,10 +9,16 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.support.anvil import ANVIL_BIN, Anvil, in_ci
+
+if TYPE_CHECKING:
+    from tests.support.jobs import RedisSpace
+    from tests.support.rigs import RigFactory
 
 PG_BASE = os.environ.get("FINALITY_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -42,11 +48,71 @@ files to pytest-xdist workers in collection order (``--dist loadfile``); started
 run beside the many short ones instead of alone at the end."""
 
 
+NOT_FAST = (
+    # start a process: mypy over the docs, python -m, a fresh interpreter's imports
+    "test_client_docs_types.py",
+    "test_dependencies.py",
+    "test_public_api.py",
+    "test_slim_install.py",
+    "test_support_ports.py",
+    # reach for a server that is not there (a refused Redis connection)
+    "test_sources_jobs_mapping.py",
+    # seconds each: hundreds of generated examples, BLS pairings, 200,000-deep nests
+    "test_guard_properties.py",
+    "test_canonical_jcs.py",
+    "test_canonical_fast.py",
+    "test_consensus_receipts.py",
+    "test_consensus_bls.py",
+    "test_input_bounds.py",
+    "test_receipts_tamper.py",
+    "test_verify_never_crashes.py",
+    "test_receipts_primitives.py",
+    "test_sources_record.py",
+    # read every source file of the project (the wiring test through the layering one's)
+    "test_front_layout.py",
+    "test_layering.py",
+    "test_app_wiring.py",
+)
+"""Files of tests/unit left out of the fast tier (``-m fast``): the whole suite runs them."""
+
+FAST_ANYWHERE = ("test_apply_block*.py", "test_fetch_block*.py")
+"""The engine's block step over a store with no node, and its fetch over a scripted node:
+fast wherever their files live."""
+
+
+def is_fast(path: Path, root: Path) -> bool:
+    """The fast tier, by path: tests/unit without :data:`NOT_FAST`, and the engine's block
+    step tests anywhere. No process, no network, no database server: a developer runs it on
+    every save (``make test-fast``)."""
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        return False
+    if any(path.match(pattern) for pattern in FAST_ANYWHERE):
+        return True
+    return parts[:2] == ("tests", "unit") and path.name not in NOT_FAST
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``-m fast`` alone, a test file with no fast test is not even imported (some
+    read every source file of the project at import, for their parameters)."""
+    if config.option.markexpr != "fast" or collection_path.suffix != ".py":
+        return None
+    if not collection_path.name.startswith("test_"):
+        return None
+    return not is_fast(collection_path, config.rootpath) or None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Move the files of :data:`LONGEST_FIRST` to the front (a stable sort: the order inside
-    a file, and so its module-scoped fixtures, stay as they are)."""
+    """Mark the fast tier (:func:`is_fast`), and move the files of :data:`LONGEST_FIRST` to
+    the front (a stable sort: the order inside a file, and so its module-scoped fixtures, stay
+    as they are)."""
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     root = config.rootpath
+    fast = pytest.mark.fast
+    for item in items:
+        if is_fast(item.path, root):
+            item.add_marker(fast)
 
     def key(item: pytest.Item) -> int:
         try:
@@ -91,6 +157,28 @@ def start_anvil() -> Iterator[Callable[..., Anvil]]:
 def anvil(start_anvil: Callable[..., Anvil]) -> Anvil:
     """An automining anvil (a block per transaction, or per ``anvil_mine``)."""
     return start_anvil()
+
+
+@pytest.fixture
+def make_rig(tmp_path: Path) -> Iterator[RigFactory]:
+    """Factory: ``make_rig(anvil, confirmations=3, poll=True, ...)`` → a watcher over a fresh
+    SQLite store (or ``store_url``); every store is closed after the test."""
+    from tests.support.rigs import RigFactory  # the engine's imports, only where used
+
+    factory = RigFactory(tmp_path)
+    yield factory
+    factory.close()
+
+
+@pytest.fixture
+def space() -> Iterator[RedisSpace]:
+    """A private key space on the machine's Redis (keys removed after the test)."""
+    from tests.support.jobs import RedisSpace, need_redis
+
+    need_redis()
+    s = RedisSpace()
+    yield s
+    s.cleanup()
 
 
 def _pg_available() -> bool:

@@ -63,7 +63,7 @@ def register(
 
 
 def stored_ids(daemon: Daemon) -> set[str]:
-    return {row[0] for row in daemon.query("SELECT settlement_id FROM settlements")}
+    return {view["settlement_id"] for view in daemon.settlements()}
 
 
 def metric_total(daemon: Daemon, name: str) -> float:
@@ -318,7 +318,7 @@ def test_unregistered_tx_is_answered_live_and_not_registered(daemon: Daemon, anv
         assert "confirmations" in answer.json()["error"]
 
     assert stored_ids(daemon) == before
-    assert daemon.query("SELECT count(*) FROM settlements WHERE tx_hash = ?", tx) == [(0,)]
+    assert daemon.settlements_of(tx) == []
     assert daemon.get(f"/v1/chains/local/txs/{tx}").json()["registered"] is False
 
 
@@ -352,7 +352,7 @@ def test_bad_requests_store_nothing(daemon: Daemon, victim: str, registered: set
     stored = stored_ids(daemon)
     assert stored == before
     assert stored == registered, stored ^ registered
-    assert daemon.query("SELECT count(*) FROM settlements WHERE tx_hash = ?", victim) == [(0,)]
+    assert daemon.settlements_of(victim) == []
     assert metric_total(daemon, "finality_settlements") == len(registered)
 
 

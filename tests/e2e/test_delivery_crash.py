@@ -38,11 +38,14 @@ def daemon_for(make_daemon: Callable[..., Daemon], anvil: Anvil, receiver: Recei
 
 
 def commit_rows(daemon: Daemon, sid: str) -> list[tuple[Any, ...]]:
-    return daemon.query(
-        "SELECT id, state, attempts, idempotency_key FROM deliveries "
-        "WHERE settlement_id = ? AND channel = 'commit'",
-        sid,
-    )
+    """(id, state, attempts, idempotency key) of the settlement's commit deliveries, as
+    ``GET /v1/deliveries`` lists them."""
+    rows = daemon.deliveries(settlement_id=sid)
+    return [
+        (r["id"], r["state"], r["attempts"], r["idempotency_key"])
+        for r in rows
+        if r["channel"] == "commit"
+    ]
 
 
 def test_killed_after_the_verdict_before_delivery(

@@ -68,7 +68,7 @@ def test_a_batch_answers_every_item_in_order_and_stores_the_valid_ones(daemon: D
     for result in (results[0], results[5]):
         sid = result["settlement"]["settlement_id"]
         assert daemon.settlement(sid)["verdict"] == "AWAITING_FINALITY"
-    assert daemon.query("SELECT count(*) FROM settlements WHERE tx_hash = ?", first) == [(1,)]
+    assert len(daemon.settlements_of(first)) == 1
     # The same batch again: nothing new, the same ids.
     again = daemon.post("/v1/settlements/batch", {"items": [items[0], items[5]]}).json()
     assert [r["status"] for r in again["results"]] == [200, 200]
@@ -80,9 +80,7 @@ def test_a_batch_over_the_limit_or_empty_is_refused_naming_items(daemon: Daemon)
         answer = daemon.post("/v1/settlements/batch", {"items": items})
         assert answer.status_code == 422, answer.text
         assert answer.json()["fields"] == ["items"]
-    assert daemon.query(
-        "SELECT count(*) FROM settlements WHERE tx_hash = ?", unknown_hash(0xC000)
-    ) == [(0,)]
+    assert daemon.settlements_of(unknown_hash(0xC000)) == []
 
 
 def test_a_thousand_registrations_in_one_batch(daemon: Daemon) -> None:
@@ -91,7 +89,7 @@ def test_a_thousand_registrations_in_one_batch(daemon: Daemon) -> None:
     assert answer.status_code == 200, answer.text
     assert {r["status"] for r in answer.json()["results"]} == {201}
     hashes = [item["tx_hash"] for item in items]
-    stored = {row[0] for row in daemon.query("SELECT tx_hash FROM settlements")}
+    stored = {view["tx_hash"] for view in daemon.settlements()}
     assert set(hashes) <= stored
 
 

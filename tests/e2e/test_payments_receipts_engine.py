@@ -14,7 +14,6 @@ import copy
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,10 @@ from guard.errors import ReceiptInvalid
 from guard.payment import NATIVE, PaymentSpec
 from guard.receipt_format import body_of
 from guard.verify import verify_receipt
-from tests.integration.helpers import FakeClock, Rig, make_watcher
 from tests.integration.receipts_helpers import Receipts, receipts_for
 from tests.support.anvil import ROOT, Anvil
 from tests.support.erc20 import Token, deploy_token
+from tests.support.rigs import FakeClock, Rig, RigFactory
 from watcher.client.offline import verify as client_verify
 from watcher.engine.payment_registration import PaymentRegistration, new_payment
 from watcher.receipts.payment import chain_builder
@@ -38,14 +37,13 @@ N = 3
 
 
 @pytest.fixture
-def rig(anvil: Anvil, tmp_path: Path) -> Iterator[Rig]:
+def rig(anvil: Anvil, make_rig: RigFactory) -> Rig:
     # The injected clock starts at the node's time, so a deadline falls among its blocks
     # (a timeout receipt then names the head at the deadline, and proves what was paid).
     start = int(anvil.block()["timestamp"], 16) * 1000
-    r = make_watcher(anvil, f"sqlite:///{tmp_path}/pay.db", FakeClock(start), confirmations=N)
+    r = make_rig(anvil, clock=FakeClock(start), confirmations=N)
     r.watcher.catch_up()
-    yield r
-    r.store.close()
+    return r
 
 
 @pytest.fixture

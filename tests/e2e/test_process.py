@@ -34,6 +34,11 @@ def assert_stored_head_matches_node(daemon: Daemon, anvil: Anvil, high: int) -> 
     assert stored_hash == anvil.block(high)["hash"]
 
 
+def confirmations_recorded(daemon: Daemon, settlement_id: str) -> int:
+    """How many ``settlement_confirmed`` events the settlement's event list shows."""
+    return sum(1 for e in daemon.events(settlement_id) if e["kind"] == "settlement_confirmed")
+
+
 def test_sigterm_exits_0_with_summary(anvil: Anvil, make_daemon: MakeDaemon) -> None:
     daemon = make_daemon(anvil.url)
     tx = anvil.send()
@@ -83,13 +88,10 @@ def test_kill_9_loses_nothing(anvil: Anvil, make_daemon: MakeDaemon) -> None:
         assert view["block_number"] == int(mined["blockNumber"], 16), (seed, sid)
         assert view["block_hash"] == mined["blockHash"], (seed, sid)
         assert view["receipt"] is not None
-    confirmed = daemon.query(
-        "SELECT settlement_id, count(*) FROM events WHERE kind = 'settlement_confirmed' "
-        "GROUP BY settlement_id"
-    )
-    assert dict(confirmed) == dict.fromkeys(expected, 1), f"seed {seed}"
-    verdicts = daemon.query("SELECT settlement_id, verdict FROM settlements")
-    assert dict(verdicts) == dict.fromkeys(expected, "FINALITY_CONFIRMED")
+    verdicts = {view["settlement_id"]: view["verdict"] for view in daemon.settlements()}
+    assert verdicts == dict.fromkeys(expected, "FINALITY_CONFIRMED")
+    confirmed = {sid: confirmations_recorded(daemon, sid) for sid in verdicts}
+    assert confirmed == dict.fromkeys(expected, 1), f"seed {seed}"
     _, high = assert_no_header_gap(daemon)
     assert_stored_head_matches_node(daemon, anvil, high)
     assert daemon.terminate(timeout=30.0) == 0
@@ -101,9 +103,9 @@ def test_restart_catches_up(anvil: Anvil, make_daemon: MakeDaemon) -> None:
     pending = anvil.send(value=5)
     sid = daemon.register(pending)["settlement_id"]
     wait_for(
-        lambda: daemon.query("SELECT sender FROM settlements WHERE settlement_id = ?", sid)[0][0],
+        lambda: [s for s in daemon.timeline(sid) if s["step"] == "seen_pending"],
         10,
-        what="the pending tx probed",
+        what="the pending tx probed (its sender and nonce known)",
     )
     daemon.kill9()
 
@@ -129,11 +131,7 @@ def test_restart_catches_up(anvil: Anvil, make_daemon: MakeDaemon) -> None:
     _, high = assert_no_header_gap(daemon)
     assert high == node_head
     assert_stored_head_matches_node(daemon, anvil, high)
-    confirmed = daemon.query(
-        "SELECT count(*) FROM events WHERE kind = 'settlement_confirmed' AND settlement_id = ?",
-        sid,
-    )
-    assert confirmed == [(1,)]
+    assert confirmations_recorded(daemon, sid) == 1
     assert_quiet_start_ups(daemon.log())
 
 

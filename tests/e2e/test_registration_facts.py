@@ -25,8 +25,10 @@ def _post(daemon: Daemon, tx_hash: str, **fields: Any) -> tuple[int, dict[str, A
     return answer.status_code, body
 
 
-def _stored(daemon: Daemon, tx_hash: str) -> list[Any]:
-    return daemon.query("SELECT sender, nonce FROM settlements WHERE tx_hash = ?", tx_hash)
+def _pending_facts(daemon: Daemon, settlement_id: str) -> list[tuple[str, int]]:
+    """(sender, nonce) the timeline shows while the tx is pending."""
+    steps = daemon.timeline(settlement_id)
+    return [(s["sender"], s["nonce"]) for s in steps if s["step"] == "seen_pending"]
 
 
 def test_bad_facts_are_a_422_naming_the_field_and_store_nothing(
@@ -50,7 +52,7 @@ def test_bad_facts_are_a_422_naming_the_field_and_store_nothing(
         assert status == 422, (fields, body)
         assert body["fields"] == [field], body
         assert body["error"].startswith(f"{field}: ") and words in body["error"], body
-        assert _stored(module_daemon, hash_) == []
+        assert module_daemon.settlements_of(hash_) == []
 
 
 def test_a_tx_registered_with_its_signed_bytes_gets_its_receipt(
@@ -61,7 +63,7 @@ def test_a_tx_registered_with_its_signed_bytes_gets_its_receipt(
     tx_hash = "0x" + keccak256(raw).hex()
     status, view = _post(module_daemon, tx_hash, raw_tx="0x" + raw.hex(), confirmations=2)
     assert status == 201, view
-    assert _stored(module_daemon, tx_hash) == [
+    assert _pending_facts(module_daemon, view["settlement_id"]) == [
         (module_anvil.accounts[2].lower(), factory.nonce - 1)
     ]
     factory.send(raw)

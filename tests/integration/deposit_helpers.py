@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from tests.integration.helpers import Rig
+from tests.support.rigs import Rig
 from watcher.store import SettlementRecord
 from watcher.store.deposit_records import NewSubscription
 

@@ -14,10 +14,10 @@ from typing import Any
 
 from chains import pool
 from chains.multi import MultiRpcClient
-from tests.integration.helpers import CHAIN, FakeClock, Rig, chain_config
 from tests.support.anvil import Anvil
 from tests.support.daemon import toml_value
 from tests.support.faulty_proxy import FaultyProxy
+from tests.support.rigs import CHAIN, FakeClock, Rig, build_watcher, chain_config
 from watcher.app.build import build
 from watcher.app.daemon import App
 from watcher.config.loading import parse_config
@@ -72,7 +72,7 @@ def multi_rig(
     holder: list[ChainWatcher] = []
     alert = event_recorder(store, CHAIN, clock, lambda: holder[0].plan if holder else None)
     gate = pool.gate_for(config.rpc, quorum, client, alert=alert, finalized_every_blocks=1)
-    watcher = ChainWatcher(config, store, client, clock=clock, gate=gate)
+    watcher = build_watcher(config, store, client, clock, gate=gate)
     holder.append(watcher)
     return MultiRig(anvil, config, store, client, watcher, clock, proxies, client)
 

@@ -15,8 +15,8 @@ from eth_account import Account
 from eth_utils.address import to_checksum_address
 
 from guard import rlp
-from tests.integration.helpers import Rig
 from tests.support.anvil import Anvil
+from tests.support.rigs import Rig
 from watcher.receipts.builder import ReceiptBuilder
 from watcher.receipts.component import ReceiptIssuer
 from watcher.receipts.signer import Signer

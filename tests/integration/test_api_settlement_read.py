@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.helpers import FakeClock
 from tests.integration.test_api_read_costs import Statements
+from tests.support.rigs import FakeClock
 from tests.support.sources_app import LiveApp, source_config_file
 
 CHAIN = "local"

@@ -16,13 +16,13 @@ from chains import pool
 from chains.budget import CallBudget
 from chains.multi import MultiRpcClient
 from guard.settlement import Verdict
-from tests.integration.helpers import FakeClock, chain_config, register_tx, wait_included
+from tests.integration.helpers import wait_included
 from tests.integration.quorum_helpers import service_over
 from tests.support.anvil import Anvil
 from tests.support.daemon import Daemon, wait_for
 from tests.support.faulty_proxy import FaultyProxy
+from tests.support.rigs import FakeClock, build_watcher, chain_config, register_tx
 from watcher.app.daemon import App as Service
-from watcher.engine.chain_watcher import ChainWatcher
 from watcher.store import Store
 
 
@@ -46,7 +46,7 @@ def test_engine_skips_polls_past_the_budget_and_confirms_when_it_allows(
     store = Store.open(f"sqlite:///{tmp_path}/b.db")
     clock = FakeClock()
     client = pool.client_for(config.rpc, budget=budget)
-    watcher = ChainWatcher(config, store, client, clock=clock, budget=budget)
+    watcher = build_watcher(config, store, client, clock, budget=budget)
     try:
         watcher.poll()
         tx = anvil.send()

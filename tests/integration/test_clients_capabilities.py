@@ -25,12 +25,12 @@ from chains.multi import FailoverTransport, MultiRpcClient, TrackedTransport
 from chains.proofs import Trie
 from chains.rpc import RpcClient, Web3Transport
 from guard.hashing import keccak256
-from tests.integration.helpers import make_watcher
 from tests.support.anvil import Anvil, in_ci
 from tests.support.devnode import DevNode
 from tests.support.faulty_proxy import FaultyProxy
 from tests.support.ganache import Ganache, ganache_installed
 from tests.support.hardhat import Hardhat, hardhat_installed
+from tests.support.rigs import make_watcher
 
 pytestmark = pytest.mark.anvil
 

@@ -14,7 +14,6 @@ different branch mined from there (:meth:`tests.support.devnode.DevNode.reorg_fr
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import cast
 
 import pytest
@@ -22,12 +21,12 @@ import pytest
 from chains.proofs import ProofUnavailable
 from guard.hashing import keccak256
 from guard.verify import verify_receipt
-from tests.integration.helpers import Rig, make_watcher
 from tests.integration.receipts_helpers import receipts_for
 from tests.support.anvil import Anvil, in_ci
 from tests.support.devnode import DevNode
 from tests.support.ganache import Ganache, ganache_installed
 from tests.support.hardhat import Hardhat, hardhat_installed
+from tests.support.rigs import Rig, RigFactory
 from watcher.receipts.builder import ReceiptBuilder
 
 pytestmark = pytest.mark.anvil
@@ -50,13 +49,10 @@ def node(request: pytest.FixtureRequest) -> Iterator[DevNode]:
 
 
 @pytest.fixture
-def rig(node: DevNode, tmp_path: Path) -> Iterator[Rig]:
+def rig(node: DevNode, make_rig: RigFactory) -> Rig:
     """A watcher on SQLite following ``node`` (3 confirmations), first poll done."""
     # The rig is typed for anvil; it only uses what every DevNode has (url, mine).
-    made = make_watcher(cast(Anvil, node), f"sqlite:///{tmp_path}/f.db", chain_id=node.chain_id)
-    made.watcher.poll()
-    yield made
-    made.store.close()
+    return make_rig(cast(Anvil, node), chain_id=node.chain_id, poll=True)
 
 
 def _asked_once(rig: Rig, *methods: str) -> None:

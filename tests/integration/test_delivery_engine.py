@@ -6,15 +6,15 @@ verdict is there, the commit is there; before it, nothing (unless provisional).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.helpers import Rig, make_watcher, wait_included
+from tests.integration.helpers import wait_included
 from tests.support.anvil import Anvil
+from tests.support.rigs import Rig, RigFactory, make_watcher
 from watcher.delivery.plan import AlertRoute, OutboxPlan
 from watcher.settlements import Registration, new_settlement
 from watcher.store.outbox_store import DeliveryRecord
@@ -27,12 +27,11 @@ SLACK = AlertRoute("slack", "http://127.0.0.1:9/slack", frozenset({"reorg"}), "w
 
 
 @pytest.fixture
-def rig(anvil: Anvil, tmp_path: Path) -> Iterator[Rig]:
-    r = make_watcher(anvil, f"sqlite:///{tmp_path}/finality.db", confirmations=3)
+def rig(anvil: Anvil, make_rig: RigFactory) -> Rig:
+    r = make_rig(anvil, confirmations=3)
     r.watcher.plan = OutboxPlan([HOOK, SLACK])
     r.watcher.poll()
-    yield r
-    r.store.close()
+    return r
 
 
 def register(rig: Rig, tx: str, provisional: bool = False, **kw: Any) -> str:

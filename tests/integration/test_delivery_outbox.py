@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.helpers import START_MS
+from tests.support.rigs import START_MS
 from watcher.store import Store
 from watcher.store.outbox_store import (
     DeliveryNotFound,

@@ -15,16 +15,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.helpers import Rig, make_watcher, wait_included
+from tests.integration.helpers import wait_included
 from tests.integration.receipts_helpers import Receipts, receipts_for
 from tests.support.anvil import Anvil
 from tests.support.daemon import wait_for
 from tests.support.receiver import Receiver
+from tests.support.rigs import Rig, RigFactory
 from watcher.clock import wall_clock_ms
 from watcher.config.sections import DeliveryConfig
 from watcher.delivery.plan import OutboxPlan
@@ -48,14 +48,13 @@ def receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture
-def rig(anvil: Anvil, tmp_path: Path) -> Iterator[Rig]:
-    r = make_watcher(anvil, f"sqlite:///{tmp_path}/finality.db", confirmations=2)
+def rig(anvil: Anvil, make_rig: RigFactory) -> Rig:
+    r = make_rig(anvil, confirmations=2)
     r.watcher.plan = OutboxPlan()
     r.watcher.poll()
     anvil.mine(3)  # room below the reorgs
     r.watcher.catch_up()
-    yield r
-    r.store.close()
+    return r
 
 
 @pytest.fixture(autouse=True)

@@ -21,9 +21,9 @@ from guard.receipt_format import body_of
 from guard.verify import verify_receipt
 from tests.e2e.test_payments_receipts_engine import issuer
 from tests.integration.deposit_helpers import deposits, event_kinds, facts, pay, subscribe
-from tests.integration.helpers import FakeClock, Rig, make_watcher
 from tests.support.anvil import Anvil
 from tests.support.erc20 import Token, deploy_token
+from tests.support.rigs import FakeClock, Rig, RigFactory, make_watcher
 
 pytestmark = pytest.mark.anvil
 N = 3
@@ -50,12 +50,11 @@ def fresh(count: int) -> list[str]:
 
 
 @pytest.fixture
-def rig(node: Anvil, tmp_path: Path) -> Iterator[Rig]:
+def rig(node: Anvil, make_rig: RigFactory) -> Rig:
     start = int(node.block()["timestamp"], 16) * 1000
-    r = make_watcher(node, f"sqlite:///{tmp_path}/dep.db", FakeClock(start), confirmations=N)
+    r = make_rig(node, clock=FakeClock(start), confirmations=N)
     r.watcher.catch_up()
-    yield r
-    r.store.close()
+    return r
 
 
 def test_many_addresses_each_transfer_seen_once_then_final_with_a_receipt_proving_it(

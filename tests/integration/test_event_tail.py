@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.helpers import START_MS
+from tests.support.rigs import START_MS
 from watcher.delivery.events_tail import EventTail
 from watcher.store import EventRecord, Store
 

@@ -9,43 +9,29 @@ the same node and the same transaction; nothing waits on the wall clock.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
 from guard.errors import ReceiptInvalid
 from guard.receipts import body_of
 from guard.verify import verify_receipt
-from tests.integration.helpers import Rig, make_watcher, wait_included
+from tests.integration.helpers import wait_included
 from tests.integration.receipts_helpers import receipts_for
 from tests.support.anvil import Anvil
+from tests.support.rigs import Rig, RigFactory
 
-RigFactory = Callable[..., Rig]
 CONFIRMED = "FINALITY_CONFIRMED"
 AWAITING = "AWAITING_FINALITY"
 MODES = ("depth", "safe", "finalized", "depth_and_finalized", "depth_or_finalized")
 
 
-@pytest.fixture
-def make_rig(tmp_path: Path) -> Iterator[RigFactory]:
-    rigs: list[Rig] = []
-
-    def make(anvil: Anvil, **kw: object) -> Rig:
-        rig = make_watcher(anvil, f"sqlite:///{tmp_path}/m{len(rigs)}.db", **kw)  # type: ignore[arg-type]
-        rigs.append(rig)
-        rig.watcher.start()
-        rig.watcher.poll()
-        return rig
-
-    yield make
-    for rig in rigs:
-        rig.store.close()
-
-
 def _follow(anvil: Anvil, make_rig: RigFactory) -> tuple[dict[str, Rig], dict[str, str], int]:
     """One watcher per rule over one node, each watching the same fresh transaction."""
-    rigs = {mode: make_rig(anvil, confirmations=3, finality=mode) for mode in MODES}
+    rigs = {
+        mode: make_rig(anvil, confirmations=3, finality=mode, start=True, poll=True)
+        for mode in MODES
+    }
     anvil.mine(10)  # tags above 0, so "not covered yet" is a real answer below
     tx = anvil.send()
     block = wait_included(anvil, tx)
@@ -131,14 +117,16 @@ def test_explicit_depth_on_an_l2_starts_with_a_warning_naming_the_risk(
     anvil = start_anvil("--chain-id", "8453")  # Base's chain id: an OP Stack L2
     assert int(anvil.rpc("eth_chainId"), 16) == 8453
     with caplog.at_level(logging.WARNING, logger="finality.engine"):
-        make_rig(anvil, chain_id=8453, confirmations=3, finality="depth")
+        make_rig(anvil, chain_id=8453, confirmations=3, finality="depth", start=True, poll=True)
     [warning] = [r for r in caplog.records if "finality = 'depth' on base" in r.getMessage()]
     assert warning.levelno == logging.WARNING
     assert "trusts the sequencer" in warning.getMessage()
 
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="finality.engine"):
-        rig = make_rig(anvil, chain_id=8453, confirmations=3, finality="finalized")
+        rig = make_rig(
+            anvil, chain_id=8453, confirmations=3, finality="finalized", start=True, poll=True
+        )
     assert rig.config.resolved_finality == "finalized"
     assert not [r for r in caplog.records if "finality =" in r.getMessage()]
 
@@ -149,7 +137,9 @@ def test_a_chain_whose_headers_do_not_rehash_gets_a_signed_attestation(
     # Avalanche's chain id: the registry says its headers do not re-hash (coreth's layout),
     # so the receipt carries no header chain, and says so, instead of a proof that fails.
     anvil = start_anvil("--chain-id", "43114", "--slots-in-an-epoch", "1")
-    rig = make_rig(anvil, chain_id=43114, confirmations=3, finality="finalized")
+    rig = make_rig(
+        anvil, chain_id=43114, confirmations=3, finality="finalized", start=True, poll=True
+    )
     tx = anvil.send()
     block = wait_included(anvil, tx)
     sid = rig.register(tx).settlement_id

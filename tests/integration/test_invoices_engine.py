@@ -9,7 +9,6 @@ One anvil serves the module; each test has its own store (so its own indexes) an
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -17,9 +16,9 @@ from guard.payment import NATIVE
 from guard.verify import verify_receipt
 from tests.e2e.test_payments_receipts_engine import issuer
 from tests.integration.deposit_helpers import event_kinds, pay
-from tests.integration.helpers import FakeClock, Rig, make_watcher
 from tests.support.anvil import Anvil
 from tests.support.erc20 import deploy_token
+from tests.support.rigs import FakeClock, Rig, RigFactory
 from watcher.config.sections import PaymentsConfig
 from watcher.engine.invoice_issuing import InvoiceTerms, issue_invoice
 from watcher.invoices.xpub import derive_address, parse_extended_public_key, parse_template
@@ -41,12 +40,11 @@ def node() -> Iterator[Anvil]:
 
 
 @pytest.fixture
-def rig(node: Anvil, tmp_path: Path) -> Iterator[Rig]:
+def rig(node: Anvil, make_rig: RigFactory) -> Rig:
     start = int(node.block()["timestamp"], 16) * 1000
-    r = make_watcher(node, f"sqlite:///{tmp_path}/inv.db", FakeClock(start), confirmations=N)
+    r = make_rig(node, clock=FakeClock(start), confirmations=N)
     r.watcher.catch_up()
-    yield r
-    r.store.close()
+    return r
 
 
 def invoice(rig: Rig, amount: int, asset: str = NATIVE, expires_in_s: float = 600) -> InvoiceRecord:

@@ -6,15 +6,15 @@ and lets the watcher process the blocks; the clock is injected, nothing sleeps.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from guard.payment import NATIVE, PaymentSpec
-from tests.integration.helpers import Rig, make_watcher
 from tests.support.anvil import Anvil
+from tests.support.rigs import Rig, RigFactory, make_watcher
 from watcher.engine.payment_registration import PaymentRegistration, new_payment
 from watcher.store import SettlementRecord
 
@@ -26,12 +26,11 @@ REVERTING_CONTRACT = "0x6460006000fd6000526005601bf3"
 
 
 @pytest.fixture
-def rig(anvil: Anvil, store_url: str) -> Iterator[Rig]:
+def rig(anvil: Anvil, store_url: str, make_rig: RigFactory) -> Rig:
     """A watcher over SQLite and over PostgreSQL (the ``store_url`` fixture)."""
-    r = make_watcher(anvil, store_url, confirmations=3)
+    r = make_rig(anvil, store_url=store_url, confirmations=3)
     r.watcher.catch_up()
-    yield r
-    r.store.close()
+    return r
 
 
 def register_payment(rig: Rig, to: str, amount: int, **kw: Any) -> SettlementRecord:

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from guard.payment import NATIVE, PAYMENT_KIND, PaymentSpec
-from tests.integration.helpers import START_MS
+from tests.support.rigs import START_MS
 from watcher.config.chains import ChainConfig
 from watcher.engine.payment_registration import PaymentRegistration, new_payment
 from watcher.store import Store

@@ -11,10 +11,10 @@ import pytest
 from bench.proxy import CountingProxy
 from chains.rpc import Web3Transport
 from guard.payment import NATIVE, PaymentSpec
-from tests.integration.helpers import Rig, make_watcher
 from tests.support.anvil import Anvil
 from tests.support.erc20 import Token, deploy_token
 from tests.support.faulty_proxy import FaultyProxy
+from tests.support.rigs import Rig, make_watcher
 from watcher.engine.payment_registration import PaymentRegistration, new_payment
 from watcher.store import SettlementRecord
 

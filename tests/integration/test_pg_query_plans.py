@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 from sqlalchemy import event, text
 
-from tests.integration.helpers import Rig, make_watcher, random_tx_hash
+from tests.integration.helpers import random_tx_hash
 from tests.support.anvil import Anvil
 from tests.support.bulk_settlements import bulk_fill
+from tests.support.rigs import Rig, make_watcher
 from watcher.store import Store
 from watcher.store.listing_store import listing
 

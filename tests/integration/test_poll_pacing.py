@@ -19,11 +19,11 @@ import pytest
 from apscheduler.events import EVENT_JOB_SUBMITTED
 from apscheduler.schedulers.base import STATE_STOPPED
 
-from tests.integration.helpers import FakeClock
 from tests.integration.quorum_helpers import service_over
 from tests.support.anvil import Anvil
 from tests.support.daemon import config_text, toml_value, wait_for
 from tests.support.ports import free_port
+from tests.support.rigs import FakeClock
 from tests.support.sources_app import LiveApp
 from watcher.app.pacing import PROBE_EVERY, REGULAR, SEARCH_STEPS, poll_job_id
 

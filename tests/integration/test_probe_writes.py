@@ -17,8 +17,9 @@ from typing import Any
 
 from sqlalchemy import event
 
-from tests.integration.helpers import make_watcher, random_tx_hash
+from tests.integration.helpers import random_tx_hash
 from tests.support.anvil import Anvil
+from tests.support.rigs import make_watcher
 from watcher.settlements import Registration, new_settlement
 from watcher.store import Store
 from watcher.store.listing_store import listing

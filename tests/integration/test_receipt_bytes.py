@@ -26,9 +26,9 @@ from sqlalchemy import insert
 
 from guard.receipts import REVOCATION
 from guard.verify import verify_receipt
-from tests.integration.helpers import Rig, make_watcher
 from tests.integration.receipts_helpers import Receipts, receipts_for
 from tests.support.anvil import Anvil
+from tests.support.rigs import Rig, make_watcher
 from watcher.receipts.waiting import wait_receipt, wait_receipt_async
 from watcher.store import SettlementNotFound
 from watcher.store import schema as s

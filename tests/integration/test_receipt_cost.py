@@ -20,9 +20,9 @@ from bench.proxy import CountingProxy
 from chains.rpc import RpcClient, Web3Transport
 from guard.hashing import keccak256
 from guard.verify import verify_receipt
-from tests.integration.helpers import Rig, make_watcher
 from tests.integration.receipts_helpers import GWEI, TxFactory, receipts_for
 from tests.support.anvil import Anvil
+from tests.support.rigs import Rig, make_watcher
 from watcher.api.sender_facts import sender_facts
 from watcher.receipts.builder import ReceiptBuilder
 from watcher.settlements import Registration, register

@@ -7,7 +7,6 @@ after a poll, SQLite and PostgreSQL. Time is the rig's injected clock: nothing s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,20 +14,17 @@ from eth_account import Account
 
 from guard.receipts import body_of, typed_data
 from guard.verify import verify_receipt
-from tests.integration.helpers import Rig, make_watcher
 from tests.integration.receipts_helpers import SIGNING_KEY, TxFactory, receipts_for
 from tests.support.anvil import Anvil
+from tests.support.rigs import Rig, RigFactory, make_watcher
 from watcher.receipts.due import BACKOFF_MS
 
 pytestmark = pytest.mark.anvil
 
 
 @pytest.fixture
-def rig(anvil: Anvil, tmp_path: Path) -> Iterator[Rig]:
-    made = make_watcher(anvil, f"sqlite:///{tmp_path}/batch.db", confirmations=2)
-    made.watcher.poll()
-    yield made
-    made.store.close()
+def rig(anvil: Anvil, make_rig: RigFactory) -> Rig:
+    return make_rig(anvil, confirmations=2, poll=True)
 
 
 def _block_of_settlements(rig: Rig, count: int) -> list[str]:

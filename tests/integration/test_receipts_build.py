@@ -10,8 +10,7 @@ one block.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -20,30 +19,12 @@ from chains.rpc import RpcClient, Web3Transport
 from guard.hashing import keccak256
 from guard.tx_encode import encode_checked
 from guard.verify import verify_receipt
-from tests.integration.helpers import Rig, make_watcher
 from tests.integration.receipts_helpers import Receipts, TxFactory, receipts_for
 from tests.support.anvil import Anvil
+from tests.support.rigs import Rig, RigFactory
 from watcher.receipts.builder import ReceiptBuilder
 
 pytestmark = pytest.mark.anvil
-
-RigFactory = Callable[..., Rig]
-
-
-@pytest.fixture
-def make_rig(tmp_path: Path) -> Iterator[RigFactory]:
-    rigs: list[Rig] = []
-
-    def make(anvil: Anvil, **kw: object) -> Rig:
-        rig = make_watcher(anvil, f"sqlite:///{tmp_path}/r{len(rigs)}.db", **kw)  # type: ignore[arg-type]
-        rigs.append(rig)
-        rig.watcher.poll()
-        return rig
-
-    yield make
-    for rig in rigs:
-        rig.store.close()
-
 
 TYPES_BY_FORK = {
     "london": ("legacy", "access_list", "dynamic"),
@@ -58,7 +39,7 @@ def test_every_tx_type_of_a_fork_gets_a_receipt_that_verifies(
     fork: str | None, start_anvil: Callable[..., Anvil], make_rig: RigFactory
 ) -> None:
     anvil = start_anvil("--no-mining", *(("--hardfork", fork) if fork else ()))
-    rig = make_rig(anvil)
+    rig = make_rig(anvil, poll=True)
     factory = TxFactory(anvil)
     wrapper = "7594" if fork is None else "4844"  # the sidecar form of the fork
     raws = {
@@ -142,7 +123,7 @@ def test_builder_reuses_the_tx_objects_the_tracker_fetched(
     start_anvil: Callable[..., Anvil], make_rig: RigFactory
 ) -> None:
     anvil = start_anvil("--no-mining")
-    rig = make_rig(anvil)
+    rig = make_rig(anvil, poll=True)
     receipts, ids = _tracked_block_of(anvil, rig, 12)
     calls = _build_counting_calls(rig, receipts)
     # Headers from the store's window, receipts from the engine's eth_getBlockReceipts, txs
@@ -163,7 +144,7 @@ def test_a_tx_object_that_does_not_match_its_hash_falls_back_to_the_nodes_bytes(
     start_anvil: Callable[..., Anvil], make_rig: RigFactory
 ) -> None:
     anvil = start_anvil("--no-mining")
-    rig = make_rig(anvil)
+    rig = make_rig(anvil, poll=True)
     receipts, ids = _tracked_block_of(anvil, rig, 8)
     block_hash = anvil.block(1)["hash"]
     held = _builder(receipts, rig).tx_objects.get(block_hash)
@@ -180,7 +161,7 @@ def test_leaves_that_miss_the_root_fall_back_to_the_nodes_bytes(
     start_anvil: Callable[..., Anvil], make_rig: RigFactory
 ) -> None:
     anvil = start_anvil("--no-mining")
-    rig = make_rig(anvil)
+    rig = make_rig(anvil, poll=True)
     receipts, ids = _tracked_block_of(anvil, rig, 4)
     block_hash = anvil.block(1)["hash"]
     held = _builder(receipts, rig).tx_objects.get(block_hash)
@@ -196,7 +177,7 @@ def test_leaves_that_miss_the_root_fall_back_to_the_nodes_bytes(
 
 def test_fifty_txs_in_one_block(start_anvil: Callable[..., Anvil], make_rig: RigFactory) -> None:
     anvil = start_anvil("--no-mining")
-    rig = make_rig(anvil)
+    rig = make_rig(anvil, poll=True)
     factories = [TxFactory(anvil, account) for account in range(3)]
     hashes = [factories[i % 3].send(factories[i % 3].dynamic()) for i in range(50)]
     anvil.mine(1)
@@ -216,7 +197,7 @@ def test_fifty_txs_in_one_block(start_anvil: Callable[..., Anvil], make_rig: Rig
 
 
 def test_reverted_tx_gets_a_failure_receipt(anvil: Anvil, make_rig: RigFactory) -> None:
-    rig = make_rig(anvil)
+    rig = make_rig(anvil, poll=True)
     tx = anvil.send_revert()
     anvil.receipt(tx)
     sid = rig.register(tx).settlement_id
@@ -250,7 +231,7 @@ def test_replaced_tx_gets_a_failure_receipt_proving_the_link(
     start_anvil: Callable[..., Anvil], make_rig: RigFactory
 ) -> None:
     anvil = start_anvil("--no-mining")
-    rig = make_rig(anvil)
+    rig = make_rig(anvil, poll=True)
     sid, a, b = _replace(anvil, rig, probe_first=True)
     assert rig.settlement(sid).verdict == "SETTLEMENT_FAILED"
     assert rig.settlement(sid).raw_tx is not None
@@ -271,7 +252,7 @@ def test_reorg_the_tracker_has_not_seen_is_revoked_once_it_sees_it(
     """Receipts are built from the tracker's view (the store's window, no call): one built
     between a reorg and the poll that sees it attests the decision as it was made, and is
     revoked by that poll's finality violation; the new one matches the final chain."""
-    rig = make_rig(anvil, confirmations=2)
+    rig = make_rig(anvil, confirmations=2, poll=True)
     anvil.mine(2)
     tx = anvil.send()
     anvil.receipt(tx)
@@ -303,7 +284,7 @@ def test_reorg_the_tracker_has_not_seen_is_revoked_once_it_sees_it(
 def test_finality_violation_revokes_the_receipt_and_a_new_one_follows(
     anvil: Anvil, make_rig: RigFactory
 ) -> None:
-    rig = make_rig(anvil, confirmations=2)
+    rig = make_rig(anvil, confirmations=2, poll=True)
     anvil.mine(2)
     tx = anvil.send()
     anvil.receipt(tx)
@@ -341,7 +322,7 @@ def test_finality_violation_revokes_the_receipt_and_a_new_one_follows(
 def test_restart_builds_what_is_missing_and_nothing_twice(
     anvil: Anvil, make_rig: RigFactory
 ) -> None:
-    rig = make_rig(anvil)
+    rig = make_rig(anvil, poll=True)
     ids = []
     for _ in range(3):
         tx = anvil.send()
@@ -367,7 +348,7 @@ def test_finalized_basis_says_it_is_the_nodes_claim(
     start_anvil: Callable[..., Anvil], make_rig: RigFactory
 ) -> None:
     anvil = start_anvil("--slots-in-an-epoch", "1")
-    rig = make_rig(anvil, confirmations=50, finality="finalized")
+    rig = make_rig(anvil, confirmations=50, finality="finalized", poll=True)
     anvil.mine(3)
     tx = anvil.send()
     anvil.receipt(tx)
@@ -393,7 +374,7 @@ def test_timeout_signature_names_the_head_at_the_deadline(
     start = int(anvil.block()["timestamp"], 16) + 100
     anvil.rpc("evm_setNextBlockTimestamp", start)
     anvil.mine(1)
-    rig = make_rig(anvil)
+    rig = make_rig(anvil, poll=True)
     rig.clock.now = start * 1000
     sid = rig.register("0x" + "ab" * 32, timeout_s=5).settlement_id
     for offset in (2, 4, 7):  # blocks at +2 s and +4 s, before the deadline (+5 s); one at +7 s

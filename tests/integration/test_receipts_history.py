@@ -23,11 +23,11 @@ from chains.rpc import RpcClient, Web3Transport
 from guard.canonical import canonical_json
 from guard.headers import header_json
 from guard.verify import verify_receipt
-from tests.integration.helpers import Rig, make_watcher
 from tests.integration.receipts_helpers import Receipts, TxFactory, receipts_for
 from tests.support.anvil import Anvil
 from tests.support.daemon import run_cli
 from tests.support.faulty_proxy import FaultyProxy
+from tests.support.rigs import Rig, make_watcher
 from watcher.receipts.ancestry import Ancestry, AncestryProver
 from watcher.receipts.builder import ReceiptBuilder
 

@@ -27,11 +27,11 @@ from guard.receipts import FAILURE, FINALITY, OFFCHAIN_CHAIN_ID, TIMEOUT
 from guard.source import Snapshot
 from guard.types import UnixMillis
 from guard.verify import VerifiedReceipt, verify_receipt
-from tests.integration.helpers import FakeClock
 from tests.integration.receipts_helpers import SIGNING_KEY
 from tests.support.daemon import wait_for
-from tests.support.jobs import RedisSpace, RqWorker, fail, need_redis, succeed
+from tests.support.jobs import RedisSpace, RqWorker, fail, succeed
 from tests.support.receiver import Receiver
+from tests.support.rigs import FakeClock
 from tests.support.sources_app import LiveApp, source_config_file
 from tests.support.stripe_server import StripeServer
 from watcher.config.sources import SourceConfig
@@ -188,14 +188,6 @@ def test_a_stripe_payment_gets_signed_receipts_that_verify_offline(
 
 
 # -- RQ ----------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def space() -> Iterator[RedisSpace]:
-    need_redis()
-    s = RedisSpace()
-    yield s
-    s.cleanup()
 
 
 def test_rq_jobs_get_finality_failure_and_timeout_receipts(

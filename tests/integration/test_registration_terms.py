@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.helpers import FakeClock
 from tests.support.jobs import RedisSpace, need_redis
+from tests.support.rigs import FakeClock
 from tests.support.sources_app import LiveApp, source_config_file
 
 TX = "0x" + "ab" * 32

@@ -10,14 +10,16 @@ violation, found without fetching any history at start-up.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.integration.helpers import CHAIN, Rig, make_watcher, wait_included
+from tests.integration.helpers import wait_included
 from tests.integration.quorum_helpers import multi_rig
 from tests.support.anvil import Anvil
+from tests.support.rigs import CHAIN, Rig, RigFactory
 
 pytestmark = pytest.mark.anvil
 
@@ -34,18 +36,8 @@ def quiet_anvil(start_anvil: Callable[..., Anvil]) -> Anvil:
     return node
 
 
-@pytest.fixture
-def rigs(tmp_path: Path) -> Iterator[list[Rig]]:
-    made: list[Rig] = []
-    yield made
-    for rig in made:
-        rig.store.close()
-
-
-def cold_started(anvil: Anvil, rigs: list[Rig], tmp_path: Path, **kw: object) -> Rig:
-    rig = make_watcher(anvil, f"sqlite:///{tmp_path}/fw-{len(rigs)}.db", **kw)  # type: ignore[arg-type]
-    rigs.append(rig)
-    rig.watcher.poll()
+def cold_started(make_rig: RigFactory, anvil: Anvil, **overrides: Any) -> Rig:
+    rig = make_rig(anvil, poll=True, **overrides)
     assert rig.watcher.head is not None and rig.watcher.head.number == 20
     assert len(rig.watcher.window) == 1  # a cold start holds the tip only
     return rig
@@ -54,10 +46,10 @@ def cold_started(anvil: Anvil, rigs: list[Rig], tmp_path: Path, **kw: object) ->
 @pytest.mark.parametrize("restart", [False, True], ids=["cold-start", "after-restart"])
 @pytest.mark.parametrize("depth", [1, 2, 5])
 def test_reorg_replacing_the_start_block_is_followed(
-    quiet_anvil: Anvil, rigs: list[Rig], tmp_path: Path, depth: int, restart: bool
+    quiet_anvil: Anvil, make_rig: RigFactory, depth: int, restart: bool
 ) -> None:
     anvil = quiet_anvil
-    rig = cold_started(anvil, rigs, tmp_path)
+    rig = cold_started(make_rig, anvil)
     old = {n: anvil.block(n)["hash"] for n in range(21)}
     start_hash = old[20]
     tx = anvil.send()  # pending: the node does not mine
@@ -97,11 +89,11 @@ def test_reorg_replacing_the_start_block_is_followed(
 
 
 def test_tx_reincluded_below_the_window_is_found_by_looking_it_up(
-    quiet_anvil: Anvil, rigs: list[Rig], tmp_path: Path
+    quiet_anvil: Anvil, make_rig: RigFactory
 ) -> None:
     """The new branch below the window is never scanned: the rebase looks watched txs up."""
     anvil = quiet_anvil
-    rig = cold_started(anvil, rigs, tmp_path)
+    rig = cold_started(make_rig, anvil)
     tx = anvil.send()
     raw = anvil.raw_tx(tx)
     sid = rig.register(tx).settlement_id
@@ -118,10 +110,10 @@ def test_tx_reincluded_below_the_window_is_found_by_looking_it_up(
 
 
 def test_reorg_deeper_than_the_window_reversing_a_confirmed_settlement_is_a_violation(
-    quiet_anvil: Anvil, rigs: list[Rig], tmp_path: Path
+    quiet_anvil: Anvil, make_rig: RigFactory
 ) -> None:
     anvil = quiet_anvil
-    rig = cold_started(anvil, rigs, tmp_path, confirmations=2, header_window=4)
+    rig = cold_started(make_rig, anvil, confirmations=2, header_window=4)
     tx = anvil.send()
     sid = rig.register(tx).settlement_id
     anvil.mine(1)

@@ -4,87 +4,54 @@ task the backend never hears of times out at its deadline."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.helpers import FakeClock
-from tests.support.daemon import wait_for
-from tests.support.jobs import CeleryWorker, RedisSpace, make_celery_app, need_redis
+from tests.support.jobs import CeleryWorker, RedisSpace, make_celery_app
+from tests.support.rigs import SourceRig
 from watcher.config.sources import SourceConfig
 from watcher.delivery.plan import OutboxPlan
 from watcher.sources.poller import SourcePoller
 from watcher.sources.settlements import new_source_settlement
-from watcher.store import SettlementRecord, Store
+from watcher.store import Store
 
 
-@pytest.fixture
-def space() -> Iterator[RedisSpace]:
-    need_redis()
-    s = RedisSpace()
-    yield s
-    s.cleanup()
+class CeleryRig(SourceRig):
+    """Celery tasks sent to a real worker's queue, read from the result backend."""
 
-
-class Rig:
     def __init__(self, space: RedisSpace, tmp: Path) -> None:
         self.queue = space.name("q")
-        self.worker = CeleryWorker(space, self.queue, tmp / "celery-worker.log")
+        config = {
+            "name": "tasks",
+            "kind": "celery_task",
+            "backend_url": space.url,
+            "key_prefix": space.token + ":",
+            "timeout_s": 600,
+        }
+        super().__init__(config, tmp, CeleryWorker(space, self.queue, tmp / "celery-worker.log"))
         self.sender: Any = make_celery_app(space.url, space.token + ":", with_backend=False)
-        self.config = SourceConfig.model_validate(
-            {
-                "name": "tasks",
-                "kind": "celery_task",
-                "backend_url": space.url,
-                "key_prefix": space.token + ":",
-                "timeout_s": 600,
-            }
-        )
-        self.store = Store.open(f"sqlite:///{tmp}/finality.db")
-        self.poller = SourcePoller(self.store, [self.config], OutboxPlan())
 
     def send(self, task: str, *args: Any) -> str:
         return str(
             self.sender.send_task(f"tests.support.jobs.{task}", args=args, queue=self.queue).id
         )
 
-    def register(self, task_id: str, timeout_s: float | None = None) -> str:
-        new = new_source_settlement(self.config, task_id, self.poller.clock(), timeout_s)
-        rec, _ = self.store.register(new)
-        return rec.settlement_id
-
-    def settle(self, sid: str, verdict: str, timeout: float = 20.0) -> SettlementRecord:
-        def decided() -> SettlementRecord | None:
-            self.poller.poll("tasks")
-            rec = self.store.settlement(sid)
-            return rec if rec.verdict == verdict else None
-
-        try:
-            return wait_for(decided, timeout, interval=0.1, what=f"{sid} → {verdict}")
-        except TimeoutError as exc:
-            rec = self.store.settlement(sid)
-            raise AssertionError(
-                f"{exc}: {rec.verdict} {rec.decision['evidence']}\n{self.worker.log()}"
-            ) from None
-
     def close(self) -> None:
-        self.worker.stop()
         self.sender.close()
-        self.poller.stop()
-        self.store.close()
+        super().close()
 
 
 @pytest.fixture
-def rig(space: RedisSpace, tmp_path: Path) -> Iterator[Rig]:
-    r = Rig(space, tmp_path)
+def rig(space: RedisSpace, tmp_path: Path) -> Iterator[CeleryRig]:
+    r = CeleryRig(space, tmp_path)
     yield r
     r.close()
 
 
-def test_a_successful_task_is_final_and_a_failing_one_failed(rig: Rig) -> None:
+def test_a_successful_task_is_final_and_a_failing_one_failed(rig: CeleryRig) -> None:
     ok, bad = rig.send("succeed", 3), rig.send("fail", "card expired")
     ok_id, bad_id = rig.register(ok), rig.register(bad)
     rig.poller.poll("tasks")
@@ -105,18 +72,8 @@ def test_a_successful_task_is_final_and_a_failing_one_failed(rig: Rig) -> None:
     assert [e.kind for e in rig.store.events(settlement_id=bad_id)] == ["settlement_failed"]
 
 
-def test_a_task_that_stays_pending_times_out(rig: Rig, space: RedisSpace) -> None:
-    # The poller's clock moves when the test says: on a busy machine the 0.5 s timeout
-    # would otherwise pass before the first poll looked at the settlement.
-    clock = rig.poller.clock = FakeClock(int(time.time() * 1000))
-    sid = rig.register(space.name("never-sent"), timeout_s=0.5)
-    rig.poller.poll("tasks")
-    assert rig.store.settlement(sid).verdict == "AWAITING_FINALITY"
-    clock.advance(0.499)
-    rig.poller.poll("tasks")
-    assert rig.store.settlement(sid).verdict == "AWAITING_FINALITY"
-    clock.advance(ms=1)  # the deadline itself: timed out
-    rec = rig.settle(sid, "TIMEOUT_TREATED_AS_FAILURE", timeout=5)
+def test_a_task_that_stays_pending_times_out(rig: CeleryRig, space: RedisSpace) -> None:
+    rec = rig.times_out_at_its_deadline(space.name("never-sent"))
     assert rec.decision["evidence"]["kind"] == "task_pending"
 
 

@@ -8,8 +8,9 @@ import pytest
 from chains.rpc import connect
 from guard.source import InvalidRef, SourceObservation, SourceStatus, SourceUnavailable
 from guard.types import UnixMillis
-from tests.integration.helpers import chain_config, random_tx_hash
+from tests.integration.helpers import random_tx_hash
 from tests.support.anvil import Anvil
+from tests.support.rigs import chain_config
 from watcher.sources.evm_source import EvmSource
 
 pytestmark = pytest.mark.anvil

@@ -15,80 +15,40 @@ from pathlib import Path
 import pytest
 from rq import Queue
 
-from tests.integration.helpers import FakeClock
 from tests.support.daemon import wait_for
-from tests.support.jobs import RedisSpace, RqWorker, fail, need_redis, sleep_forever, succeed
+from tests.support.jobs import RedisSpace, RqWorker, fail, sleep_forever, succeed
 from tests.support.receiver import Receiver
+from tests.support.rigs import SourceRig
 from tests.support.sources_app import LiveApp, source_config_file
-from watcher.config.sources import SourceConfig
-from watcher.delivery.plan import OutboxPlan
-from watcher.sources.poller import SourcePoller
-from watcher.sources.settlements import new_source_settlement
-from watcher.store import SettlementRecord, Store
 
 HEARTBEAT_LIMIT_S = 2.5
 """Above the worker's 1 s monitoring interval, so a live job never looks lost."""
 
 
-@pytest.fixture
-def space() -> Iterator[RedisSpace]:
-    need_redis()
-    s = RedisSpace()
-    yield s
-    s.cleanup()
+class RqRig(SourceRig):
+    """RQ jobs enqueued on a real worker's queue, read from Redis."""
 
-
-class Rig:
     def __init__(self, space: RedisSpace, tmp: Path) -> None:
         self.queue = Queue(space.name("q"), connection=space.redis)
-        self.worker = RqWorker(space, self.queue.name, tmp / "rq-worker.log")
-        self.config = SourceConfig.model_validate(
-            {
-                "name": "jobs",
-                "kind": "rq_job",
-                "redis_url": space.url,
-                "heartbeat_limit_s": HEARTBEAT_LIMIT_S,
-                "timeout_s": 600,
-            }
-        )
-        self.store = Store.open(f"sqlite:///{tmp}/finality.db")
-        self.poller = SourcePoller(self.store, [self.config], OutboxPlan())
-
-    def register(self, job_id: str) -> str:
-        rec, _ = self.store.register(
-            new_source_settlement(self.config, job_id, self.poller.clock())
-        )
-        return rec.settlement_id
-
-    def settle(self, sid: str, verdict: str, timeout: float = 15.0) -> SettlementRecord:
-        def decided() -> SettlementRecord | None:
-            self.poller.poll("jobs")
-            rec = self.store.settlement(sid)
-            return rec if rec.verdict == verdict else None
-
-        try:
-            return wait_for(decided, timeout, interval=0.1, what=f"{sid} → {verdict}")
-        except TimeoutError as exc:
-            rec = self.store.settlement(sid)
-            raise AssertionError(
-                f"{exc}: {rec.verdict} {rec.decision['evidence']}\n{self.worker.log()}"
-            ) from None
-
-    def close(self) -> None:
-        self.worker.stop()
-        self.poller.stop()
-        self.store.close()
+        config = {
+            "name": "jobs",
+            "kind": "rq_job",
+            "redis_url": space.url,
+            "heartbeat_limit_s": HEARTBEAT_LIMIT_S,
+            "timeout_s": 600,
+        }
+        super().__init__(config, tmp, RqWorker(space, self.queue.name, tmp / "rq-worker.log"))
 
 
 @pytest.fixture
-def rig(space: RedisSpace, tmp_path: Path) -> Iterator[Rig]:
-    r = Rig(space, tmp_path)
+def rig(space: RedisSpace, tmp_path: Path) -> Iterator[RqRig]:
+    r = RqRig(space, tmp_path)
     yield r
     r.close()
 
 
 def test_jobs_that_return_raise_or_lose_their_worker(
-    rig: Rig, space: RedisSpace, tmp_path: Path
+    rig: RqRig, space: RedisSpace, tmp_path: Path
 ) -> None:
     ok = rig.queue.enqueue(succeed, 7, job_id=space.name("ok"), result_ttl=600)
     bad = rig.queue.enqueue(fail, "no stock", job_id=space.name("bad"), failure_ttl=600)
@@ -127,21 +87,8 @@ def test_jobs_that_return_raise_or_lose_their_worker(
     assert [e.kind for e in rig.store.events(settlement_id=bad_id)] == ["settlement_failed"]
 
 
-def test_an_unknown_job_waits_until_its_deadline(rig: Rig, space: RedisSpace) -> None:
-    # The poller's clock moves when the test says: on a busy machine the 0.5 s timeout
-    # would otherwise pass before the first poll looked at the settlement.
-    clock = rig.poller.clock = FakeClock(int(time.time() * 1000))
-    config = rig.config.model_copy(update={"timeout_s": 0.5})
-    rec, _ = rig.store.register(
-        new_source_settlement(config, space.name("never"), rig.poller.clock())
-    )
-    rig.poller.poll("jobs")
-    assert rig.store.settlement(rec.settlement_id).verdict == "AWAITING_FINALITY"
-    clock.advance(0.499)
-    rig.poller.poll("jobs")
-    assert rig.store.settlement(rec.settlement_id).verdict == "AWAITING_FINALITY"
-    clock.advance(ms=1)  # the deadline itself: timed out
-    timed_out = rig.settle(rec.settlement_id, "TIMEOUT_TREATED_AS_FAILURE", timeout=5)
+def test_an_unknown_job_waits_until_its_deadline(rig: RqRig, space: RedisSpace) -> None:
+    timed_out = rig.times_out_at_its_deadline(space.name("never"))
     assert timed_out.decision["evidence"] is None  # nothing was ever observed
 
 

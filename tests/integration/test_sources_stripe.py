@@ -19,9 +19,9 @@ import httpx
 import pytest
 
 from guard.source import SourceUnavailable
-from tests.integration.helpers import FakeClock
 from tests.support.daemon import wait_for
 from tests.support.receiver import Receiver
+from tests.support.rigs import FakeClock
 from tests.support.sources_app import LiveApp, source_config_file
 from tests.support.stripe_server import StripeServer, signature_header, signed
 from watcher.config.sources import SourceConfig

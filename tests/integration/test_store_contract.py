@@ -7,7 +7,8 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.integration.helpers import START_MS, random_tx_hash, register_tx
+from tests.integration.helpers import random_tx_hash
+from tests.support.rigs import START_MS, register_tx
 from watcher.config.chains import ChainConfig
 from watcher.settlements import Registration, register, settlement_id_for
 from watcher.store import SchemaVersionUnknown, SettlementRecord, Store, StoreMismatch

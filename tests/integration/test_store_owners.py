@@ -12,7 +12,8 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from sqlalchemy import create_engine, text
 
-from tests.integration.helpers import START_MS, random_tx_hash
+from tests.integration.helpers import random_tx_hash
+from tests.support.rigs import START_MS
 from watcher.config.chains import ChainConfig
 from watcher.settlements import Registration, new_settlement, register, settlement_id_for
 from watcher.store import SettlementNotFound, SettlementRecord, Store

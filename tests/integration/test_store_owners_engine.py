@@ -15,9 +15,9 @@ import pytest
 from bench.proxy import CountingProxy
 from chains.rpc import Web3Transport
 from guard.verify import verify_receipt
-from tests.integration.helpers import Rig, make_watcher
 from tests.integration.receipts_helpers import TxFactory, receipts_for
 from tests.support.anvil import Anvil
+from tests.support.rigs import Rig, make_watcher
 from watcher.settlements import Registration, new_settlement, register
 from watcher.store import SettlementRecord
 

@@ -8,21 +8,14 @@ fake clock for deadlines. Nothing is mocked: the RPC goes to the node over HTTP.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
 from chains.rpc import Web3Transport
-from tests.integration.helpers import (
-    CHAIN,
-    LaggingTransport,
-    Rig,
-    make_watcher,
-    random_tx_hash,
-    wait_included,
-)
+from tests.integration.helpers import LaggingTransport, random_tx_hash, wait_included
 from tests.support.anvil import Anvil
+from tests.support.rigs import CHAIN, Rig, RigFactory
 
 pytestmark = pytest.mark.anvil
 
@@ -33,31 +26,11 @@ CONFIRMED = "FINALITY_CONFIRMED"
 FAILED = "SETTLEMENT_FAILED"
 TIMED_OUT = "TIMEOUT_TREATED_AS_FAILURE"
 
-RigFactory = Callable[..., Rig]
-
-
-@pytest.fixture
-def make_rig(tmp_path: Path) -> Iterator[RigFactory]:
-    """Factory: ``make_rig(anvil, confirmations=3, ...)`` → a watcher over a fresh SQLite store."""
-    rigs: list[Rig] = []
-
-    def make(anvil: Anvil, **kw: object) -> Rig:
-        url = kw.pop("store_url", None) or f"sqlite:///{tmp_path}/finality-{len(rigs)}.db"
-        rig = make_watcher(anvil, str(url), **kw)  # type: ignore[arg-type]
-        rigs.append(rig)
-        return rig
-
-    yield make
-    for rig in rigs:
-        rig.store.close()
-
 
 @pytest.fixture
 def rig(anvil: Anvil, make_rig: RigFactory) -> Rig:
     """A watcher with N=3 by depth over an automining anvil, already at the node's head."""
-    r = make_rig(anvil)
-    r.watcher.poll()
-    return r
+    return make_rig(anvil, poll=True)
 
 
 def block_hash(anvil: Anvil, number: int) -> str:

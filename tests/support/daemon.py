@@ -341,6 +341,45 @@ class Daemon:
                 f"{exc}; last verdict {seen.get('verdict')}; log:\n{self.log_tail()}"
             ) from None
 
+    # -- what a user reads through the API (e2e tests assert on these, not on tables) -------
+
+    def _ok(self, path: str, **params: Any) -> Any:
+        answer = self.get(path, params=params)
+        assert answer.status_code == 200, f"GET {path}: {answer.status_code} {answer.text}"
+        return answer.json()
+
+    def settlements(self, **filters: Any) -> list[dict[str, Any]]:
+        """Every settlement ``GET /v1/settlements`` lists (all its pages), oldest first."""
+        items: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            page = self._ok(
+                "/v1/settlements", limit=500, **filters, **({"cursor": cursor} if cursor else {})
+            )
+            items += page["items"]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return items
+
+    def settlements_of(self, tx_hash: str) -> list[dict[str, Any]]:
+        """The listed settlements of ``tx_hash`` (none after a refused registration)."""
+        return [s for s in self.settlements() if s.get("tx_hash") == tx_hash.lower()]
+
+    def events(self, settlement_id: str) -> list[dict[str, Any]]:
+        """``GET /v1/settlements/{id}/events``."""
+        events: list[dict[str, Any]] = self._ok(f"/v1/settlements/{settlement_id}/events")
+        return events
+
+    def timeline(self, settlement_id: str) -> list[dict[str, Any]]:
+        """The steps of ``GET /v1/settlements/{id}/timeline``."""
+        steps: list[dict[str, Any]] = self._ok(f"/v1/settlements/{settlement_id}/timeline")["steps"]
+        return steps
+
+    def deliveries(self, **filters: Any) -> list[dict[str, Any]]:
+        """``GET /v1/deliveries`` (one page of up to 1,000 rows)."""
+        rows: list[dict[str, Any]] = self._ok("/v1/deliveries", limit=1000, **filters)
+        return rows
+
     def db(self) -> sqlite3.Connection:
         """A read-only connection to the daemon's SQLite store (close it after use)."""
         return sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=10.0)

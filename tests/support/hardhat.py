@@ -12,7 +12,8 @@ implementations and their differences".
 from __future__ import annotations
 
 from tests.support.anvil import ROOT
-from tests.support.devnode import NODE22_BIN, DevNode, port_or_free
+from tests.support.devnode import NODE22_BIN, DevNode
+from tests.support.node_process import port_or_free
 
 HARDHAT_DIR = ROOT / ".tools/hardhat"
 HARDHAT_BIN = HARDHAT_DIR / "node_modules/.bin/hardhat"

@@ -19,9 +19,9 @@ from tests.unit.receipt_vectors_gen import _write
 
 
 def _receipt(fork: tuple[str, ...], confirmations: int, db: str) -> dict[str, object]:
-    from tests.integration.helpers import make_watcher
     from tests.integration.receipts_helpers import TxFactory, receipts_for
     from tests.support.anvil import Anvil
+    from tests.support.rigs import make_watcher
 
     with Anvil("--no-mining", *fork) as anvil:
         rig = make_watcher(anvil, db, confirmations=confirmations)

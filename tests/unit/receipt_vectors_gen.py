@@ -42,9 +42,9 @@ def _write(name: str, description: str, receipt: dict[str, Any], signer: str) ->
 
 
 def _scenarios() -> dict[str, tuple[str, dict[str, Any]]]:
-    from tests.integration.helpers import make_watcher
     from tests.integration.receipts_helpers import TxFactory, receipts_for
     from tests.support.anvil import Anvil
+    from tests.support.rigs import make_watcher
 
     out: dict[str, tuple[str, dict[str, Any]]] = {}
     tmp = tempfile.mkdtemp(prefix="fw-vectors-")
