@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import CHAIN, make_watcher, wait_included
+from tests.integration.helpers import wait_included
 from tests.support.anvil import Anvil
+from tests.support.rigs import CHAIN, make_watcher
 from watcher.engine.pipeline import QUIET_RUN
 
 pytestmark = pytest.mark.anvil

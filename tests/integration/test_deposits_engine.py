@@ -10,7 +10,6 @@ store and watcher. The clock is injected; nothing sleeps.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -18,9 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.helpers import register_tx, wait_included
+from tests.integration.helpers import wait_included
 from tests.integration.quorum_helpers import close_built, service_over
 from tests.support.anvil import Anvil
+from tests.support.rigs import register_tx
 from watcher.api.server import create_app
 from watcher.app.daemon import App
 from watcher.app.status import PollHealth

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.helpers import FakeClock
+from tests.support.rigs import FakeClock
 from tests.support.sources_app import LiveApp, source_config_file
 from watcher.store.workflows_store import WorkflowGroup
 from watcher.workflows.steps import WorkflowRefused

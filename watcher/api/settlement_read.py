@@ -24,12 +24,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from guard.payment import ADDRESS_KINDS
+from guard.settlement import TERMINAL_VERDICTS
 from watcher.api.auth import Caller, Require
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.payments import payment_view
 from watcher.api.source_settlements import source_view
-from guard.settlement import TERMINAL_VERDICTS
 from watcher.api.views import chain_settlement_view, node_notes, waits_on_finalized
 from watcher.settlements import settlement_view
 from watcher.store import SettlementNotFound, SettlementRecord

@@ -122,7 +122,9 @@ def node_notes(deps: ApiDeps, rec: SettlementRecord) -> dict[str, str]:
     reason = attests_only(chain.chain_id)
     if reason is not None:
         notes["attestation"] = reason
-    error = deps.status(rec.chain).health.last_error if rec.verdict not in TERMINAL_VERDICTS else None
+    error = (
+        deps.status(rec.chain).health.last_error if rec.verdict not in TERMINAL_VERDICTS else None
+    )
     if error is not None:
         shown = shown_error(error, configured_secrets(deps.config))
         notes["waiting"] = f"the chain is not followed now, nothing on it can progress: {shown}"
