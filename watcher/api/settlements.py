@@ -115,7 +115,7 @@ def router(deps: ApiDeps) -> APIRouter:
     async def get_receipt(caller: Reader, settlement_id: str) -> Response:
         """The latest signed receipt of the terminal verdict (a document `finality verify`
         checks offline); 404 while the settlement is not terminal or not yet signed."""
-        # The stored text as it is: no decoding, no validation, no encoding (issue 11).
+        # The stored text as it is: no decoding, no validation, no encoding (a receipt is served as signed).
         receipt = await receipt_answer(deps, settlement_id, caller.name)
         return Response(receipt, media_type="application/json")
 

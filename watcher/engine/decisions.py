@@ -16,6 +16,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from guard.event_kinds import EventKind
 from guard.settlement import Decision, Transition, TransitionKind, Verdict, decision_as_json
 from watcher.delivery.plan import OutboxPlan
 from watcher.store import BlockTxn, SettlementRecord
@@ -91,7 +92,9 @@ def store_decision(
         # Recorded before anything the reversal sets off: the violation delivered to the
         # commit_url is keyed by this event's id, and precedes a discard decided with it.
         payload = {**subject, "previous": rec.decision, "now": decision_as_json(kept)}
-        violation_id = record_event(txn, plan, "finality_violation", "critical", payload, sid)
+        violation_id = record_event(
+            txn, plan, EventKind.FINALITY_VIOLATION, "critical", payload, sid
+        )
         log.critical("%s: FINALITY VIOLATION for settlement %s", where, sid)
         plan.on_reversed(txn, rec, violation_id, kept.verdict.value)
     moved = transition.kind in (TransitionKind.ADVANCED, TransitionKind.LATE_FINALITY)
@@ -112,6 +115,6 @@ def store_decision(
             "finality": late.as_json() if late is not None else None,
             "message": "final after it was treated as failed: reconcile",
         }
-        record_event(txn, plan, "late_finality", "critical", payload, sid)
+        record_event(txn, plan, EventKind.LATE_FINALITY, "critical", payload, sid)
         log.error("%s: settlement %s final after its timeout", where, sid)
     return became_terminal

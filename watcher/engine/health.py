@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chains.redact import redact_text, redact_url
+from guard.event_kinds import EventKind
 from watcher.clock import Clock
 
 log = logging.getLogger("finality.engine")
@@ -60,7 +61,7 @@ class ChainHealth:
             "since": self.bad_since,
             "head_number": head_number,
         }
-        if self.store_event("rpc_unhealthy", "critical", payload):
+        if self.store_event(EventKind.RPC_UNHEALTHY, "critical", payload):
             self.unhealthy_since = self.bad_since
             log.error("chain %s: node unhealthy: %s", self.chain, reason)
 
@@ -75,7 +76,7 @@ class ChainHealth:
             "reason": f"node answers again after {now - self.unhealthy_since} ms",
             "unhealthy_since": self.unhealthy_since,
         }
-        if self.store_event("rpc_recovered", "info", payload):
+        if self.store_event(EventKind.RPC_RECOVERED, "info", payload):
             self.unhealthy_since = None
 
     def endpoint_problem(self, endpoint: str, reason: str) -> bool:
@@ -86,7 +87,7 @@ class ChainHealth:
             "endpoint": redact_url(endpoint),
             "reason": redact_text(reason, [endpoint]),
         }
-        return self.store_event("rpc_unhealthy", "critical", payload)
+        return self.store_event(EventKind.RPC_UNHEALTHY, "critical", payload)
 
     def endpoint_event(
         self, kind: str, severity: str, endpoint: str, state: str, reason: str

@@ -23,6 +23,7 @@ from guard.settlement import (
     Observation,
     Settlement,
     SettlementPolicy,
+    Verdict,
     decision_as_json,
     evaluate_settlement,
 )
@@ -149,7 +150,7 @@ def timed_out_view(
         "registered": False,
         "chain": chain.name,
         "tx_hash": tx_hash,
-        "verdict": "NO_SETTLEMENT",
+        "verdict": Verdict.NO_SETTLEMENT,
         "directive": f"UNKNOWN: {why} (the node is slow or stalled); no settlement is "
         "registered for this tx: retry, or register it to have it watched.",
         "block_number": None,

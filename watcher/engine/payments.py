@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from chains.tracker import Reorg
+from guard.event_kinds import EventKind
 from guard.settlement import Evidence, Reversal, Verdict
 from guard.types import UnixMillis
 from watcher.delivery.plan import OutboxPlan
@@ -92,7 +93,9 @@ def _report_reorged(
         if dep is not None:
             payload = deposit_payload(dep.subscription_id, dep.address, dep.asset, t)
             payload.update(depth=reorg.depth)
-            record_event(txn, plan, "deposit_reorged", "warning", payload, dep.settlement_id)
+            record_event(
+                txn, plan, EventKind.DEPOSIT_REORGED, "warning", payload, dep.settlement_id
+            )
     for sid in ids:
         if sid in deposits:
             continue
@@ -103,7 +106,7 @@ def _report_reorged(
             "common_ancestor": {"number": anc.number, "hash": anc.hash},
             "removed": removed,
         }
-        record_event(txn, plan, "payment_transfer_reorged", "warning", payload, sid)
+        record_event(txn, plan, EventKind.PAYMENT_TRANSFER_REORGED, "warning", payload, sid)
 
 
 def _drop_reorged(txn: BlockTxn, reorg: Reorg) -> list[TransferRecord]:

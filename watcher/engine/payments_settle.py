@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from guard.deposit import decide_deposit, lost_transfer
+from guard.event_kinds import EventKind
 from guard.payment import DEPOSIT_KIND, PaymentSpec, RulePosition, Transfer, decide_payment
 from guard.settlement import (
     Decision,
@@ -191,7 +192,9 @@ def _store_one(txn: BlockTxn, o: _Outcome, rules: Rules) -> None:
     became_terminal = store_decision(txn, rec, *args)
     if rec.kind == DEPOSIT_KIND and became_terminal and kept.verdict is Verdict.FINALITY_CONFIRMED:
         confirmed = {**subject, "tx_hash": transfers[-1].tx_hash if transfers else None}
-        record_event(txn, rules.plan, "deposit_confirmed", "info", confirmed, rec.settlement_id)
+        record_event(
+            txn, rules.plan, EventKind.DEPOSIT_CONFIRMED, "info", confirmed, rec.settlement_id
+        )
     if rec.kind != DEPOSIT_KIND:
         follow_invoice(
             txn, rules.plan, rec.settlement_id, kept.verdict, int(spec.amount), transfers

@@ -15,6 +15,7 @@ from typing import Any
 
 from chains.models import BlockHeader
 from chains.tracker import Reorg
+from guard.event_kinds import EventKind
 from guard.settlement import (
     Evidence,
     Reversal,
@@ -55,7 +56,7 @@ def undo_reorg(
     reversed_ids = _clear(txn, touched, anc.number, plan)
     _restate_moved_heads(txn, reorg, {r.settlement_id for r in touched}, plan)
     payload = _record(txn, reorg, new_head, touched, chain, bool(reversed_ids))
-    record_event(txn, plan, "reorg", "critical" if reversed_ids else "warning", payload)
+    record_event(txn, plan, EventKind.REORG, "critical" if reversed_ids else "warning", payload)
     plan.on_reorged_out(txn, touched, payload)
     log.warning(
         "chain %s: reorg of depth %d at ancestor %d (%s); %d watched settlements touched",
@@ -192,4 +193,4 @@ def _restate_moved_heads(txn: BlockTxn, reorg: Reorg, touched: set[str], plan: O
             rec, fresh.verdict.value, fresh.digest, as_json, watching=rec.watching, terminal=True
         )
         payload = {"previous_digest": previous.digest, "now": as_json}
-        record_event(txn, plan, "decision_restated", "info", payload, rec.settlement_id)
+        record_event(txn, plan, EventKind.DECISION_RESTATED, "info", payload, rec.settlement_id)

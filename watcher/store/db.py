@@ -37,7 +37,8 @@ from sqlalchemy.pool import NullPool, Pool
 from sqlalchemy.sql import Select
 
 from watcher.store.errors import StoreConflict, StoreError, StoreUnavailable
-from watcher.store.fast_read import FastRead, Listener, PgRead, SqliteRead
+from watcher.store.fast_read import FastRead, Listener, SqliteRead
+from watcher.store.fast_read_postgres import PgRead
 from watcher.store.files import FileRefused, private_file
 from watcher.store.json_text import json_text
 

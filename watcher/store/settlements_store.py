@@ -22,7 +22,7 @@ from watcher.store.records import NewSettlement, SettlementRecord, WatchEntry, f
 
 _BY_ID = select(s.settlements).where(s.settlements.c.settlement_id == bindparam("settlement_id"))
 """One settlement by id, built once: SQLAlchemy reuses its compiled form by cache key, but
-building and keying a fresh ``select`` costs more than SQLite's answer (issue 14)."""
+building and keying a fresh ``select`` costs more than SQLite's answer."""
 _OWNED = _BY_ID.where(s.settlements.c.owner == bindparam("owner"))
 _RECORDED_HEAD = (
     select(s.chains.c.head_number)
