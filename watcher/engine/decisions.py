@@ -16,19 +16,12 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from guard.event_kinds import EventKind
-from guard.settlement import Decision, Transition, TransitionKind, Verdict, decision_as_json
+from guard.event_kinds import LIFECYCLE_EVENT, EventKind
+from guard.settlement import Decision, Transition, TransitionKind, decision_as_json
 from watcher.delivery.plan import OutboxPlan
 from watcher.store import BlockTxn, SettlementRecord
 
 log = logging.getLogger("finality.decisions")
-
-LIFECYCLE_EVENT = {
-    Verdict.FINALITY_CONFIRMED: "settlement_confirmed",
-    Verdict.SETTLEMENT_FAILED: "settlement_failed",
-    Verdict.TIMEOUT_TREATED_AS_FAILURE: "settlement_timed_out",
-}
-"""The event a verdict that just became terminal records."""
 
 
 def record_event(

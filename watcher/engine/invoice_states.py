@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from guard.event_kinds import invoice_event
 from guard.invoice import invoice_state
 from guard.settlement import Verdict
 from watcher.delivery.plan import OutboxPlan
@@ -60,4 +61,4 @@ def record_invoice_state(
         "paid": str(paid),
     }
     severity = "warning" if state in _WARNING else "info"
-    record_event(txn, plan, f"invoice_{state}", severity, payload, invoice.settlement_id)
+    record_event(txn, plan, invoice_event(state), severity, payload, invoice.settlement_id)

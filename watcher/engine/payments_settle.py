@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from guard.deposit import decide_deposit, lost_transfer
-from guard.event_kinds import EventKind
+from guard.event_kinds import LIFECYCLE_EVENT, EventKind
+from guard.late_watch import still_watched
 from guard.payment import DEPOSIT_KIND, PaymentSpec, RulePosition, Transfer, decide_payment
 from guard.settlement import (
     Decision,
@@ -30,7 +31,7 @@ from guard.settlement import (
     settle_transition,
 )
 from guard.types import SettlementId, UnixMillis
-from watcher.engine.decisions import LIFECYCLE_EVENT, record_event, store_decision
+from watcher.engine.decisions import record_event, store_decision
 from watcher.engine.invoice_states import follow_invoice
 from watcher.engine.observe import ChainPosition
 from watcher.engine.settle import UNCHANGED, Decided, Rules
@@ -157,12 +158,7 @@ def _evaluate(
     else:
         fresh = decide_payment(settlement, *args, _hold(rec, rules))
     transition = settle_transition(previous, fresh, rules.reversal if reversed_ else None)
-    kept = transition.decision
-    watching = not kept.verdict.terminal or (
-        kept.verdict is Verdict.TIMEOUT_TREATED_AS_FAILURE
-        and transition.kind is not TransitionKind.LATE_FINALITY
-        and now < rec.deadline + rules.late_watch_ms
-    )
+    watching = still_watched(transition, rec.deadline, rules.late_watch_ms, now)
     same = watching == rec.watching
     if transition.kind is TransitionKind.UNCHANGED and same and _paid(fresh) == _paid(previous):
         return None

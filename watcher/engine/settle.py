@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chains.quorum import GateResult
+from guard.late_watch import still_watched
 from guard.settlement import (
     Decision,
     Reversal,
@@ -76,11 +77,7 @@ def decide_settlement(
     previous = decision_from_json(rec.decision)
     transition = settle_transition(previous, fresh, rules.reversal if reversed_ else None)
     kept = transition.decision
-    watching = not kept.verdict.terminal or (
-        kept.verdict is Verdict.TIMEOUT_TREATED_AS_FAILURE
-        and transition.kind is not TransitionKind.LATE_FINALITY
-        and now < rec.deadline + rules.late_watch_ms
-    )
+    watching = still_watched(transition, rec.deadline, rules.late_watch_ms, now)
     if (
         transition.kind is TransitionKind.UNCHANGED
         and watching == rec.watching
