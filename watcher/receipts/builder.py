@@ -48,7 +48,6 @@ from guard.receipts import (
     FinalityBasis,
     InclusionProof,
     Subject,
-    TimeoutTerms,
     binding_body,
     finality_body,
     replaced_body,
@@ -65,6 +64,7 @@ from watcher.receipts.attestation import (
 )
 from watcher.receipts.consensus import ConsensusSection
 from watcher.receipts.headers import HeaderRows, stored_chain, stored_ends
+from watcher.receipts.terms import timeout_terms
 from watcher.store import SettlementRecord
 from watcher.store.leaves_store import BlockLeaves, LeavesStore
 
@@ -356,16 +356,7 @@ class ReceiptBuilder:
         self, rec: SettlementRecord, subject: Subject, now: int, state: str | None
     ) -> dict[str, Any]:
         decision = rec.decision
-        max_wait = int(self.chain.max_wait_s * 1000)
-        if rec.initiated_at + min(rec.timeout_ms, max_wait) != rec.deadline:
-            max_wait = rec.deadline - rec.initiated_at  # the policy in force at registration
-        terms = TimeoutTerms(
-            initiated_at=rec.initiated_at,
-            timeout_ms=rec.timeout_ms,
-            max_wait_ms=max_wait,
-            deadline=rec.deadline,
-            decided_at=rec.initiated_at + int(decision.get("elapsed_ms", 0)),
-        )
+        terms = timeout_terms(rec, self.chain)
         no_headers = attests_only(self.chain.chain_id) is not None
         head, child = (None, None) if no_headers else head_at(self.client, rec.deadline)
         return timeout_body(

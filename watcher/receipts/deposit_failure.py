@@ -18,10 +18,10 @@ from chains.proofs import BranchMoved, ProofUnavailable, head_at
 from chains.rpc import RpcClient
 from guard.headers import header_hash, header_json
 from guard.payment import PaymentSpec
-from guard.receipt_bodies import TimeoutTerms
 from guard.receipt_deposit import reorged_out_body
 from guard.receipt_format import Subject
 from watcher.config.chains import ChainConfig
+from watcher.receipts.terms import timeout_terms
 from watcher.store import SettlementRecord
 
 
@@ -64,16 +64,7 @@ def reorged_out_receipt(
     decision = rec.decision
     facts: Mapping[str, Any] = (decision.get("evidence") or {}).get("facts") or {}
     lost = dict(facts["reorged"])
-    max_wait = int(chain.max_wait_s * 1000)
-    if rec.initiated_at + min(rec.timeout_ms, max_wait) != rec.deadline:
-        max_wait = rec.deadline - rec.initiated_at  # the policy in force at registration
-    terms = TimeoutTerms(
-        initiated_at=rec.initiated_at,
-        timeout_ms=rec.timeout_ms,
-        max_wait_ms=max_wait,
-        deadline=rec.deadline,
-        decided_at=rec.initiated_at + int(decision.get("elapsed_ms", 0)),
-    )
+    terms = timeout_terms(rec, chain)
     headers, child = chain_at_deadline(client, rec.deadline, int(lost["block_number"]))
     return reorged_out_body(
         subject,
