@@ -203,6 +203,18 @@ class TimeoutTerms:
     decided_at: int
     """When the watcher decided the timeout (ms, >= deadline)."""
 
+    def as_json(self, observed_by: Sequence[str]) -> dict[str, Any]:
+        """The receipt's ``timeout`` section: these terms and who observed the chain (the
+        timeout receipt and a reorged-out deposit's failure receipt state it alike)."""
+        return {
+            "initiated_at": self.initiated_at,
+            "timeout_ms": self.timeout_ms,
+            "max_wait_ms": self.max_wait_ms,
+            "deadline": self.deadline,
+            "decided_at": self.decided_at,
+            "observed_by": list(observed_by),
+        }
+
 
 def timeout_body(
     subject: Subject,
@@ -225,14 +237,7 @@ def timeout_body(
         **subject.head(TIMEOUT, issued_at),
         **decided(decision, dependent_state_digest),
         "late_finality": decision.get("late_finality"),
-        "timeout": {
-            "initiated_at": terms.initiated_at,
-            "timeout_ms": terms.timeout_ms,
-            "max_wait_ms": terms.max_wait_ms,
-            "deadline": terms.deadline,
-            "decided_at": terms.decided_at,
-            "observed_by": list(observed_by),
-        },
+        "timeout": terms.as_json(observed_by),
         "proof": {
             "head_at_deadline": None if head_at_deadline is None else dict(head_at_deadline),
             "next_header": None if next_header is None else dict(next_header),

@@ -59,14 +59,7 @@ def reorged_out_body(
         **decided(decision, dependent_state_digest),
         "payment": payment_json(spec, []),
         "failure": {"reason": REORGED_OUT, "transfer": dict(lost)},
-        "timeout": {
-            "initiated_at": terms.initiated_at,
-            "timeout_ms": terms.timeout_ms,
-            "max_wait_ms": terms.max_wait_ms,
-            "deadline": terms.deadline,
-            "decided_at": terms.decided_at,
-            "observed_by": list(observed_by),
-        },
+        "timeout": terms.as_json(observed_by),
         "proof": {
             "head_at_deadline": dict(headers[-1]),
             "next_header": None if next_header is None else dict(next_header),
