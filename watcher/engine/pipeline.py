@@ -233,7 +233,7 @@ class BlockPipeline:
         no settlement past its deadline. Decided at the last processed head."""
         now = self.clock()
         inp = deadline_input(self.memory, now)
-        late_ms = int(self.config.late_watch_s * 1000)
+        late_ms = self.rules_of().late_watch_ms
         if inp is None or not self.store.any_deadline_due(self.name, now, late_ms):
             return 0
         return self._applied(inp)
