@@ -98,10 +98,16 @@ class Require:
         self.callers = callers
 
     async def __call__(self, request: Request) -> Caller:
-        callers = self.callers or getattr(request.app.state, "callers", None)
+        return self.check(request.app, request.headers.get("authorization"))
+
+    def check(self, app: object, authorization: str | None) -> Caller:
+        """The caller an ``Authorization`` header names on ``app`` (the application whose
+        state holds the tokens), holding this scope; the 401/403 :class:`ApiError` if not.
+        What the dependency does, for a route that reads the header itself."""
+        callers = self.callers or getattr(getattr(app, "state", None), "callers", None)
         if not isinstance(callers, Callers):
             raise Unauthenticated("this API has no tokens installed")  # fail closed
-        caller = callers.identify(request.headers.get("authorization"))
+        caller = callers.identify(authorization)
         if self.scope not in caller.scopes:
             raise ApiError(
                 403,

@@ -146,13 +146,13 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        declared, chunked = _body_headers(scope)
+        if not declared and not chunked:  # no body: nothing to cap (one pass over the headers)
+            await self.app(scope, receive, send)
+            return
         limit = limit_for(str(scope.get("path", "")))
-        declared = _content_length(scope)
         if declared is not None and declared > limit:
             await _too_large(scope, send, declared, limit)
-            return
-        if not declared and not _has_body(scope):
-            await self.app(scope, receive, send)
             return
         body = await _read_capped(receive, limit)  # at most one limit in memory
         if body is None:
@@ -173,23 +173,21 @@ class BodyLimit:
         await self.app(scope, _replay(body, receive), send)
 
 
-def _content_length(scope: Scope) -> int | None:
-    """The declared ``Content-Length`` (None: absent; the server refuses a malformed one)."""
+def _body_headers(scope: Scope) -> tuple[int | None, bool]:
+    """The first declared ``Content-Length`` (None: absent; the server refuses a malformed
+    one), and whether a body follows without a length (``Transfer-Encoding: chunked``)."""
+    declared: int | None = None
+    length_seen = chunked = False
     for name, value in scope.get("headers", ()):
-        if name == b"content-length":
+        if name == b"content-length" and not length_seen:
+            length_seen = True
             try:
-                return int(value)
+                declared = int(value)
             except ValueError:
-                return None
-    return None
-
-
-def _has_body(scope: Scope) -> bool:
-    """Whether a body follows without a length (``Transfer-Encoding: chunked``)."""
-    return any(
-        name == b"transfer-encoding" and b"chunked" in value.lower()
-        for name, value in scope.get("headers", ())
-    )
+                declared = None
+        elif name == b"transfer-encoding" and b"chunked" in value.lower():
+            chunked = True
+    return declared, chunked
 
 
 async def _read_capped(receive: Receive, limit: int) -> bytes | None:

@@ -29,6 +29,10 @@ from watcher.config.api import ApiConfig, is_loopback
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 """Methods whose body must be JSON."""
 
+KNOWN_HOSTS = 64
+"""``Host`` values whose answer a :class:`Guards` remembers (bounded: any client may send
+any value)."""
+
 _WILDCARDS = ("0.0.0.0", "::")
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
@@ -77,13 +81,20 @@ class Guards:
     def __init__(self, app: ASGIApp, api: ApiConfig) -> None:
         self.app = app
         self.hosts = HostPolicy(api)
+        self.known: dict[bytes, bool] = {}
+        """Answers of :meth:`_allowed` by raw ``Host`` value."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.lower(): v for k, v in scope.get("headers", [])}
-        problem = self._problem(scope, headers)
+        host = content_type = b""
+        for name, value in scope.get("headers", ()):  # ASGI names are lower case; the last wins
+            if name == b"host":
+                host = value
+            elif name == b"content-type":
+                content_type = value
+        problem = self._problem(scope, host, content_type)
         if problem is None:
             await self.app(scope, receive, send)
             return
@@ -101,6 +112,16 @@ class Guards:
         )
         await send({"type": "http.response.body", "body": body})
 
+    def _allowed(self, raw_host: bytes) -> bool:
+        """:meth:`HostPolicy.allows`, remembered for the first :data:`KNOWN_HOSTS` values
+        seen (a client sends the same few on every request)."""
+        allowed = self.known.get(raw_host)
+        if allowed is None:
+            allowed = self.hosts.allows(raw_host.decode("latin-1"))
+            if len(self.known) < KNOWN_HOSTS:
+                self.known[raw_host] = allowed
+        return allowed
+
     @staticmethod
     def _served(scope: Scope) -> bool:
         """Whether the path takes the request's method: a method it does not take is the
@@ -110,12 +131,14 @@ class Guards:
             return True
         return scope["method"] in documented_methods(app, str(scope.get("path", "")))
 
-    def _problem(self, scope: Scope, headers: dict[bytes, bytes]) -> tuple[int, str, str] | None:
+    def _problem(
+        self, scope: Scope, raw_host: bytes, content_type: bytes
+    ) -> tuple[int, str, str] | None:
         """``(status, field, message)`` for a request refused here, None to pass it on."""
-        host = headers.get(b"host", b"").decode("latin-1")
-        if not host:
+        if not raw_host:
             return 400, "Host", "the header is required"
-        if not self.hosts.allows(host):
+        if not self._allowed(raw_host):
+            host = raw_host.decode("latin-1")
             shown = host if len(host) <= 80 else host[:77] + "..."
             return (
                 421,
@@ -124,7 +147,7 @@ class Guards:
                 "loopback names, or [api] allowed_hosts)",
             )
         if scope["method"] in MUTATING and self._served(scope):
-            raw = headers.get(b"content-type", b"").decode("latin-1")
+            raw = content_type.decode("latin-1")
             media = raw.split(";", 1)[0].strip().lower()
             if media != "application/json":
                 got = repr(raw[:80]) if raw else "none"

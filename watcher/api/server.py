@@ -59,8 +59,9 @@ def build_app(deps: ApiDeps) -> FastAPI:
     app.add_middleware(Guards, api=deps.config.api)  # Host and JSON-only checks
     if otel_tracing.enabled():  # asked once: without a tracer provider, no cost per request
         app.add_middleware(RequestSpans)  # outermost: refused requests are spans too
+    settlements.install_read(app, deps)  # first: the read callers poll is matched first
     for topic in (
-        settlements,  # first: the read callers poll is matched before any other route
+        settlements,
         listing,
         chains,
         events,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
@@ -68,16 +68,16 @@ _READ: dict[str, Any] = {"response_model_exclude_unset": True, "responses": _NOT
 """The reads answer exactly the keys their views carry, 404 for an unknown id."""
 
 
-def router(deps: ApiDeps) -> APIRouter:
-    """The settlement routes over ``deps``."""
-    api = APIRouter()
-    body_doc = request_body([c.name for c in deps.config.chains])
+def install_read(app: FastAPI, deps: ApiDeps) -> None:
+    """Declare ``GET /v1/settlements/{id}`` on ``app``'s own router, before any other route:
+    the read callers poll is matched first, and answered by its route's own ASGI app
+    (watcher/api/settlement_read.py)."""
 
-    async def get_settlement(caller: Reader, settlement_id: str) -> JSONResponse:
+    async def get_settlement(caller: Reader, settlement_id: str) -> bytes:
         """A registered settlement's current view (the caller's own: 404 for another's)."""
         return await settlement_answer(deps, settlement_id, caller.name)
 
-    api.add_api_route(  # the read callers poll, matched first: watcher/api/settlement_read.py
+    app.router.add_api_route(
         "/v1/settlements/{settlement_id}",
         get_settlement,
         methods=["GET"],
@@ -85,6 +85,12 @@ def router(deps: ApiDeps) -> APIRouter:
         route_class_override=SettlementRead,
         **_READ,
     )
+
+
+def router(deps: ApiDeps) -> APIRouter:
+    """The settlement routes over ``deps`` (the read: :func:`install_read`)."""
+    api = APIRouter()
+    body_doc = request_body([c.name for c in deps.config.chains])
 
     @api.post("/v1/settlements", **_CREATE, openapi_extra={"requestBody": body_doc})
     def create_settlement(
