@@ -56,3 +56,37 @@ def test_the_receipt_answered_is_the_stored_bytes(
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("valid: settlement_finality_receipt")
     assert json.loads(path.read_text())["settlement_id"] == sid
+
+
+@pytest.mark.postgres
+def test_on_postgresql_the_receipt_route_answers_the_stored_bytes(
+    anvil: Anvil, tmp_path: Path, pg_url: str
+) -> None:
+    """The route's one read on the other store: not terminal yet is a 404 saying so (not
+    pending), an unknown id a 404 naming it, the confirmed one the stored bytes."""
+    daemon = Daemon(tmp_path / "pg", anvil.url, store_url=pg_url, confirmations=2)
+    try:
+        unknown = daemon.get("/v1/settlements/" + "0" * 64 + "/receipt")
+        assert unknown.status_code == 404, unknown.text
+        assert unknown.json()["fields"] == ["settlement_id"]
+
+        tx = anvil.send()
+        anvil.receipt(tx)
+        waiting = daemon.register(tx)["settlement_id"]
+        early = daemon.get(f"/v1/settlements/{waiting}/receipt")  # one block deep of two
+        assert early.status_code == 404, early.text
+        assert early.json()["pending"] is False, early.text
+
+        sid, _ = confirmed_receipt(daemon, anvil)
+        answer = daemon.get(f"/v1/settlements/{sid}/receipt")
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["content-type"] == "application/json"
+        [(stored,)] = daemon.query(
+            "SELECT CAST(body AS TEXT) FROM receipts WHERE settlement_id = ? AND kind = ?",
+            sid,
+            "settlement_finality_receipt",
+        )
+        assert answer.content == stored.encode()
+        assert answer.content == TypeAdapter(dict[str, Any]).dump_json(answer.json())
+    finally:
+        daemon.close()

@@ -78,6 +78,10 @@ def test_a_receipt_is_answered_as_the_bytes_clients_read_before(
         )
         with pytest.raises(SettlementNotFound):
             receipts.store.answer(sid, owner + "-another")  # another caller's: not revealed
+        # The route's read (the store's raw read, awaited): the same answer, the same refusal.
+        assert asyncio.run(receipts.store.answer_now(sid, owner)) == found
+        with pytest.raises(SettlementNotFound):
+            asyncio.run(receipts.store.answer_now(sid, owner + "-another"))
 
         # A row an older version stored (SQLAlchemy's JSON encoding: ", " and ": ", \\u
         # escapes) is answered in the same bytes; a non-ASCII character goes as UTF-8.
@@ -94,6 +98,7 @@ def test_a_receipt_is_answered_as_the_bytes_clients_read_before(
         _revoke_newest(receipts, sid)
         assert receipts.store.latest_bytes(sid) is None
         assert receipts.store.answer(sid, owner).receipt is None
+        assert asyncio.run(receipts.store.answer_now(sid, owner)).receipt is None
     finally:
         rig.store.close()
 
@@ -144,16 +149,17 @@ def test_a_waiting_read_gets_the_receipt_when_it_is_stored(anvil: Anvil, tmp_pat
 
 
 def test_a_waiting_task_gets_the_receipt_when_it_is_stored(anvil: Anvil, tmp_path: Path) -> None:
-    """The event-loop wait (SQLite): the task sleeps holding no thread, and is woken by the
-    store of its own settlement's receipt."""
+    """The event-loop wait: the task sleeps holding no thread, and is woken by the store of
+    its own settlement's receipt."""
     rig = make_watcher(anvil, f"sqlite:///{tmp_path}/wait-async.db", confirmations=2)
     try:
         sid = _final(rig)
         receipts = receipts_for(rig)
         signal = receipts.issuer.signal
+        owner = rig.settlement(sid).owner
 
-        def read() -> bytes | None:
-            return receipts.store.latest_bytes(sid)
+        async def read() -> bytes | None:  # the route's read: the store's raw read, awaited
+            return (await receipts.store.answer_now(sid, owner)).receipt
 
         got: list[bytes | None] = []
         waiter = threading.Thread(
@@ -168,7 +174,7 @@ def test_a_waiting_task_gets_the_receipt_when_it_is_stored(anvil: Anvil, tmp_pat
         receipts.run(rig)
         waiter.join(timeout=30)
         assert not waiter.is_alive(), "the stored receipt did not wake the waiting task"
-        assert got == [read()] and got[0] is not None
+        assert got == [receipts.store.latest_bytes(sid)] and got[0] is not None
     finally:
         rig.store.close()
 

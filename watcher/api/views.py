@@ -19,7 +19,6 @@ from watcher.config.secrets import configured_secrets
 from watcher.delivery.format import event_json
 from watcher.receipts.attestation import attests_only
 from watcher.receipts.consensus import beacon_clients
-from watcher.receipts.waiting import wait_receipt
 from watcher.settlements import settlement_view
 from watcher.store import SettlementNotFound, SettlementRecord
 from watcher.store.receipts_store import receipt_store
@@ -75,16 +74,6 @@ def latest_signed(deps: ApiDeps, settlement_id: str) -> dict[str, Any] | None:
     """The latest decision receipt no revocation withdraws (None if not signed yet)."""
     record = receipt_store(deps.store).latest(settlement_id)
     return None if record is None else record.body
-
-
-def wait_signed(deps: ApiDeps, settlement_id: str, chain: str) -> bytes | None:
-    """The latest decision receipt no revocation withdraws, as the bytes answered (its stored
-    text: watcher/store/receipt_bytes.py), waiting briefly for a terminal verdict's: it is
-    built right after the verdict commits, by the receipts thread, which wakes the wait when
-    it stores a batch (watcher/receipts/waiting.py)."""
-    signal = deps.receipts.signal if deps.receipts is not None else None
-    store = receipt_store(deps.store)
-    return wait_receipt(store, signal, settlement_id, RECEIPT_WAIT_S, reread_s(deps, chain))
 
 
 def reread_s(deps: ApiDeps, chain: str) -> float:

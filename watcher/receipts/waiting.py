@@ -12,7 +12,7 @@ often to re-read then (``reread_s``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from watcher.receipts.issued import Issued
 from watcher.store.receipts_store import ReceiptStore
@@ -40,20 +40,20 @@ def wait_receipt(
 
 
 async def wait_receipt_async(
-    read: Callable[[], bytes | None],
+    read: Callable[[], Awaitable[bytes | None]],
     signal: Issued,
     settlement_id: str,
     wait_s: float,
     reread_s: float,
     clock: Callable[[], float] = time.monotonic,
 ) -> bytes | None:
-    """:func:`wait_receipt` for a coroutine whose store reads are cheap enough for the event
-    loop (SQLite): ``read`` gives the receipt or None; between reads the task sleeps until
-    a receipt of ``settlement_id`` is stored, holding no thread."""
+    """:func:`wait_receipt` for a coroutine: ``read`` (the store's raw read, awaited on the
+    event loop) gives the receipt or None; between reads the task sleeps until a receipt of
+    ``settlement_id`` is stored, holding no thread."""
     deadline = clock() + wait_s
     while True:
         seen = signal.count  # before the read: no lost wake-up
-        receipt = read()
+        receipt = await read()
         left = deadline - clock()
         if receipt is not None or left <= 0:
             return receipt

@@ -58,13 +58,20 @@ _RECEIPTS_TEXT = (
 the hot path of ``GET …/receipt``: building the statement cost more than running it)."""
 _st = s.settlements
 _ANSWER = (
-    select(_st.c.chain, _st.c.verdict, _r.c.id, _r.c.kind, _r.c.revokes, body_text(_r.c.body))
+    select(
+        _st.c.chain,
+        _st.c.verdict,
+        _r.c.id,
+        _r.c.kind,
+        _r.c.revokes,
+        body_text(_r.c.body).label("body"),
+    )
     .select_from(_st.outerjoin(_r, _r.c.settlement_id == _st.c.settlement_id))
     .where(_st.c.settlement_id == bindparam("settlement_id"), _st.c.owner == bindparam("owner"))
     .order_by(_r.c.id)
 )
 """An owner's settlement (its chain and verdict) with its receipts as stored text: what
-``GET …/receipt`` reads, in one statement."""
+``GET …/receipt`` reads, in one statement (its columns named, for the raw read's rows)."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,14 @@ def _current_text(rows: Sequence[Any]) -> bytes | None:
     revoked = {row[-2] for row in rows if row[-3] == REVOCATION}
     current = [row[-1] for row in rows if row[-3] in DECISION_KINDS and row[-4] not in revoked]
     return answer_bytes(current[-1]) if current else None
+
+
+def _answer_of(settlement_id: str, rows: Sequence[Sequence[Any]]) -> ReceiptAnswer:
+    """The :class:`ReceiptAnswer` of :data:`_ANSWER`'s rows (in its column order);
+    :class:`SettlementNotFound` for none."""
+    if not rows:
+        raise SettlementNotFound(settlement_id)
+    return ReceiptAnswer(rows[0][0], rows[0][1], _current_text(rows))
 
 
 class ReceiptStore:
@@ -216,9 +231,16 @@ class ReceiptStore:
         params = {"settlement_id": settlement_id, "owner": owner}
         with self._reader.connect() as conn:
             rows = conn.execute(_ANSWER, params).all()
-        if not rows:
-            raise SettlementNotFound(settlement_id)
-        return ReceiptAnswer(rows[0][0], rows[0][1], _current_text(rows))
+        return _answer_of(settlement_id, rows)
+
+    async def answer_now(self, settlement_id: str, owner: str) -> ReceiptAnswer:
+        """:meth:`answer` through the store's one raw read (watcher/store/fast_read.py:
+        ``sqlite3`` or asynchronous ``psycopg``), awaited on the caller's event loop: what
+        ``GET /v1/settlements/{id}/receipt`` reads, and re-reads while it waits, on either
+        store, holding no worker thread."""
+        params = {"settlement_id": settlement_id, "owner": owner}
+        rows = await self._reader.fast_rows(_ANSWER, params)
+        return _answer_of(settlement_id, [tuple(row.values()) for row in rows])
 
     def terminal_events(self, chain: str, after_id: int, limit: int = 1000) -> list[TerminalEvent]:
         """Events of ``chain`` after ``after_id`` that may call for a receipt, in order."""
