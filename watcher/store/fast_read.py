@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from sqlalchemy import JSON
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import Select
 
@@ -58,7 +59,11 @@ class Prepared:
             for c in statement.selected_columns
         )
         self._names = tuple(name for name, _ in self.columns)
-        self._converted = tuple((n, convert) for n, convert in self.columns if convert is not None)
+        self._converted = tuple(
+            (c.name, _json_null(convert) if isinstance(c.type, JSON) else convert)
+            for c, (_, convert) in zip(statement.selected_columns, self.columns, strict=True)
+            if convert is not None
+        )
         """The columns SQLAlchemy converts (JSON, booleans...): the others are taken as the
         driver gives them, in one ``zip`` (a per-column test cost a settlement read more
         than its statement)."""
@@ -75,6 +80,16 @@ class Prepared:
             if value is not None:
                 mapped[name] = convert(value)
         return mapped
+
+
+def _json_null(convert: Converter) -> Converter:
+    """A JSON column's conversion, answering its stored ``null`` (a JSON column written
+    None: ``dependent_state`` of nearly every row) without the parser: the same None."""
+
+    def converted(value: Any) -> Any:
+        return None if value == "null" else convert(value)
+
+    return converted
 
 
 class FastRead(Protocol):
