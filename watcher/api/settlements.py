@@ -69,9 +69,9 @@ _READ: dict[str, Any] = {"response_model_exclude_unset": True, "responses": _NOT
 
 
 def install_read(app: FastAPI, deps: ApiDeps) -> None:
-    """Declare ``GET /v1/settlements/{id}`` on ``app``'s own router, before any other route:
-    the read callers poll is matched first, and answered by its route's own ASGI app
-    (watcher/api/settlement_read.py)."""
+    """Declare ``GET /v1/settlements/{id}`` on ``app``'s own router, before every topic's
+    router (only ``/openapi.json`` comes first): the read callers poll is matched before
+    them, and answered by its route's own ASGI app (watcher/api/settlement_read.py)."""
 
     async def get_settlement(caller: Reader, settlement_id: str) -> bytes:
         """A registered settlement's current view (the caller's own: 404 for another's)."""
