@@ -1,8 +1,8 @@
 """A span per HTTP request (``finality.api_request``), installed only when tracing is on.
 
-Outermost, so a request refused by the guards, the body limit or the hot-read layer is a
-span too. Attributes: the method, the path (ids and hashes only; the query string is left
-out) and the status; never a header or a body.
+Outermost, so a request refused by the guards or the body limit is a span too. Attributes:
+the method, the path (ids and hashes only; the query string is left out) and the status;
+never a header or a body.
 """
 
 from __future__ import annotations
