@@ -45,7 +45,8 @@ def _json_value(text: Any) -> Any:
 
 class DriverStatement:
     """One statement compiled for ``dialect``: its SQL text, its parameters' order and
-    conversions, and its result columns' conversions."""
+    conversions, and its result columns' conversions. Every parameter is a named
+    ``bindparam`` given to :meth:`run` (no literal values compiled in)."""
 
     def __init__(self, statement: ClauseElement, dialect: Dialect) -> None:
         compiled = cast(SQLCompiler, statement.compile(dialect=dialect))
