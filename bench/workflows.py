@@ -1,19 +1,24 @@
 """Workflows: step writes per second and takeover latency, on SQLite and PostgreSQL.
 
-``.venv/bin/python -m bench.workflows [--workflows 200] [--steps 10] [--clients 4] [--takeovers 20]``
+``.venv/bin/python -m bench.workflows [--workflows 200] [--steps 10] [--clients 4]
+[--connections 16] [--takeovers 20]``
 
 A real daemon (``finality run``, a process of its own, over a real anvil) serves the API;
-``--clients`` threads of this process drive it over loopback HTTP with the client
-(``FinalityClient``), each through its own workflows: every step begun (with an idempotency
-key) then completed, so a step is two writes. Figures per store:
+it is driven over loopback HTTP through workflows of its callers: every step begun (with an
+idempotency key) then completed, so a step is two writes. Twice: by ``--connections``
+keep-alive connections of a light generator (:mod:`bench.step_load`: raw HTTP/1.1,
+pre-built requests, a few tens of microseconds of CPU a request: the daemon's figure), and
+by ``--clients`` threads with the SDK's client (``FinalityClient``: what a user of the SDK
+sees, the client's own CPU sharing the machine's cores with the daemon). Figures per store:
 
 - **step writes/s over HTTP**: begins and completes answered per second of wall time
-  (target ≥ 1,000 on SQLite); and the same writes made in this process through the service
+  (target ≥ 1,000 on SQLite, with the light generator), each with the daemon's CPU a write
+  (``/proc/PID/stat``) and the generator's; and the same writes made in this process
+  through the service
   (the daemon's parts built here over another store of the same kind, no HTTP): the write
   path's own share;
-- each also per second of CPU time (the daemon's process over HTTP; this one in process):
-  what one core gives, however busy the machine is with other work; and the CPU the
-  clients (this process, sharing the machine's cores with the daemon) spent a write;
+- in process also per second of CPU time: what one core gives, however busy the machine
+  is with other work;
 - the CPU a write costs through the whole API (the application ``finality run`` serves,
   called through ASGI in this process, no socket: middlewares, auth, validation, the route,
   the answer), the best of 5 workflows;
@@ -36,6 +41,7 @@ from pathlib import Path
 
 from bench.api_cost import asgi_caller
 from bench.api_cost import config as cost_config
+from bench.step_load import step_load
 from tests.conftest import fresh_pg_schema
 from tests.support.anvil import Anvil, free_port
 from tests.support.daemon import Daemon, config_text, toml_value
@@ -164,10 +170,14 @@ def run(name: str, store_url: str, tmp: Path, anvil: Anvil, args: argparse.Names
     daemon = Daemon(tmp / "daemon", anvil.url, store_url=store_url)
     try:
         assert daemon.proc is not None
+        pid = daemon.proc.pid
         drive(FinalityClient(daemon.url), 2, args.steps)  # warm up
-        before, mine = cpu_s(daemon.proc.pid), time.process_time()
+        before = cpu_s(pid)
+        light = step_load(daemon.url, args.workflows, args.steps, args.connections)
+        light_daemon_ms = (cpu_s(pid) - before) * 1000 / light.writes
+        before, mine = cpu_s(pid), time.process_time()
         http, writes = http_writes(daemon.url, args.workflows, args.steps, args.clients)
-        per_core = writes / (cpu_s(daemon.proc.pid) - before)
+        sdk_daemon_ms = (cpu_s(pid) - before) * 1000 / writes
         client_ms = (time.process_time() - mine) * 1000 / writes
         latency = takeover_latency(daemon.url, args.takeovers)
     finally:
@@ -177,10 +187,12 @@ def run(name: str, store_url: str, tmp: Path, anvil: Anvil, args: argparse.Names
     with LiveApp(config_file(local, store_url)) as app:
         inproc, inproc_core = service_writes(app, max(1, args.workflows // 4), args.steps)
     print(
-        f"{name}: step writes/s over HTTP ({args.clients} clients) {http:,.0f} "
-        f"(per second of the daemon's CPU {per_core:,.0f}, {1000 / per_core:.2f} ms a write; "
-        f"the clients' CPU {client_ms:.2f} ms a write); in process {inproc:,.0f} "
-        f"(per CPU second {inproc_core:,.0f}); takeover after lapse: median "
+        f"{name}: step writes/s over HTTP, light generator ({args.connections} connections) "
+        f"{light.per_second:,.0f} (the daemon's CPU {light_daemon_ms:.2f} ms a write, the "
+        f"generator's {light.cpu_s * 1000 / light.writes:.2f} ms); with the SDK client "
+        f"({args.clients} threads) {http:,.0f} (the daemon's CPU {sdk_daemon_ms:.2f} ms a "
+        f"write, the clients' {client_ms:.2f} ms); in process {inproc:,.0f} (per CPU "
+        f"second {inproc_core:,.0f}); takeover after lapse: median "
         f"{statistics.median(latency):.1f} ms, max {max(latency):.1f} ms "
         f"({len(latency)} takeovers); load average {os.getloadavg()[0]:.1f}"
     )
@@ -191,6 +203,7 @@ def main() -> None:
     parser.add_argument("--workflows", type=int, default=200)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--takeovers", type=int, default=20)
     parser.add_argument("--only", choices=["sqlite", "postgresql"])
     args = parser.parse_args()

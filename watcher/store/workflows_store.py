@@ -12,16 +12,17 @@ deliveries they call for) are written in that same transaction.
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy.engine import Connection, Dialect
 
 from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
 from watcher.store.db import Db
+from watcher.store.driver_sql import DriverStatement
 from watcher.store.errors import StoreConflict
 from watcher.store.records import from_row
 
@@ -77,10 +78,9 @@ _LOCKED_PG = _BY_ID.with_for_update()
 """The same, holding the row until the transaction ends (PostgreSQL)."""
 
 
-@functools.cache
 def _update_of(columns: tuple[str, ...]) -> Any:
     """The update of a workflow's ``columns`` (and ``updated_at``) as bound parameters
-    ``b_<column>`` of the columns' own types, built once per set of columns."""
+    ``b_<column>`` of the columns' own types."""
     t = s.workflows
     values = {c: bindparam("b_" + c, type_=t.c[c].type) for c in columns}
     return (
@@ -90,41 +90,95 @@ def _update_of(columns: tuple[str, ...]) -> Any:
     )
 
 
+def _event_insert(postgresql: bool) -> Any:
+    """A workflow event's insert (its id: RETURNING on PostgreSQL, the row id on SQLite)."""
+    e = s.events
+    columns = ("chain", "settlement_id", "kind", "severity", "payload", "created_at")
+    statement = insert(e).values({c: bindparam(c, type_=e.c[c].type) for c in columns})
+    return statement.returning(e.c.id) if postgresql else statement
+
+
+class _Statements:
+    """A write transaction's statements, compiled once for the store's dialect and run on
+    the driver's cursor (watcher/store/driver_sql.py): a step write runs three, in a group
+    of many, on the one thread that writes."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.postgresql = dialect.name == "postgresql"
+        self.dialect = dialect
+        self.locked = DriverStatement(_LOCKED_PG if self.postgresql else _BY_ID, dialect)
+        self.event = DriverStatement(_event_insert(self.postgresql), dialect)
+        self._updates: dict[tuple[str, ...], DriverStatement] = {}
+
+    def update(self, columns: tuple[str, ...]) -> DriverStatement:
+        """The update of ``columns`` (compiled at its first use)."""
+        found = self._updates.get(columns)
+        if found is None:
+            found = self._updates[columns] = DriverStatement(_update_of(columns), self.dialect)
+        return found
+
+    def row(self, conn: Connection, workflow_id: str, owner: str) -> WorkflowRecord | None:
+        """``owner``'s workflow, its row held until the transaction ends."""
+        row = self.locked.first(conn, {"b_id": workflow_id, "b_owner": owner})
+        return None if row is None else _record(row)
+
+
 class WorkflowTxn:
     """The writes of one workflow request, inside the transaction holding its row."""
 
-    def __init__(self, conn: Any, record: WorkflowRecord | None, now: int) -> None:
+    def __init__(
+        self, conn: Connection, statements: _Statements, record: WorkflowRecord | None, now: int
+    ) -> None:
         self.record = record
         """The workflow as locked (None: no such workflow of this caller)."""
         self.events = BlockTxn(conn, EVENTS_CHAIN, now)
-        """Where its events and their alert deliveries are written."""
+        """Where its alert deliveries are written (:meth:`record_event` records events)."""
         self.now = now
         """The request's instant (every change's ``updated_at``)."""
         self._conn = conn
+        self._statements = statements
 
     def update(self, **values: Any) -> None:
         """Change the locked workflow's row."""
         assert self.record is not None
         params = {"b_" + k: v for k, v in values.items()}
-        statement = _update_of(tuple(sorted(values)))
-        self._conn.execute(
-            statement, {**params, "b_id": self.record.workflow_id, "b_now": self.now}
-        )
+        statement = self._statements.update(tuple(sorted(values)))
+        params["b_id"], params["b_now"] = self.record.workflow_id, self.now
+        statement.run(self._conn, params).close()
+
+    def record_event(self, kind: str, severity: str, payload: dict[str, Any]) -> int:
+        """Record an event of the locked workflow (its id in the ``settlement_id`` column, as
+        a settlement's events carry theirs); returns the event's id."""
+        assert self.record is not None
+        values = {
+            "chain": EVENTS_CHAIN,
+            "settlement_id": self.record.workflow_id,
+            "kind": str(kind),
+            "severity": severity,
+            "payload": payload,
+            "created_at": self.now,
+        }
+        cursor = self._statements.event.run(self._conn, values)
+        try:
+            if self._statements.postgresql:
+                return int(cursor.fetchone()[0])
+            return int(cursor.lastrowid)
+        finally:
+            cursor.close()
 
 
 class WorkflowGroup:
     """The transaction of a group of workflow writes (:meth:`WorkflowStore.group`)."""
 
-    def __init__(self, conn: Any, postgresql: bool) -> None:
+    def __init__(self, conn: Connection, statements: _Statements) -> None:
         self._conn = conn
-        self._query = _LOCKED_PG if postgresql else _BY_ID
+        self._statements = statements
 
     def locked(self, workflow_id: str, owner: str, now: int) -> WorkflowTxn:
         """``owner``'s workflow row, held until the group's transaction ends, as it stands
         after the group's earlier writes."""
-        params = {"b_id": workflow_id, "b_owner": owner}
-        row = self._conn.execute(self._query, params).mappings().first()
-        return WorkflowTxn(self._conn, None if row is None else _record(row), now)
+        rec = self._statements.row(self._conn, workflow_id, owner)
+        return WorkflowTxn(self._conn, self._statements, rec, now)
 
 
 class WorkflowStore:
@@ -133,6 +187,7 @@ class WorkflowStore:
     def __init__(self, writer: Db, reader: Db) -> None:
         self._writer = writer
         self._reader = reader
+        self._statements = _Statements(writer.dialect)
 
     @property
     def side_by_side(self) -> bool:
@@ -187,10 +242,9 @@ class WorkflowStore:
     def locked(self, workflow_id: str, owner: str, now: int) -> Iterator[WorkflowTxn]:
         """One write transaction holding ``owner``'s workflow row: committed on exit, rolled
         back (nothing changed) when the body raises."""
-        query = _LOCKED_PG if self._writer.dialect.name == "postgresql" else _BY_ID
         with self._writer.begin() as conn:
-            row = conn.execute(query, {"b_id": workflow_id, "b_owner": owner}).mappings().first()
-            yield WorkflowTxn(conn, None if row is None else _record(row), now)
+            rec = self._statements.row(conn, workflow_id, owner)
+            yield WorkflowTxn(conn, self._statements, rec, now)
 
     @contextlib.contextmanager
     def group(self) -> Iterator[WorkflowGroup]:
@@ -198,7 +252,7 @@ class WorkflowStore:
         its row through :meth:`WorkflowGroup.locked` and sees the writes made before it;
         committed on exit, all rolled back when the body raises."""
         with self._writer.begin() as conn:
-            yield WorkflowGroup(conn, self._writer.dialect.name == "postgresql")
+            yield WorkflowGroup(conn, self._statements)
 
     def lapsed(self, now: int, limit: int = 100) -> list[tuple[str, str]]:
         """(workflow id, owner) of leases that lapsed (not released) and were not yet noted."""

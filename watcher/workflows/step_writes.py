@@ -164,5 +164,5 @@ def workflow_event(
         "fencing_token": rec.token,
         **payload,
     }
-    event_id = txn.events.record_event(kind, severity, full, rec.workflow_id)
+    event_id = txn.record_event(kind, severity, full)
     plan.on_event(txn.events, event_id, kind, severity, full, rec.workflow_id)

@@ -9,9 +9,12 @@ the row, calls these, and stores what they return; a refusal is a
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
-from guard.canonical import digest
+import orjson
+
+from guard.canonical import canonical_json, digest
 from guard.event_kinds import EventKind
 
 PENDING = "pending"
@@ -49,8 +52,42 @@ def new_steps(names: list[str]) -> list[dict[str, Any]]:
 
 
 def steps_digest(steps: list[dict[str, Any]]) -> str:
-    """The checkpoint's digest: ``sha256:`` of the steps' canonical JSON."""
-    return digest(steps)
+    """The checkpoint's digest: ``sha256:`` of the steps' canonical JSON (guard/canonical.py,
+    the bytes :func:`guard.canonical.digest` hashes), each step's text written once
+    (:func:`_step_text`)."""
+    try:
+        texts = [_step_text(step) for step in steps]
+    except (TypeError, orjson.JSONEncodeError):  # not plain JSON: the guard's own path
+        return digest(steps)
+    text = "[" + ",".join(texts) + "]"
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_TEXTS: dict[bytes, str] = {}
+"""A step's canonical text by its orjson bytes (keys sorted), for :func:`_step_text`."""
+MAX_TEXTS = 4096
+"""Most step texts kept (then all are dropped: the next writes write them again)."""
+MAX_KEY_BYTES = 2048
+"""A step longer than this (large side effects) is written each time, not kept."""
+
+
+def _step_text(step: dict[str, Any]) -> str:
+    """One step's canonical JSON text. Why kept: the checkpoint's digest covers every step
+    but a write changes one, and the canonical writer (pure Python, every key sorted and
+    every string checked) took ~0.1 ms for ten steps, the most expensive part of a step
+    write. The key is the step's orjson encoding with sorted keys: equal bytes are the same
+    JSON document with the same types (``1`` and ``1.0`` and ``true`` differ), so the same
+    canonical text, or the same refusal, which is never kept (the canonical writer raises
+    again)."""
+    key = orjson.dumps(step, option=orjson.OPT_SORT_KEYS)
+    text = _TEXTS.get(key)
+    if text is None:
+        text = canonical_json(step).decode("utf-8")
+        if len(key) <= MAX_KEY_BYTES:
+            if len(_TEXTS) >= MAX_TEXTS:
+                _TEXTS.clear()
+            _TEXTS[key] = text
+    return text
 
 
 def _index(steps: list[dict[str, Any]], name: str, workflow_id: str) -> int:
