@@ -20,6 +20,7 @@ from guard.event_kinds import EventKind
 from guard.settlement import Evidence, Reversal, Verdict
 from guard.types import UnixMillis
 from watcher.delivery.plan import OutboxPlan
+from watcher.engine.collector import collector_paused
 from watcher.engine.decisions import record_event
 from watcher.engine.deposits_apply import deposit_payload, deposit_writes
 from watcher.engine.payments_scan import Candidate
@@ -44,7 +45,15 @@ def payment_writes(
     txn: BlockTxn, inp: BlockInput, rules: ChainRules, tally: Tally
 ) -> list[PaymentState]:
     """Undo a reorg's transfers, count the block's, decide every payment that may have
-    changed. Returns what the payment index follows of them, as now stored."""
+    changed (the cyclic collector held off: :mod:`watcher.engine.collector`). Returns what
+    the payment index follows of them, as now stored."""
+    with collector_paused():
+        return _payment_writes(txn, inp, rules, tally)
+
+
+def _payment_writes(
+    txn: BlockTxn, inp: BlockInput, rules: ChainRules, tally: Tally
+) -> list[PaymentState]:
     touched: set[str] = set()
     reversed_ids: set[str] = set()
     reversal = None
