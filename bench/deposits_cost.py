@@ -1,5 +1,6 @@
 """What standing address watches cost per block, run by hand:
-``.venv/bin/python -m bench.deposits_cost [--addresses 100000] [--deposits 1000] [--blocks 6]``.
+``.venv/bin/python -m bench.deposits_cost [--addresses 100000] [--deposits 1000] [--blocks 6]
+[--profile DIR]``.
 
 A real anvil (gas limit raised, mining on demand) with a real ERC-20, every call counted by
 a proxy in front of it (bench/proxy.py). One subscription watches ``--addresses`` addresses
@@ -9,12 +10,15 @@ watched addresses are sent (half native value transfers from the node's accounts
 once. Printed per poll: JSON-RPC calls (by method), CPU seconds of the process
 (``time.process_time``: the matching, the store writes, the decisions of every deposit not
 yet final) and the process's peak RSS. The target: at most 3 calls a poll and
-100 ms of CPU a block.
+100 ms of CPU a block. ``--profile DIR`` writes each block poll's cProfile to
+``DIR/block<N>.prof`` (the CPU figures then include the profiler's own cost).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import gc
 import resource
 import secrets
 import tempfile
@@ -80,7 +84,9 @@ def _send_block(anvil: Anvil, token: Token, targets: list[str]) -> None:
         token.transfer_many(0, [(to, 1) for to in rest], wait=False)
 
 
-def run(addresses: int, deposits: int, blocks: int, workdir: Path) -> None:
+def run(
+    addresses: int, deposits: int, blocks: int, workdir: Path, profile: Path | None = None
+) -> None:
     anvil = Anvil("--no-mining", "--gas-limit", "1000000000", "--accounts", "10")
     try:
         anvil.rpc("evm_setAutomine", True)
@@ -92,6 +98,10 @@ def run(addresses: int, deposits: int, blocks: int, workdir: Path) -> None:
         config = chain_config(anvil, confirmations=3)
         watcher = ChainWatcher(config, store, RpcClient(Web3Transport(proxy.url)))
         watcher.catch_up()
+        # As the daemon does once started (watcher/app/daemon.py: run): what start-up built
+        # lives as long as the process, frozen out of the collector's full passes.
+        gc.collect()
+        gc.freeze()
         watched = ["0x" + f"{0xDE00000000 + i:040x}" for i in range(addresses)]
         took = _subscribe(store, watcher, token, watched)
         cpu = time.process_time()
@@ -105,8 +115,15 @@ def run(addresses: int, deposits: int, blocks: int, workdir: Path) -> None:
             _send_block(anvil, token, targets)
             anvil.rpc("anvil_mine", "0x1")
             before = Counter(proxy.calls)
+            profiler = cProfile.Profile(time.process_time) if profile is not None else None
             cpu = time.process_time()
+            if profiler is not None:
+                profiler.enable()
             watcher.poll()
+            if profiler is not None:
+                profiler.disable()
+                assert profile is not None
+                profiler.dump_stats(str(profile / f"block{b + 1}.prof"))
             spent = time.process_time() - cpu
             calls = Counter(proxy.calls)
             calls.subtract(before)
@@ -131,9 +148,10 @@ def main() -> None:
     parser.add_argument("--addresses", type=int, default=100_000)
     parser.add_argument("--deposits", type=int, default=1_000)
     parser.add_argument("--blocks", type=int, default=6)
+    parser.add_argument("--profile", type=Path, default=None, help="write cProfiles here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        run(args.addresses, args.deposits, args.blocks, Path(tmp))
+        run(args.addresses, args.deposits, args.blocks, Path(tmp), args.profile)
 
 
 if __name__ == "__main__":

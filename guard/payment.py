@@ -178,13 +178,23 @@ class Totals:
 
 def totals(spec: PaymentSpec, transfers: list[Transfer], pos: RulePosition) -> Totals:
     """Paid, paid finally, remaining and overpaid of ``transfers`` at ``pos``."""
+    return _totals(spec, transfers, [pos.basis(t.block_number) for t in transfers])
+
+
+def _totals(spec: PaymentSpec, transfers: list[Transfer], bases: list[str | None]) -> Totals:
+    """:func:`totals` given each transfer's basis (``bases``, in the same order)."""
     paid = sum(t.value for t in transfers)
-    final = sum(t.value for t in transfers if pos.basis(t.block_number) is not None)
+    final = sum(t.value for t, basis in zip(transfers, bases, strict=True) if basis is not None)
     return Totals(paid, final, max(0, spec.amount - paid), max(0, paid - spec.amount))
 
 
 def transfer_facts(t: Transfer, pos: RulePosition) -> dict[str, object]:
     """A transfer as evidence facts (values as decimal strings)."""
+    return _transfer_facts(t, pos, pos.basis(t.block_number))
+
+
+def _transfer_facts(t: Transfer, pos: RulePosition, basis: str | None) -> dict[str, object]:
+    """:func:`transfer_facts` given the transfer's basis at ``pos``."""
     return {
         "tx_hash": t.tx_hash,
         "block_number": t.block_number,
@@ -194,7 +204,7 @@ def transfer_facts(t: Transfer, pos: RulePosition) -> dict[str, object]:
         "from": t.sender,
         "value": str(t.value),
         "confirmations": pos.depth(t.block_number),
-        "basis": pos.basis(t.block_number),
+        "basis": basis,
     }
 
 
@@ -212,8 +222,22 @@ def payment_observation(
 
     ``hold``: why the finality gate (a quorum of endpoints) has not approved the blocks yet;
     finality is then shown as progress (``awaiting_quorum``), so the guard waits."""
-    ordered = sorted(transfers, key=Transfer.order)
-    sums = totals(spec, ordered, pos)
+    return _observe(chain, spec, transfers, pos, now, hold)[0]
+
+
+def _observe(
+    chain: str,
+    spec: PaymentSpec,
+    transfers: list[Transfer],
+    pos: RulePosition,
+    now: int,
+    hold: str | None,
+) -> tuple[Observation, Totals]:
+    """:func:`payment_observation` and the transfers' :class:`Totals`, each transfer's basis
+    found once (a block finalizing 1,000 deposits found each one five times)."""
+    ordered = sorted(transfers, key=Transfer.order) if len(transfers) > 1 else transfers
+    bases = [pos.basis(t.block_number) for t in ordered]
+    sums = _totals(spec, ordered, bases)
     at = UnixMillis(now)
     facts: dict[str, object] = {
         "chain": chain,
@@ -230,19 +254,18 @@ def payment_observation(
         "head_number": pos.head_number,
         "head_hash": pos.head_hash,
         "finalized_number": pos.finalized_number,
-        "transfers": [transfer_facts(t, pos) for t in ordered],
+        "transfers": [_transfer_facts(t, pos, b) for t, b in zip(ordered, bases, strict=True)],
     }
-    final = [t for t in ordered if pos.basis(t.block_number) is not None]
+    final = [b for b in bases if b is not None]
     if final and sums.paid_final >= spec.amount:
-        basis = pos.basis(final[-1].block_number)
-        assert basis is not None
+        basis = final[-1]
         if hold is not None:
             held = Evidence.of("awaiting_quorum", at, **facts, awaiting=basis, reason=hold)
-            return Observation(progress=held)
-        return Observation(finality=Evidence.of(basis, at, **facts))
+            return Observation(progress=held), sums
+        return Observation(finality=Evidence.of(basis, at, **facts)), sums
     if not ordered:
-        return Observation()
-    return Observation(progress=Evidence.of("payment_progress", at, **facts))
+        return Observation(), sums
+    return Observation(progress=Evidence.of("payment_progress", at, **facts)), sums
 
 
 def decide_payment(
@@ -259,9 +282,8 @@ def decide_payment(
     timeout's directive says what was paid and that refunding a partial payment is the
     caller's (the watcher moves no funds); so does its evidence (the last progress), which
     the digest binds."""
-    observation = payment_observation(chain, spec, transfers, pos, now, hold)
+    observation, sums = _observe(chain, spec, transfers, pos, now, hold)
     decision = evaluate_settlement(settlement, observation, policy, UnixMillis(now))
-    sums = totals(spec, transfers, pos)
     asset = "wei" if spec.asset == NATIVE else f"units of token {spec.asset}"
     if decision.verdict is Verdict.TIMEOUT_TREATED_AS_FAILURE:
         paid = (

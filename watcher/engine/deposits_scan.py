@@ -44,7 +44,7 @@ def native_deposit_txs(block: Block, index: SubscriptionIndex) -> list[tuple[int
     return [
         (i, tx)
         for i, tx in enumerate(block.txs)
-        if tx.to is not None and tx.value > 0 and index.watching(tx.to, NATIVE)
+        if tx.to is not None and tx.value > 0 and index.watched(tx.to, NATIVE)
     ]
 
 

@@ -25,6 +25,7 @@ from watcher.engine.observe import ChainPosition
 from watcher.engine.payments_index import PaymentIndex
 from watcher.engine.tags import ChainTags
 from watcher.engine.values import BlockOutcome
+from watcher.store.payment_records import PaymentState
 from watcher.store.records import SettlementRecord
 from watcher.store.store import Store
 
@@ -136,7 +137,7 @@ class ChainMemory:
             for watch in self.store.payment_watches(self.name, 0, ids=ids):
                 self.payments.add(watch)
 
-    def _follow_payments(self, changed: Iterable[SettlementRecord]) -> list[str]:
+    def _follow_payments(self, changed: Iterable[PaymentState]) -> list[str]:
         """Forget payments no longer watched; return reversed ones not indexed."""
         back: list[str] = []
         for rec in changed:

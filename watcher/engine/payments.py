@@ -20,6 +20,7 @@ from guard.event_kinds import EventKind
 from guard.settlement import Evidence, Reversal, Verdict
 from guard.types import UnixMillis
 from watcher.delivery.plan import OutboxPlan
+from watcher.engine.collector import collector_paused
 from watcher.engine.decisions import record_event
 from watcher.engine.deposits_apply import deposit_payload, deposit_writes
 from watcher.engine.payments_scan import Candidate
@@ -28,23 +29,31 @@ from watcher.engine.rules import ChainRules, Tally
 from watcher.engine.values import BlockInput
 from watcher.store.block_txn import BlockTxn
 from watcher.store.deposits_store import deposits_in
-from watcher.store.payment_records import NewTransfer, TransferRecord
+from watcher.store.payment_records import NewTransfer, PaymentState, TransferRecord
 from watcher.store.payments_store import (
     add_transfers,
     drop_transfers_above,
     drop_transfers_in,
+    payment_states,
     payments_due,
     specs_in,
     transfers_in,
 )
-from watcher.store.records import SettlementRecord
 
 
 def payment_writes(
     txn: BlockTxn, inp: BlockInput, rules: ChainRules, tally: Tally
-) -> list[SettlementRecord]:
+) -> list[PaymentState]:
     """Undo a reorg's transfers, count the block's, decide every payment that may have
-    changed. Returns the payments as now stored."""
+    changed (the cyclic collector held off: :mod:`watcher.engine.collector`). Returns what
+    the payment index follows of them, as now stored."""
+    with collector_paused():
+        return _payment_writes(txn, inp, rules, tally)
+
+
+def _payment_writes(
+    txn: BlockTxn, inp: BlockInput, rules: ChainRules, tally: Tally
+) -> list[PaymentState]:
     touched: set[str] = set()
     reversed_ids: set[str] = set()
     reversal = None
@@ -77,7 +86,7 @@ def payment_writes(
     items = [(r, specs[i], transfers.get(i, []), i in reversed_ids) for i, r in due.items()]
     for decided in decide_payment_settlements(txn, items, pos, inp.now, deciding):
         tally.count(decided)
-    return txn.by_ids(ids)
+    return payment_states(txn, ids)
 
 
 def _report_reorged(

@@ -21,6 +21,7 @@ from watcher.engine.observe import ChainPosition
 from watcher.engine.payments_fetch import NO_TRANSFERS, BlockTransfers
 from watcher.engine.tags import ChainTags
 from watcher.store.deposit_records import SubscriptionRecord
+from watcher.store.payment_records import PaymentState
 from watcher.store.records import SettlementRecord
 
 NO_MATCHES = BlockMatches([], [])
@@ -75,8 +76,8 @@ class BlockOutcome:
     """Decisions that changed something."""
     changed: tuple[SettlementRecord, ...] = ()
     """The watched settlements as now stored (the watch index follows them)."""
-    paid: tuple[SettlementRecord, ...] = ()
-    """The payments as now stored (the payment index follows them)."""
+    paid: tuple[PaymentState, ...] = ()
+    """The payments decided, as now stored (the payment index follows them)."""
     confirmed_blocks: tuple[int, ...] = ()
     """Inclusion blocks of the settlements that became FINALITY_CONFIRMED."""
     tags: ChainTags | None = None

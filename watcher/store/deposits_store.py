@@ -145,8 +145,8 @@ class DepositQueries:
             .order_by(t.c.seq)
         )
         with self._reader.connect() as conn:
-            rows = conn.execute(query).mappings().all()
-        return [from_row(AddressWatch, r) for r in rows]
+            rows = conn.execute(query).all()
+        return list(map(AddressWatch._make, rows))
 
     def deposit(self, settlement_id: str) -> DepositRecord:
         """A deposit's own row; raises :class:`SettlementNotFound`."""

@@ -24,6 +24,18 @@ class NewPaymentSpec:
     """The caller's idempotency key, when given."""
 
 
+@dataclass(frozen=True)
+class PaymentState:
+    """What the engine's payment index follows of a payment just decided."""
+
+    settlement_id: str
+    """Id."""
+    kind: str
+    """``evm_payment`` or ``evm_deposit``."""
+    watching: bool
+    """Still watched (False: the index forgets it)."""
+
+
 def payment_spec_values(settlement_id: str, chain: str, spec: NewPaymentSpec) -> dict[str, Any]:
     """The ``payment_specs`` row of a registration."""
     return {"settlement_id": settlement_id, "chain": chain, **vars(spec)}  # flat: no deep copy

@@ -30,6 +30,7 @@ from watcher.store.payment_records import (
     NewPaymentSpec,
     NewTransfer,
     PaymentSpecRecord,
+    PaymentState,
     PaymentWatch,
     TransferRecord,
     payment_spec_values,
@@ -251,6 +252,21 @@ def drop_transfers_in(txn: BlockTxn, block_hashes: Sequence[str]) -> list[Transf
     return [from_row(TransferRecord, r) for r in rows]
 
 
+def payment_states(txn: BlockTxn, ids: Sequence[str]) -> list[PaymentState]:
+    """Id, kind and watching of the payments ``ids`` as now stored, in registration order
+    (what the payment index follows; reading whole rows back with their decisions cost a
+    block finalizing 1,000 deposits a tenth of its time)."""
+    if not ids:
+        return []
+    t = s.settlements
+    rows = txn.conn.execute(
+        select(t.c.settlement_id, t.c.kind, t.c.watching)
+        .where(t.c.chain == txn.chain, t.c.settlement_id.in_(list(ids)))
+        .order_by(t.c.seq)
+    ).all()
+    return [PaymentState(sid, kind, bool(watching)) for sid, kind, watching in rows]
+
+
 def payments_due(
     txn: BlockTxn,
     late_watch_ms: int,
@@ -263,17 +279,17 @@ def payments_due(
     ``head`` (by depth, or at or below the ``finalized``/``safe`` height: a superset of every
     rule), and those whose deadline (or late watch) passed. A deposit is not decided while
     its one transfer is merely deeper than before: nothing about it can change until then
-    (a reorg that takes the transfer out decides it anyway)."""
+    (a reorg that takes the transfer out decides it anyway).
+
+    The transfers are looked up per watched payment (``EXISTS`` on the settlement's own
+    transfers, by index), not scanned: the transfers of final deposits stay while their
+    blocks are canonical, so a scan grew with every deposit ever seen."""
     t, x = s.settlements, s.payment_transfers
-    with_transfers = select(x.c.settlement_id).where(x.c.chain == txn.chain).distinct()
-    d = s.settlements.alias("d")
-    ripe = [x.c.block_number + d.c.required_confirmations - 1 <= head]
+    own = x.c.settlement_id == t.c.settlement_id
+    with_transfers = select(x.c.id).where(own).exists()
+    ripe = [x.c.block_number + t.c.required_confirmations - 1 <= head]
     ripe += [x.c.block_number <= h for h in (finalized, safe) if h is not None]
-    ripe_deposits = (
-        select(x.c.settlement_id)
-        .join(d, d.c.settlement_id == x.c.settlement_id)
-        .where(x.c.chain == txn.chain, d.c.kind == DEPOSIT_KIND, or_(*ripe))
-    )
+    ripe_transfer = select(x.c.id).where(own, or_(*ripe)).exists()
     rows = (
         txn.conn.execute(
             select(t)
@@ -282,8 +298,8 @@ def payments_due(
                 t.c.kind.in_(ADDRESS_KINDS),
                 t.c.watching.is_(True),
                 or_(
-                    and_(t.c.kind == PAYMENT_KIND, t.c.settlement_id.in_(with_transfers)),
-                    t.c.settlement_id.in_(ripe_deposits),
+                    and_(t.c.kind == PAYMENT_KIND, with_transfers),
+                    and_(t.c.kind == DEPOSIT_KIND, ripe_transfer),
                     *deadline_reasons(txn.now, late_watch_ms),
                 ),
             )
