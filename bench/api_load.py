@@ -2,7 +2,9 @@
 [--store sqlite|postgresql] [--instances 1|2]``.
 
 ``--batch-only`` skips the GETs; ``--profile-batch FILE`` records the daemon with py-spy
-(raw folded stacks) during the batches.
+(raw folded stacks) during the batches, ``--profile-get FILE`` during the GETs of one
+instance (each stack under the thread holding the GIL: what keeps the event loop from
+running while a GET's answer is late).
 
 The daemon runs as shipped (``finality run``, SQLite, one anvil chain) with two bearer
 tokens configured, and every request below carries one. Load comes from ``wrk`` (C, one
@@ -190,13 +192,23 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def profiled(pid: int, out: Path | None) -> subprocess.Popen[bytes] | None:
-    """py-spy recording the daemon (raw folded stacks into ``out``) until stopped."""
+def profiled(
+    pid: int, out: Path | None, how: tuple[str, ...] = ("--gil",)
+) -> subprocess.Popen[bytes] | None:
+    """py-spy recording the daemon (raw folded stacks into ``out``) until stopped: by
+    default the thread holding the GIL (where the CPU goes)."""
     if out is None:
         return None
     spy = Path(sys.executable).with_name("py-spy")
-    command = [str(spy), "record", "--pid", str(pid), "--nonblocking", "--gil", "-r", "100"]
+    command = [str(spy), "record", "--pid", str(pid), "--nonblocking", *how, "-r", "100"]
     return subprocess.Popen([*command, "-f", "raw", "-o", str(out)], stdout=subprocess.DEVNULL)
+
+
+def stop(spy: subprocess.Popen[bytes] | None) -> None:
+    """Stop a py-spy recording (it writes its file on SIGINT)."""
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(timeout=60)
 
 
 def batch_phase(urls: list[str], pids: list[int], args: argparse.Namespace) -> dict[str, float]:
@@ -206,9 +218,7 @@ def batch_phase(urls: list[str], pids: list[int], args: argparse.Namespace) -> d
     cpu_before = cpu_s(pids[0])
     rate = batch_rate(urls[:1], args.batch_total, 1000, args.batch_connections)
     cpu = cpu_s(pids[0]) - cpu_before
-    if spy is not None:
-        spy.send_signal(signal.SIGINT)
-        spy.wait(timeout=60)
+    stop(spy)
     out = {"batch": rate, "batch_cpu_ms": cpu * 1e3 / (args.batch_total / 1000)}
     if len(urls) > 1:
         connections = max(args.batch_connections, len(urls))
@@ -249,7 +259,9 @@ def get_phase(
     script.write_text(LUA_GET % ",".join(json.dumps(i) for i in ids))
     health_rate, health_p99 = wrk(url + "/healthz", args.seconds, args.connections)
     cpu = sum(cpu_s(p) for p in pids)
+    spy = profiled(pids[0], args.profile_get, ("--gil", "--threads"))
     get_rate, get_p99 = wrk(url, args.seconds, args.connections, script)
+    stop(spy)
     out = {"health": health_rate, "health_p99": health_p99, "get": get_rate, "get_p99": get_p99}
     out["get_cpu_us"] = (sum(cpu_s(p) for p in pids) - cpu) * 1e6 / (get_rate * args.seconds)
     if len(urls) > 1:
@@ -322,6 +334,7 @@ def main() -> None:
     parser.add_argument("--batch-connections", type=int, default=2)
     parser.add_argument("--batch-only", action="store_true", help="skip the GETs (no wrk)")
     parser.add_argument("--profile-batch", type=Path, help="py-spy raw stacks of the batches")
+    parser.add_argument("--profile-get", type=Path, help="py-spy raw stacks of the GETs")
     parser.add_argument("--store", choices=["sqlite", "postgresql"], default="sqlite")
     parser.add_argument("--instances", type=int, choices=[1, 2], default=1)
     args = parser.parse_args()

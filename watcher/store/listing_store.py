@@ -23,6 +23,7 @@ from watcher.store import schema as s
 from watcher.store.db import Db
 from watcher.store.errors import StoreConflict
 from watcher.store.payment_records import NewPaymentSpec, payment_spec_values
+from watcher.store.pg_batch import insert_unnest, stored_seqs
 from watcher.store.records import NewSettlement, SettlementRecord, from_row
 from watcher.store.settlements_store import settlement_values
 
@@ -129,14 +130,19 @@ class Listing:
 
 
 def _insert(conn: Connection, fresh: Mapping[Key, NewSettlement]) -> dict[Key, SettlementRecord]:
-    """Insert ``fresh`` (one executemany) and return their records as stored: built from
-    the values inserted and the ``seq`` each got, read back alone. Reading the whole rows
-    back and decoding their JSON was a fifth of a batch's time; an ``INSERT … RETURNING``
-    of many rows costs SQLAlchemy more than this second statement. A column the
-    insert leaves out is NULL, as it is in the row."""
+    """Insert ``fresh`` and return their records as stored: built from the values inserted
+    and the ``seq`` each got. Reading the whole rows back and decoding their JSON was a fifth
+    of a batch's time. On SQLite one executemany, then the ``seq``s read back alone (an
+    ``INSERT … RETURNING`` of many rows costs SQLAlchemy more than this second statement);
+    on PostgreSQL one statement of column arrays answering them (watcher/store/pg_batch.py).
+    A column the insert leaves out is NULL, as it is in the row."""
     values = [settlement_values(n) for n in fresh.values()]
-    _insert_rows(conn, values)
-    seqs = _seqs_of(conn, list(fresh))
+    if conn.dialect.name == "postgresql":
+        by_id = insert_unnest(conn, values)
+        seqs = {key: by_id[new.settlement_id] for key, new in fresh.items()}
+    else:
+        _insert_rows(conn, values)
+        seqs = _seqs_of(conn, list(fresh))
     left_out: dict[str, Any] = {name: None for name in _RECORD_FIELDS if name not in values[0]}
     return {
         key: from_row(SettlementRecord, {**row, **left_out, "seq": seqs[key]})
@@ -197,6 +203,8 @@ def _seqs_of(conn: Connection, keys: Sequence[Key]) -> dict[Key, int]:
     """The ``seq`` of each of ``keys`` that is stored, through the unique index as
     :func:`_rows_of`; on SQLite as plain driver SQL (SQLAlchemy expanding 500 hashes into
     an ``IN`` list cost more than SQLite's answer)."""
+    if conn.dialect.name == "postgresql":
+        return stored_seqs(conn, keys)
     if conn.dialect.name != "sqlite" or conn.dialect.paramstyle != "qmark":
         return {(r[0], r[1], r[2]): r[3] for r in _rows_of(conn, keys, _SEQ_COLUMNS)}
     found: dict[Key, int] = {}
