@@ -11,14 +11,19 @@ seconds, every call counted by a proxy in front of it (bench/proxy.py):
   from the API (``GET /v1/settlements/{id}/receipt``) by its own client, asking from the tx's
   depth-N block on (bench/receipt_clients.py). ``--facts`` runs it again with each
   registration carrying its ``raw_tx`` (sender and nonce known: no lookup by hash).
-* **naive loop**, same anvil, same run, its own proxy and its own W txs: every poll one
-  ``eth_blockNumber`` and one ``eth_getTransactionReceipt`` per tx not yet N deep (a verdict,
-  no receipt).
+* **the peers** (bench/peers.py), same anvil, same run, each behind its own proxy with its
+  own W txs: the naive loop (every poll one ``eth_blockNumber`` and one
+  ``eth_getTransactionReceipt`` per tx not yet N deep) and, with ``--defi-python``,
+  web3-ethereum-defi's reorg monitor (bench/peer_defi.py, in a virtualenv of its own:
+  ``python3 -m venv /tmp/defi-venv && /tmp/defi-venv/bin/pip install web3-ethereum-defi``);
+  each gives a verdict, no receipt.
 
 Printed per run: calls in total and per block, the issue's bound (W + 2 x blocks; with the
-facts, 2 x blocks + 2), and the time from a tx's depth-N block (seen by a separate watcher
-polling anvil directly every 10 ms) to its signed receipt in hand (daemon) or its verdict
-(naive): median, p95, max; each with the naive loop's figure beside it as a ratio.
+facts, 2 x blocks + 2), each peer's calls and verdict latency, and the time from a tx's
+depth-N block (seen by a separate watcher polling anvil directly every 10 ms) to its signed
+receipt in hand: median, p95, max, each with the best peer's figure (the lowest median
+verdict) beside it as a ratio, and whether the target holds (median <= the best peer's,
+max <= 1 s).
 """
 
 from __future__ import annotations
