@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from guard.settlement import Verdict
 from tests.integration.receipts_helpers import TxFactory, receipts_for
 from tests.support.anvil import Anvil
 from tests.support.rigs import make_watcher
@@ -42,7 +43,7 @@ def cpu_per_receipt(anvil: Anvil, w: int, n: int) -> float:
                 anvil.rpc("evm_setAutomine", True)
             rig.watcher.poll()
             rig.mine_and_poll(n - 1)
-            assert all(rig.settlement(sid).verdict == "FINALITY_CONFIRMED" for sid in ids)
+            assert all(rig.settlement(sid).verdict == Verdict.FINALITY_CONFIRMED for sid in ids)
             issuer = receipts_for(rig).issuer
             started = time.process_time()
             while issuer.issued < w:
