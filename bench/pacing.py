@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from bench.common import Anvil, chain_config, p95, started_service
 from bench.proxy import CountingProxy
-from bench.receipts_cost import BlockClock
+from bench.receipts_scenario import BlockClock
 from guard.settlement import Verdict
 from watcher.app.daemon import App
 

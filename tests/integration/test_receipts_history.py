@@ -23,13 +23,21 @@ from chains.rpc import RpcClient, Web3Transport
 from guard.canonical import canonical_json
 from guard.headers import header_json
 from guard.verify import verify_receipt
-from tests.integration.receipts_helpers import Receipts, TxFactory, receipts_for
+from tests.integration.receipts_helpers import (
+    SIGNING_KEY,
+    Receipts,
+    TxFactory,
+    receipts_for,
+)
 from tests.support.anvil import Anvil
 from tests.support.daemon import run_cli
 from tests.support.faulty_proxy import FaultyProxy
 from tests.support.rigs import Rig, make_watcher
 from watcher.receipts.ancestry import Ancestry, AncestryProver
 from watcher.receipts.builder import ReceiptBuilder
+from watcher.receipts.component import ReceiptIssuer
+from watcher.receipts.signer import Signer
+from watcher.store.receipts_store import receipt_store
 
 pytestmark = pytest.mark.anvil
 
@@ -152,6 +160,35 @@ def test_a_depth_12_receipt_is_smaller_than_its_header_chain(
     assert "header_chain" in small["proof"]  # the inclusion header alone, compact
     assert verify_receipt(small).facts.confirmations == 12
     assert len(canonical_json(small)) < len(canonical_json(proven))
+
+
+def test_a_blocks_receipts_read_its_two_ends_from_the_store_once(
+    prague: tuple[Rig, CountingProxy],
+) -> None:
+    """The ends a history proof links (blocks B and H) are read once for all of a block's
+    receipts, not per receipt (read per receipt, they were the largest cost of a block's
+    100 receipts)."""
+    rig, proxy = prague
+    reads: list[tuple[int, int]] = []
+
+    def header_rows(chain: str, first: int, last: int) -> list[tuple[int, str, str, bytes | None]]:
+        reads.append((first, last))
+        return rig.store.compact_headers(chain, first, last)
+
+    signer = Signer(SIGNING_KEY, "env")
+    store = receipt_store(rig.store)
+    store.use_signer(signer.address, signer.source, rig.clock())
+    builder = ReceiptBuilder(rig.config, rig.client, signer.address, header_rows)
+    receipts = Receipts(
+        ReceiptIssuer(signer, store, {rig.config.name: builder}, rig.clock), store, signer
+    )
+    ids = _block_of_watched_txs(rig, 5, confirmations=12)
+    rig.mine_and_poll(11)
+
+    assert _build(rig, proxy, receipts) == ["eth_getProof"]
+    for sid in ids:
+        assert receipts.latest(sid)["proof"]["ancestry"]["kind"] == "history_storage"
+    assert len(reads) <= 3, reads  # B, H (and the decision's head, when another block)
 
 
 def test_without_the_contract_the_header_chain_says_so_and_is_not_asked_again(

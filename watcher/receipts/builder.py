@@ -129,6 +129,11 @@ class ReceiptBuilder:
         self._chains: OrderedDict[ChainKey, list[dict[str, str]]] = OrderedDict()
         """Header chains read from the store, by (block, count, block hash, head): the
         settlements a block confirmed at one head share one read."""
+        self._ends: OrderedDict[ChainKey, list[dict[str, str]]] = OrderedDict()
+        """The two ends a history proof links (block B, block H), read from the store by the
+        same key: a block's settlements share one read and one encoding of each header (read
+        for every receipt, three statements each, they were the receipt's largest cost at
+        W = 1,000)."""
         self._tries: OrderedDict[str, BlockTries] = OrderedDict()
         """Recently built tries by block hash: settlements confirmed by the same block (a
         batch of payouts) share one fetch and one build."""
@@ -228,10 +233,15 @@ class ReceiptBuilder:
         number, count, block_hash, head = key
         if self.prover is None or self.header_rows is None:
             return None, []
-        ends = stored_ends(self.header_rows, self.chain.name, number, count, block_hash, head)
-        if ends is None:
-            return None, []
-        first, last = _frozen(ends)
+        held = self._ends.get(key)
+        if held is None:
+            ends = stored_ends(self.header_rows, self.chain.name, number, count, block_hash, head)
+            if ends is None:
+                return None, []
+            held = self._ends[key] = _frozen(ends)  # the block's other settlements share them
+            while len(self._ends) > TRIES_CACHED:
+                self._ends.popitem(last=False)
+        first, last = held
         return self.prover.prove(first, last, count), [first]
 
     def _header_chain(self, key: ChainKey) -> tuple[Mapping[str, Any], list[dict[str, str]]]:
