@@ -60,8 +60,10 @@ def confirmed_receipt(daemon: Daemon, anvil: Anvil, **fields: Any) -> tuple[str,
     return sid, answer.json()
 
 
-def verify(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_cli("verify", str(path), *args)
+def verify(path: Path, *args: str, fresh: bool = False) -> subprocess.CompletedProcess[str]:
+    """``finality verify PATH ARGS`` as a process (``fresh``: a plain interpreter, not a
+    fork of the zygote)."""
+    return run_cli("verify", str(path), *args, fresh=fresh)
 
 
 def write(tmp_path: Path, name: str, receipt: Any) -> Path:
@@ -79,7 +81,7 @@ def test_served_receipt_verifies_offline_and_against_the_node(
     assert receipt["signer"] == SIGNER
     path = write(tmp_path, "receipt.json", receipt)
 
-    done = verify(path)
+    done = verify(path, fresh=True)  # one check in a plain interpreter, the rest forked
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("valid: settlement_finality_receipt")
     assert "not checked against a trusted list" in done.stdout
