@@ -97,22 +97,27 @@ def subprocess_env() -> dict[str, str]:
 
 
 def run_cli(
-    *args: str, timeout: float = CLI_TIMEOUT_S, cwd: Path = ROOT, fresh: bool = False
+    *args: str,
+    timeout: float = CLI_TIMEOUT_S,
+    cwd: Path = ROOT,
+    fresh: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``python -m watcher.cli ARGS`` as a process (in ``cwd``); output captured as text.
 
     The process is forked from the zygote (its imports done once: a command costs about
     0.1 s of CPU instead of 1.5 s), a real process all the same, with its own exit code,
     stdout and stderr. ``fresh=True`` (or ``FINALITY_TEST_ZYGOTE=0``) starts a plain
-    interpreter instead, for the tests that keep one per CLI concern."""
-    env = subprocess_env()
-    zygote = None if fresh else Zygote.get(env)
+    interpreter instead, for the tests that keep one per CLI concern. ``env``: variables
+    added to the test's environment."""
+    full = {**subprocess_env(), **(env or {})}
+    zygote = None if fresh else Zygote.get(full)
     if zygote is not None:
-        return _forked_cli(zygote, list(args), env, cwd, timeout)
+        return _forked_cli(zygote, list(args), full, cwd, timeout)
     return subprocess.run(
         [sys.executable, "-m", "watcher.cli", *args],
         cwd=cwd,
-        env=subprocess_env(),
+        env=full,
         capture_output=True,
         text=True,
         timeout=timeout,
