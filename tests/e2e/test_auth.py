@@ -11,7 +11,6 @@ import hashlib
 import os
 import secrets
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.anvil import ROOT, Anvil
-from tests.support.daemon import CHAIN, Daemon, run_cli, subprocess_env
+from tests.support.anvil import Anvil
+from tests.support.daemon import CHAIN, Daemon, run_cli
 from watcher.client import AsyncFinalityClient, FinalityClient, Rejected
 
 pytestmark = pytest.mark.anvil
@@ -246,15 +245,7 @@ def test_the_cli_reads_the_token_from_a_file(guarded: Daemon, tmp_path: Path) ->
 
 def cli_with_env(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """``finality ARGS`` with ``env`` added to the test environment."""
-    return subprocess.run(
-        [sys.executable, "-m", "watcher.cli", *args],
-        cwd=ROOT,
-        env={**subprocess_env(), **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_cli(*args, env=env, timeout=60)
 
 
 def test_the_clients_send_the_token(guarded: Daemon, anvil: Anvil) -> None:

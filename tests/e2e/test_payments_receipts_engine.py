@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,8 @@ from guard.payment import NATIVE, PaymentSpec
 from guard.receipt_format import body_of
 from guard.verify import verify_receipt
 from tests.integration.receipts_helpers import Receipts, receipts_for
-from tests.support.anvil import ROOT, Anvil
+from tests.support.anvil import Anvil
+from tests.support.daemon import run_cli
 from tests.support.erc20 import Token, deploy_token
 from tests.support.rigs import FakeClock, Rig, RigFactory
 from watcher.client.offline import verify as client_verify
@@ -97,14 +97,7 @@ def receipt_of(rig: Rig, rec: SettlementRecord, verdict: str) -> dict[str, Any]:
 def finality_verify(receipt: dict[str, Any], tmp_path: Path) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "receipt.json"
     path.write_text(json.dumps(receipt))
-    return subprocess.run(
-        [sys.executable, "-m", "watcher.cli", "verify", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-        check=False,
-    )
+    return run_cli("verify", str(path), timeout=60)
 
 
 def test_an_exact_native_payment_gets_a_receipt_proving_its_transfer(

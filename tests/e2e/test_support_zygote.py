@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.anvil import ROOT, Anvil
-from tests.support.daemon import Daemon, subprocess_env
+from tests.support.anvil import ROOT, Anvil, free_port
+from tests.support.daemon import Daemon, run_cli, subprocess_env
 from tests.support.zygote import Zygote, ZygoteProcess
 
 
@@ -66,3 +66,20 @@ def test_sigkill_and_sigterm_are_seen_as_by_popen(tmp_path: Path, anvil: Anvil) 
         assert not Path(f"/proc/{pid}").exists(), "reaped, not left running or a zombie"
     finally:
         daemon.close()
+
+
+def test_a_forked_cli_command_exits_and_prints_as_a_plain_process(tmp_path: Path) -> None:
+    """``run_cli`` forks CLI commands from the zygote: the same exit code, stdout and stderr
+    as ``python -m watcher.cli`` started on its own (a refusal on stderr, a verdict on
+    stdout, a usage error)."""
+    if Zygote.get(subprocess_env()) is None:
+        pytest.skip("FINALITY_TEST_ZYGOTE=0: plain subprocesses")
+    receipt = tmp_path / "receipt.json"
+    receipt.write_text('{"kind": "settlement_finality_receipt"}')
+    api = f"http://127.0.0.1:{free_port()}"
+    for args in (("verify", str(receipt)), ("status", "0x12", "--api", api), ("nope",)):
+        forked = run_cli(*args)
+        plain = run_cli(*args, fresh=True)
+        assert forked.returncode == plain.returncode != 0, (args, plain.stderr)
+        assert (forked.stdout, forked.stderr) == (plain.stdout, plain.stderr), args
+        assert plain.stdout + plain.stderr, args

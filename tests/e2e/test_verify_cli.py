@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import pytest
 from eth_account import Account
 
 from tests.support.anvil import ROOT, Anvil
-from tests.support.daemon import Daemon, run_cli, subprocess_env, wait_for
+from tests.support.daemon import Daemon, run_cli, wait_for
 
 pytestmark = pytest.mark.anvil
 
@@ -60,8 +59,10 @@ def confirmed_receipt(daemon: Daemon, anvil: Anvil, **fields: Any) -> tuple[str,
     return sid, answer.json()
 
 
-def verify(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_cli("verify", str(path), *args)
+def verify(path: Path, *args: str, fresh: bool = False) -> subprocess.CompletedProcess[str]:
+    """``finality verify PATH ARGS`` as a process (``fresh``: a plain interpreter, not a
+    fork of the zygote)."""
+    return run_cli("verify", str(path), *args, fresh=fresh)
 
 
 def write(tmp_path: Path, name: str, receipt: Any) -> Path:
@@ -79,7 +80,7 @@ def test_served_receipt_verifies_offline_and_against_the_node(
     assert receipt["signer"] == SIGNER
     path = write(tmp_path, "receipt.json", receipt)
 
-    done = verify(path)
+    done = verify(path, fresh=True)  # one check in a plain interpreter, the rest forked
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("valid: settlement_finality_receipt")
     assert "not checked against a trusted list" in done.stdout
@@ -171,20 +172,13 @@ def test_rpc_check_fails_once_the_confirming_head_is_reorganised_away(
         daemon.close()
 
 
-def test_run_without_a_key_on_a_real_chain_refuses_to_start(anvil: Anvil, tmp_path: Path) -> None:
+def test_run_without_a_key_on_a_real_chain_refuses_to_start(
+    anvil: Anvil, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = Daemon(tmp_path, anvil.url, start=False, chain_id=8453)
     config.close()
-    env = subprocess_env()
-    env.pop("FINALITY_SIGNING_KEY", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "watcher.cli", "run", "--config", str(config.config_path)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    monkeypatch.delenv("FINALITY_SIGNING_KEY", raising=False)
+    done = run_cli("run", "--config", str(config.config_path), timeout=60)
     assert done.returncode == 78, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("finality: signing: no signing key") and "local (8453)" in last

@@ -73,10 +73,13 @@ def _child(request: Mapping[str, Any]) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         null = os.open(os.devnull, os.O_RDONLY)
-        log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        log = os.open(request["log"], flags, 0o644)
+        # A CLI command's stderr apart from its stdout (run_cli captures both, as Popen).
+        err = os.open(request["stderr"], flags, 0o644) if request.get("stderr") else log
         os.dup2(null, 0)
         os.dup2(log, 1)
-        os.dup2(log, 2)
+        os.dup2(err, 2)
         os.closerange(3, 4096)  # the zygote's pipes and selector: not the daemon's
         sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own fds
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
@@ -230,10 +233,22 @@ class Zygote:
             self._cond.notify_all()
 
     def spawn(
-        self, args: Sequence[str], env: Mapping[str, str], cwd: Path, log: Path
+        self,
+        args: Sequence[str],
+        env: Mapping[str, str],
+        cwd: Path,
+        log: Path,
+        stderr: Path | None = None,
     ) -> ZygoteProcess:
-        """Fork ``python -m watcher.cli ARGS`` with ``env`` in ``cwd``, output to ``log``."""
-        request = {"args": list(args), "env": dict(env), "cwd": str(cwd), "log": str(log)}
+        """Fork ``python -m watcher.cli ARGS`` with ``env`` in ``cwd``, output to ``log``
+        (stderr to ``stderr`` instead, if given)."""
+        request = {
+            "args": list(args),
+            "env": dict(env),
+            "cwd": str(cwd),
+            "log": str(log),
+            "stderr": str(stderr) if stderr is not None else None,
+        }
         with self._spawn_lock:
             assert self.proc.stdin is not None
             self.proc.stdin.write(json.dumps(request) + "\n")

@@ -28,6 +28,8 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
+from tests.support.source_tree import parsed
+
 ROOT = Path(__file__).resolve().parents[2]
 OWN = frozenset({"guard", "chains", "watcher"})
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -69,7 +71,7 @@ def lock(name: str) -> dict[str, str]:
 
 def top_level_imports(path: Path) -> Iterator[tuple[int, str]]:
     """(line, top-level module) of every absolute import in one file."""
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name.split(".")[0]
@@ -147,7 +149,7 @@ def import_time_nodes(path: Path) -> Iterator[ast.Import | ast.ImportFrom]:
             elif isinstance(node, ast.With | ast.ClassDef):
                 yield from walk(node.body)
 
-    yield from walk(ast.parse(path.read_text(), str(path)).body)
+    yield from walk(parsed(path).body)
 
 
 def loaded_names(path: Path) -> Iterator[str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from guard.settlement import Verdict
+from tests.support.source_tree import parsed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,7 +89,7 @@ def bare_verdicts(root: Path, skip: Iterable[str] = ()) -> list[str]:
             rel = path.relative_to(root).as_posix()
             if rel in VERDICT_DEFINITIONS or rel.startswith(tuple(skip)):
                 continue
-            tree = ast.parse(path.read_text(encoding="utf-8"))
+            tree = parsed(path)
             docs = _docstrings(tree)
             out.extend(
                 f'{rel}:{node.lineno}: "{node.value}"'

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.source_tree import parsed
+
 GUARD = Path(__file__).resolve().parents[2] / "guard"
 
 ALLOWED_STDLIB = frozenset(
@@ -126,7 +128,7 @@ def test_there_are_guard_files() -> None:
 
 @pytest.mark.parametrize("path", guard_files(), ids=lambda p: str(p.relative_to(GUARD.parent)))
 def test_guard_imports_only_the_stdlib_allow_list(path: Path) -> None:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = parsed(path)
     where = path.relative_to(GUARD.parent)
     bad = [
         (line, f"imports {module!r}")

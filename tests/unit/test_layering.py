@@ -38,6 +38,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.source_tree import parsed
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("guard", "chains", "watcher")
 
@@ -109,7 +111,7 @@ def load_modules(root: Path, packages: Iterable[str] = PACKAGES) -> dict[str, Mo
     for package in packages:
         for path in sorted((root / package).rglob("*.py")):
             name, is_package = module_name(path, root)
-            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            tree = parsed(path)
             out[name] = Module(name, path, is_package, tree)
     return out
 

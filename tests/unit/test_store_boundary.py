@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support.source_tree import parsed
+
 WATCHER = Path(__file__).resolve().parents[2] / "watcher"
 DATABASE_LIBRARIES = ("sqlalchemy", "alembic", "psycopg", "sqlite3")
 INSIDE = ("store", "migrations")
@@ -28,7 +30,7 @@ def test_no_module_outside_the_store_imports_a_database_library() -> None:
     for path in sorted(WATCHER.rglob("*.py")):
         if path.relative_to(WATCHER).parts[0] in INSIDE:
             continue
-        for line, module in _imported(ast.parse(path.read_text(), str(path))):
+        for line, module in _imported(parsed(path)):
             if module.split(".")[0] in DATABASE_LIBRARIES:
                 bad.append(f"watcher/{path.relative_to(WATCHER)}:{line} imports {module}")
     assert not bad, "only watcher/store/ talks to the database:\n" + "\n".join(bad)
