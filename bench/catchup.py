@@ -74,7 +74,9 @@ def in_process(blocks: int, txs: int, per_block: int) -> None:
             f"{time.monotonic() - made:.1f} s"
         )
         now = time.time_ns() // MS
-        ids = {register(store, Registration(chain, h), now)[0].settlement_id: (h, n) for h, n in sent}
+        ids = {
+            register(store, Registration(chain, h), now)[0].settlement_id: (h, n) for h, n in sent
+        }
         restarted = watcher_for(store, chain)
         cpu, wall = time.process_time(), time.monotonic()
         stats = restarted.catch_up(max_rounds=10_000)
@@ -127,7 +129,7 @@ def with_api(blocks: int, txs: int, per_block: int) -> None:
             first = anvil.send()
             sid = daemon.register(first)["settlement_id"]
             anvil.mine(3)
-            daemon.wait_verdict(sid, "FINALITY_CONFIRMED")
+            daemon.wait_verdict(sid, Verdict.FINALITY_CONFIRMED.value)
             daemon.kill9()
             sent = build_downtime(anvil, blocks, txs, per_block)
             target = anvil.head()

@@ -35,7 +35,11 @@ SETTLE_S = 8.0
 def overrides(mode: str, anvil: Anvil, block_time: float) -> dict[str, object]:
     """The chain's config keys for ``mode``."""
     if mode == "ws":
-        return {"poll_interval_s": block_time, "heads": "ws", "heads_url": f"ws://127.0.0.1:{anvil.port}"}
+        return {
+            "poll_interval_s": block_time,
+            "heads": "ws",
+            "heads_url": f"ws://127.0.0.1:{anvil.port}",
+        }
     return {"poll_interval_s": block_time, "poll_pacing": mode == "paced"}
 
 

@@ -119,15 +119,8 @@ def _build(
         [c.after_poll for c in parts.polled],
     )
     pacing = PollPacing(config.chains, scheduler, clock)
-
-    def woken(name: str) -> None:
-        """A poll a head asked for; the interval job's poll then waits (pacing's doc)."""
-        at = clock()
-        runner.poll(name)
-        pacing.after_wake(name, at)
-
     ws = [c for c in config.chains if c.heads == "ws"]
-    heads = HeadsWaker(ws, woken, scheduler, stopping) if ws else None
+    heads = HeadsWaker(ws, pacing.woken(runner.poll), scheduler, stopping) if ws else None
     workflows = WorkflowService(store, signer, clock, lambda: plan)
     return App(
         config=config,

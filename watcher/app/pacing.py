@@ -49,7 +49,7 @@ Times are milliseconds of the daemon's injected clock (the ``Clock`` of ``watche
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -276,6 +276,16 @@ class PollPacing:
             if moved is not None:
                 when = max(moved, self.clock() + 1)
                 job.modify(next_run_time=datetime.fromtimestamp(when / 1000, UTC))
+
+    def woken(self, poll: Callable[[str], object]) -> Callable[[str], None]:
+        """``poll`` as the poll a head asks for: the interval poll waits after it."""
+
+        def woken_poll(name: str) -> None:
+            at = self.clock()
+            poll(name)
+            self.after_wake(name, at)
+
+        return woken_poll
 
     def after_wake(self, name: str, at_ms: int) -> None:
         """A poll woken by a head of ``name`` started at ``at_ms``: the interval poll waits
