@@ -22,7 +22,6 @@ from watcher.engine.rules import ChainRules, Tally
 from watcher.engine.settle import Rules, decide_settlement
 from watcher.engine.values import BlockInput, BlockOutcome
 from watcher.store.block_txn import BlockTxn, put_headers
-from watcher.store.payments_store import payments_due
 from watcher.store.records import SettlementRecord
 
 
@@ -38,7 +37,8 @@ def apply_block(txn: BlockTxn, inp: BlockInput, rules: ChainRules) -> BlockOutco
     if inp.store_finalized is not None:
         txn.set_finalized(inp.store_finalized)
     due = _decide_due(txn, inp, rules, undone, tally)
-    paid = payment_writes(txn, inp, rules, tally)
+    watched = inp.transfers_watched or inp.reorg is not None
+    paid = payment_writes(txn, inp, rules, tally) if watched else []
     head = inp.head
     if inp.block is not None:
         progressed = {s for s, _ in inp.matches.matched}
@@ -70,15 +70,15 @@ def apply_quiet_run(
     the first one something is due at gets its header alone, all of them in one insert
     (:func:`~watcher.store.block_txn.put_headers`), and the block where something
     is due is applied whole (decided *at that block*), then the rest is asked about again.
-    With payments or provisional updates due, every block is applied whole."""
+    With a payment or a subscription watched, or provisional updates to send, every block
+    is applied whole."""
     if not run:
         return []
     last = run[-1]
     late_ms = rules.late_watch_ms
-    pos = last.position
     if (
         any(inp.covered != last.covered or inp.block is None or inp.reorg for inp in run)
-        or payments_due(txn, late_ms, pos.head_number, pos.finalized_number, pos.safe_number)
+        or any(inp.transfers_watched for inp in run)
         or txn.provisional_in_progress()
     ):
         return [apply_block(txn, inp, rules) for inp in run]
