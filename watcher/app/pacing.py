@@ -164,10 +164,11 @@ class PollPacer:
             move = self.step_ms // 2 if self.settled else SEARCH_STEPS * self.step_ms
             return self._moved(next_ms - move)
         if blocks == 0 and self.streak >= REGULAR and self._found_ms is not None:
-            # At the block's edge already (a probe), or a block came late (jitter): probe
-            # less often, so that the probes do not pull the phase back into the jitter.
-            self.probe_every = min(2 * self.probe_every, PROBE_EVERY_MAX)
-            self._since_probe = 0
+            if self.settled:
+                # At the block's edge already (a probe), or a block came late (jitter): probe
+                # less often, so that the probes do not pull the phase back into the jitter.
+                self.probe_every = min(2 * self.probe_every, PROBE_EVERY_MAX)
+                self._since_probe = 0
             # Early (the phase was moved before the block), or the block is late: retried
             # (see _retry_at), in this interval of the phase that found the last one.
             behind = max(1, -(-(at_ms - self._found_ms) // self.interval_ms))
