@@ -41,12 +41,13 @@ def build_downtime(anvil: Anvil, blocks: int, txs: int, per_block: int) -> list[
     gap = blocks // carrying - 1
     sent: list[tuple[str, int]] = []
     made = 0
+    start = anvil.head()
     anvil.rpc("evm_setAutomine", False)
     try:
         for _ in range(carrying):
             hashes = [anvil.send(value=1 + len(sent) + i) for i in range(per_block)]
             anvil.rpc("evm_mine")
-            number = anvil.head()
+            number = start + made + 1
             sent += [(h, number) for h in hashes]
             if gap > 0:
                 anvil.mine(gap)

@@ -69,8 +69,9 @@ again while a probe still finds its block)."""
 
 PROBE_EVERY_MAX = 64
 """Most polls between two probes: each probe that finds nothing (the phase is at the
-block's edge already) doubles the gap up to this; one that finds its block (the blocks came
-earlier: a drift) brings it back to :data:`PROBE_EVERY`. Settled on a steady chain, probing
+block's edge already), and each settled poll that finds nothing (its block came late),
+doubles the gap up to this; one that finds its block (the blocks came earlier: a drift)
+halves it, down to :data:`PROBE_EVERY`. Settled on a steady chain, probing
 then costs about one call in this many blocks instead of one in :data:`PROBE_EVERY`."""
 
 RETRY_SHARE = 32
