@@ -140,15 +140,16 @@ def with_api(blocks: int, txs: int, per_block: int) -> None:
             health: list[float] = []
             reads: list[float] = []
             reached = None
-            while time.monotonic() - started < 120:
-                for path, into in (("/healthz", health), (f"/v1/settlements/{sid}", reads)):
-                    asked = time.monotonic()
-                    try:
+            while time.monotonic() - started < 300:
+                try:
+                    for path, into in (("/healthz", health), (f"/v1/settlements/{sid}", reads)):
+                        asked = time.monotonic()
                         daemon.http.get(path, timeout=5.0)
-                    except httpx.ConnectError:
-                        break  # not listening yet
-                    into.append(time.monotonic() - asked)
-                head = daemon.head()
+                        into.append(time.monotonic() - asked)
+                    head = daemon.head()
+                except httpx.ConnectError:
+                    time.sleep(0.05)  # not listening yet
+                    continue
                 if head is not None and head >= target:
                     reached = time.monotonic() - started
                     break
