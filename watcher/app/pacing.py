@@ -80,7 +80,7 @@ polls over any long run, plus :data:`RETRY_BURST`: the documented bound of what 
 about 1.03 calls per block. Over it, an empty poll is not retried: the next poll, on the
 interval and a step later, finds the block (a whole interval late at worst)."""
 
-RETRY_BURST = 8
+RETRY_BURST = 4
 """Retries that may be spent at once (a search at the start; a few late blocks in a row):
 the budget starts full and refills by one every :data:`RETRY_SHARE` polls up to this."""
 
