@@ -43,3 +43,32 @@ def test_a_settlement_final_inside_a_quiet_run_is_decided_at_its_depth(
         assert facts["confirmations"] == rig.config.resolved_confirmations
     finally:
         rig.store.close()
+
+
+def test_settlements_due_at_different_depths_in_one_run_are_each_decided_at_their_own(
+    anvil: Anvil, tmp_path: Path
+) -> None:
+    """Quiet blocks nothing is due at write their headers only: each settlement is still
+    decided at the block that gives it its own depth, and every header is stored."""
+    rig = make_watcher(anvil, f"sqlite:///{tmp_path}/depths.db", max_blocks_per_poll=1000)
+    try:
+        rig.watcher.poll()
+        txs = [anvil.send(value=v) for v in (1, 2)]
+        included = [wait_included(anvil, tx) for tx in txs]
+        depths = {txs[0]: 7, txs[1]: 60}
+        ids = {tx: rig.register(tx, confirmations=depths[tx]).settlement_id for tx in txs}
+        rig.watcher.poll()  # the inclusions are recorded; the run starts after them
+        anvil.mine(QUIET_RUN // 2)
+        rig.watcher.catch_up()
+        head = anvil.head()
+        assert rig.watcher.head is not None and rig.watcher.head.number == head
+        window = rig.config.resolved_header_window
+        stored = [n for n, _, _, _ in rig.store.headers(CHAIN)]
+        assert stored == list(range(head - min(window, head + 1) + 1, head + 1))
+        for tx, block in zip(txs, included, strict=True):
+            view = rig.view(ids[tx])
+            assert (view["verdict"], view["block_number"]) == ("FINALITY_CONFIRMED", block)
+            facts = rig.settlement(ids[tx]).decision["evidence"]["facts"]
+            assert facts["confirmations"] == depths[tx]
+    finally:
+        rig.store.close()

@@ -19,7 +19,19 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from watcher.app.pacing import PROBE_EVERY, REGULAR, SEARCH_STEPS, PollPacer, PollPacing
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from watcher.app.pacing import (
+    PROBE_EVERY,
+    REGULAR,
+    RETRY_BURST,
+    RETRY_SHARE,
+    SEARCH_STEPS,
+    WS_FALLBACK_INTERVALS,
+    PollPacer,
+    PollPacing,
+    poll_job_id,
+)
 from watcher.config.loading import parse_config
 
 INTERVAL = 500
@@ -236,3 +248,66 @@ def test_one_late_poll_keeps_the_phase_and_two_in_a_row_start_over() -> None:
     assert pacer.after_poll(at + 3 * INTERVAL, 2, at + 4 * INTERVAL) is None
     assert pacer.after_poll(at + 4 * INTERVAL, 2, at + 5 * INTERVAL) is None
     assert not pacer.settled and pacer.streak == 0
+
+
+def test_late_blocks_cost_at_most_the_documented_retry_budget() -> None:
+    """However the blocks are late (here one in twenty by 200 ms, the rest by up to 40 ms),
+    pacing pays at most one retry in RETRY_SHARE polls plus RETRY_BURST, and the phase
+    still settles well ahead of the interval's worst case."""
+    rng = random.Random(7)
+    arrivals = [
+        a + rng.randrange(0, 40) + (200 if rng.random() < 0.05 else 0)
+        for a in regular(phase=321, count=3_000)
+    ]
+    pacer = PollPacer(INTERVAL)
+    run = simulate(arrivals, pacer)
+    assert pacer.retries <= RETRY_BURST + len(run.polls) / RETRY_SHARE
+    assert len(run.polls) <= len(arrivals) + pacer.retries + 4  # else one a block (and ends)
+    assert run.polls_per_block <= 1.04
+    assert statistics.median(run.lags[100:]) < INTERVAL / 2
+
+
+def test_jitter_pulls_probes_apart_so_the_steady_state_stays_under_one_call_in_twenty() -> None:
+    """Blocks late by up to 40 ms: each late block doubles the gap to the next probe, so the
+    probes do not pull the phase back into the jitter at a retry each."""
+    rng = random.Random(3)
+    arrivals = [a + rng.randrange(0, 40) for a in regular(phase=123, count=3_000)]
+    pacer = PollPacer(INTERVAL)
+    run = simulate(arrivals, pacer)
+    settle_ms = arrivals[100]
+    steady = [t for t, _ in run.polls if t >= settle_ms]
+    assert len(steady) / sum(1 for a in arrivals if a >= settle_ms) <= 1.05
+    assert statistics.median(run.lags[100:]) < pacer.step_ms + 40
+
+
+def ws_chain_pacing(scheduler: BackgroundScheduler) -> PollPacing:
+    text = (
+        '[store]\nurl = "sqlite:///:memory:"\n[[chains]]\nname = "pushed"\n'
+        'chain_id = 900003\nconfirmations = 2\npoll_interval_s = 0.5\nheads = "ws"\n'
+        'rpc = ["http://127.0.0.1:9", "ws://127.0.0.1:9"]\n'
+    )
+    return PollPacing(parse_config(text, "<test>").chains, jobs=scheduler, clock=lambda: 0)
+
+
+def test_a_poll_woken_by_a_head_holds_the_interval_poll_back() -> None:
+    """heads = "ws": a head wakes a poll every block, so the interval job (the fallback)
+    would find nothing and pay a call each block; each woken poll moves it to
+    WS_FALLBACK_INTERVALS intervals later, and never earlier than it was due."""
+    from datetime import UTC, datetime
+
+    scheduler = BackgroundScheduler(timezone="UTC")
+    start = datetime.fromtimestamp(1_000, UTC)
+    job = scheduler.add_job(
+        print, "interval", seconds=0.5, id=poll_job_id("pushed"), next_run_time=start
+    )
+    pacing = ws_chain_pacing(scheduler)
+    assert pacing.pacers == {}  # not paced: the heads say when
+    pacing.after_wake("pushed", 1_000_000)
+    wait_ms = WS_FALLBACK_INTERVALS * 500
+    assert job.next_run_time.timestamp() * 1000 == 1_000_000 + wait_ms
+    pacing.after_wake("pushed", 1_000_000 - wait_ms)  # an older wake moves nothing back
+    assert job.next_run_time.timestamp() * 1000 == 1_000_000 + wait_ms
+    pacing.after_wake("unknown", 2_000_000)  # a chain that polls: nothing
+    pacing.close()
+    pacing.after_wake("pushed", 1_500_000)  # closed (shutting down): nothing moves
+    assert job.next_run_time.timestamp() * 1000 == 1_000_000 + wait_ms

@@ -118,8 +118,9 @@ def _build(
         stopping,
         [c.after_poll for c in parts.polled],
     )
+    pacing = PollPacing(config.chains, scheduler, clock)
     ws = [c for c in config.chains if c.heads == "ws"]
-    heads = HeadsWaker(ws, runner.poll, scheduler, stopping) if ws else None
+    heads = HeadsWaker(ws, pacing.woken(runner.poll), scheduler, stopping) if ws else None
     workflows = WorkflowService(store, signer, clock, lambda: plan)
     return App(
         config=config,
@@ -130,7 +131,7 @@ def _build(
         budgets=chains.budgets,
         watchers=chains.watchers,
         chains=runner,
-        pacing=PollPacing(config.chains, scheduler, clock),
+        pacing=pacing,
         handoff=handoff,
         scheduler=scheduler,
         stopping=stopping,

@@ -18,8 +18,12 @@ once a step past that phase (a block a little late); found, the phase stays ther
 every :data:`PROBE_EVERY` polls at first (at the next poll again while a probe still finds
 its block), so the phase closes in to within half a step and a drifting block time is
 followed. A probe that finds nothing costs a retry and shows the phase at the block's edge
-already, so the gap to the next probe doubles, up to :data:`PROBE_EVERY_MAX` polls; one
-that finds its block (a drift) brings it back. On a steady chain the settled state costs a
+already, and so does a settled poll that finds nothing because its block came late
+(jitter): either doubles the gap to the next probe, up to :data:`PROBE_EVERY_MAX` polls; a
+probe that finds its block (a drift) halves it. Retries are paid from a budget of one in
+:data:`RETRY_SHARE` polls (:data:`RETRY_BURST` at once): the bound on what pacing costs,
+whatever the jitter (about 1.03 calls per block); over it, an empty poll is not retried and
+the next one, on the interval, comes a step later. On a steady chain the settled state costs a
 few calls in a hundred blocks (``bench.pacing``, "once settled"). One poll that found two
 blocks (run late: a busy machine delays a scheduled run) keeps the phase; two in a row mean
 faster blocks, and the search starts over. Nothing a step past the phase that found the
@@ -29,8 +33,15 @@ far from the block time) is polled on its interval and costs almost no extra cal
 
 Only the interval job's next run is moved: a poll reads the chain over JSON-RPC as always,
 so a poll at the wrong moment costs latency, never correctness. Chains with a
-``calls_per_minute`` budget (their interval is the budget's), chains woken by WebSocket
-heads and chains with ``poll_pacing = false`` are not paced.
+``calls_per_minute`` budget (their interval is the budget's) and chains with
+``poll_pacing = false`` are not paced.
+
+A chain woken by WebSocket heads (``heads = "ws"``) polls at every head already, so its
+interval job is only the fallback for a subscription gone quiet: while heads wake polls it
+would find nothing but pay a call each block. Every woken poll therefore moves the
+interval job's next run to :data:`WS_FALLBACK_INTERVALS` intervals after it
+(:meth:`PollPacing.after_wake`): with heads arriving, no interval poll runs at all; with
+none for that long, the interval job polls on its interval as before.
 
 Times are milliseconds of the daemon's injected clock (the ``Clock`` of ``watcher.clock``).
 """
@@ -38,7 +49,7 @@ Times are milliseconds of the daemon's injected clock (the ``Clock`` of ``watche
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -58,9 +69,20 @@ again while a probe still finds its block)."""
 
 PROBE_EVERY_MAX = 64
 """Most polls between two probes: each probe that finds nothing (the phase is at the
-block's edge already) doubles the gap up to this; one that finds its block (the blocks came
-earlier: a drift) brings it back to :data:`PROBE_EVERY`. Settled on a steady chain, probing
+block's edge already), and each settled poll that finds nothing (its block came late),
+doubles the gap up to this; one that finds its block (the blocks came earlier: a drift)
+halves it, down to :data:`PROBE_EVERY`. Settled on a steady chain, probing
 then costs about one call in this many blocks instead of one in :data:`PROBE_EVERY`."""
+
+RETRY_SHARE = 32
+"""At most one extra poll (a retry: of a probe, a search or a late block) per this many
+polls over any long run, plus :data:`RETRY_BURST`: the documented bound of what pacing costs,
+about 1.03 calls per block. Over it, an empty poll is not retried: the next poll, on the
+interval and a step later, finds the block (a whole interval late at worst)."""
+
+RETRY_BURST = 4
+"""Retries that may be spent at once (a search at the start; a few late blocks in a row):
+the budget starts full and refills by one every :data:`RETRY_SHARE` polls up to this."""
 
 STEP_FRACTION = 8
 """The step is the interval over this (clamped to :data:`STEP_MIN_MS`..:data:`STEP_MAX_MS`):
@@ -71,6 +93,11 @@ STEP_MIN_MS = 20
 
 STEP_MAX_MS = 1_000
 """Above this, a block time of several seconds would be searched too coarsely."""
+
+
+WS_FALLBACK_INTERVALS = 2
+"""A chain woken by WebSocket heads: its interval poll runs only this many intervals after
+the last woken poll (a head a whole interval late, or a subscription gone quiet)."""
 
 
 def poll_job_id(chain: str) -> str:
@@ -104,6 +131,8 @@ class PollPacer:
         """While retrying an empty poll: that phase in the retry's interval."""
         self.moves = 0
         """Polls moved (searches, probes and retries): for ``GET /v1/chains``."""
+        self._budget = float(RETRY_BURST)
+        """Retries that may be spent now (see :data:`RETRY_SHARE`)."""
         self.retries = 0
         """Extra polls after an empty one: the calls pacing cost."""
 
@@ -112,6 +141,7 @@ class PollPacer:
         failed), and the interval would run the next at ``next_ms``: the time to run it
         instead, or None to keep the schedule."""
         probed, self._probing = self._probing, False
+        self._budget = min(float(RETRY_BURST), self._budget + 1 / RETRY_SHARE)
         if blocks is None:
             self._reset()
             return None
@@ -119,12 +149,14 @@ class PollPacer:
             return self._after_retry(at_ms, blocks, self._due_ms)
         if blocks == 1:
             self._caught_up = False
-            if probed:  # the block came earlier than the phase: probe often again
-                self.probe_every = PROBE_EVERY
+            if probed:  # the block came earlier than the phase: probe more often
+                self.probe_every = max(PROBE_EVERY, self.probe_every // 2)
             self._found_ms = at_ms
             self.streak += 1
             self._since_probe += 1
             if self.streak < REGULAR or (self.settled and self._since_probe < self.probe_every):
+                return None
+            if self._budget < 1:  # no retry left to pay for a move that finds nothing
                 return None
             # A probe that found its block was late by half a step or more: probe again
             # at once (a block time a little shorter than the interval is followed).
@@ -133,11 +165,17 @@ class PollPacer:
             move = self.step_ms // 2 if self.settled else SEARCH_STEPS * self.step_ms
             return self._moved(next_ms - move)
         if blocks == 0 and self.streak >= REGULAR and self._found_ms is not None:
-            if probed:  # at the block's edge already: probe less often
+            if self.settled:
+                # At the block's edge already (a probe), or a block came late (jitter): probe
+                # less often, so that the probes do not pull the phase back into the jitter.
                 self.probe_every = min(2 * self.probe_every, PROBE_EVERY_MAX)
+                self._since_probe = 0
             # Early (the phase was moved before the block), or the block is late: retried
             # (see _retry_at), in this interval of the phase that found the last one.
             behind = max(1, -(-(at_ms - self._found_ms) // self.interval_ms))
+            if self._budget < 1:  # over the budget: the next poll, a step later, finds it
+                self._caught_up = False
+                return self._moved(next_ms + self.step_ms)
             self._due_ms = self._found_ms + behind * self.interval_ms
             return self._retry_at(at_ms, self._due_ms)
         if blocks > 1 and self.settled and self.streak >= PROBE_EVERY and not self._caught_up:
@@ -157,7 +195,7 @@ class PollPacer:
             self._due_ms, self._found_ms = None, at_ms
             self.settled, self._since_probe = True, 0
             return None
-        if blocks == 0 and at_ms < due_ms + self.step_ms:
+        if blocks == 0 and at_ms < due_ms + self.step_ms and self._budget >= 1:
             return self._retry_at(at_ms, due_ms)
         self._due_ms, self.streak = None, 0
         if blocks != 0:
@@ -170,6 +208,7 @@ class PollPacer:
         ``due_ms``, the phase that found the last block; past it, a step later (a block a
         little late), and then no more."""
         self.retries += 1
+        self._budget -= 1
         if at_ms < due_ms:
             return self._moved(min(at_ms + self.step_ms, due_ms))
         return self._moved(due_ms + self.step_ms)
@@ -204,6 +243,12 @@ class PollPacing:
             for c in chains
             if c.poll_pacing and c.heads == "poll" and c.calls_per_minute is None
         }
+        self.woken_ms: Mapping[str, int] = {
+            c.name: WS_FALLBACK_INTERVALS * round(c.resolved_poll_interval_s * 1000)
+            for c in chains
+            if c.heads == "ws"
+        }
+        """Per chain woken by heads: how long after a woken poll its interval poll waits."""
         self.jobs = jobs
         self.clock = clock
         self._lock = threading.Lock()
@@ -233,6 +278,32 @@ class PollPacing:
             if moved is not None:
                 when = max(moved, self.clock() + 1)
                 job.modify(next_run_time=datetime.fromtimestamp(when / 1000, UTC))
+
+    def woken(self, poll: Callable[[str], object]) -> Callable[[str], None]:
+        """``poll`` as the poll a head asks for: the interval poll waits after it."""
+
+        def woken_poll(name: str) -> None:
+            at = self.clock()
+            poll(name)
+            self.after_wake(name, at)
+
+        return woken_poll
+
+    def after_wake(self, name: str, at_ms: int) -> None:
+        """A poll woken by a head of ``name`` started at ``at_ms``: the interval poll waits
+        (see the module doc), never earlier than it was due."""
+        wait = self.woken_ms.get(name)
+        if wait is None:
+            return
+        with self._lock:
+            if self._closed:
+                return
+            job = self.jobs.get_job(poll_job_id(name))
+            if job is None or job.next_run_time is None:
+                return
+            scheduled = round(job.next_run_time.timestamp() * 1000)
+            if at_ms + wait > scheduled:
+                job.modify(next_run_time=datetime.fromtimestamp((at_ms + wait) / 1000, UTC))
 
     def report(self, name: str) -> dict[str, object] | None:
         """What ``GET /v1/chains`` says of the chain's pacing (None: not paced)."""

@@ -13,7 +13,7 @@ no reorg and no new head; a probe's inclusions decide through :func:`decide_reco
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from watcher.engine.observe import ChainPosition
 from watcher.engine.payments import payment_writes
@@ -21,7 +21,7 @@ from watcher.engine.reorgs import ReorgOutcome, undo_reorg
 from watcher.engine.rules import ChainRules, Tally
 from watcher.engine.settle import Rules, decide_settlement
 from watcher.engine.values import BlockInput, BlockOutcome
-from watcher.store.block_txn import BlockTxn
+from watcher.store.block_txn import BlockTxn, put_headers
 from watcher.store.records import SettlementRecord
 
 
@@ -37,7 +37,8 @@ def apply_block(txn: BlockTxn, inp: BlockInput, rules: ChainRules) -> BlockOutco
     if inp.store_finalized is not None:
         txn.set_finalized(inp.store_finalized)
     due = _decide_due(txn, inp, rules, undone, tally)
-    paid = payment_writes(txn, inp, rules, tally)
+    watched = inp.transfers_watched or inp.reorg is not None
+    paid = payment_writes(txn, inp, rules, tally) if watched else []
     head = inp.head
     if inp.block is not None:
         progressed = {s for s, _ in inp.matches.matched}
@@ -54,6 +55,86 @@ def apply_block(txn: BlockTxn, inp: BlockInput, rules: ChainRules) -> BlockOutco
         stored_finalized=inp.store_finalized,
         rewind_to=inp.reorg.common_ancestor.number if inp.reorg is not None else None,
         pushed=inp.block.header if inp.block is not None else None,
+    )
+
+
+def apply_quiet_run(
+    txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules
+) -> list[BlockOutcome]:
+    """Quiet blocks (no watched tx in them, no reorg, no transfer watched: a catch-up) in
+    order in one transaction, with the outcomes :func:`apply_block` gives each alone.
+
+    A quiet block writes its header and decides what is due at it. What is due only grows
+    with the height within the run (depth reached; the ``finalized`` height and the time are
+    the run's), so the store is asked what is due at the run's last block: a block before
+    the first one something is due at gets its header alone, all of them in one insert
+    (:func:`~watcher.store.block_txn.put_headers`), and the block where something
+    is due is applied whole (decided *at that block*), then the rest is asked about again.
+    With a payment or a subscription watched, or provisional updates to send, every block
+    is applied whole."""
+    if len(run) < 2:  # a poll's one new block (the steady state): nothing to share
+        return [apply_block(txn, inp, rules) for inp in run]
+    last = run[-1]
+    late_ms = rules.late_watch_ms
+    if (
+        any(inp.covered != last.covered or inp.block is None or inp.reorg for inp in run)
+        or any(inp.transfers_watched for inp in run)
+        or txn.provisional_in_progress()
+    ):
+        return [apply_block(txn, inp, rules) for inp in run]
+    outcomes: list[BlockOutcome] = []
+    i = 0
+    while i < len(run):
+        full = _first_due(txn, run, i, late_ms)
+        _headers_only(txn, run[i:full], rules)
+        outcomes += [_header_outcome(inp) for inp in run[i:full]]
+        if full < len(run):
+            outcomes.append(apply_block(txn, run[full], rules))
+        i = full + 1
+    return outcomes
+
+
+def _first_due(txn: BlockTxn, run: Sequence[BlockInput], i: int, late_ms: int) -> int:
+    """The index of the first block from ``run[i]`` on at which a settlement is due
+    (``len(run)``: none). Due at the last block and not at ``run[i]``: due by depth alone,
+    first at its ``confirm_height``."""
+    first, last = run[i].head.number, run[-1].head.number
+    due = txn.due(last, run[-1].covered, late_ms)
+    if not due:
+        return len(run)
+    if txn.due(first, run[i].covered, late_ms):
+        return i
+    heights = [r.confirm_height for r in due if r.confirm_height is not None]
+    at = max(first, min(heights, default=first))
+    return i + min(at - first, len(run) - 1 - i)
+
+
+def _headers_only(txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules) -> None:
+    """The headers (and the stored ``finalized``) of blocks nothing is due at."""
+    if not run:
+        return
+    keep = rules.config.resolved_header_window
+    put_headers(
+        txn,
+        [
+            (i.head.number, i.head.hash, i.head.parent_hash, i.head.timestamp, i.compact_header)
+            for i in run
+        ],
+        keep,
+    )
+    finalized = [i.store_finalized for i in run if i.store_finalized is not None]
+    if finalized:
+        txn.set_finalized(finalized[-1])
+
+
+def _header_outcome(inp: BlockInput) -> BlockOutcome:
+    """What :func:`apply_block` returns for a quiet block nothing is due at."""
+    return BlockOutcome(
+        decisions=0,
+        tags=inp.tags,
+        approval=inp.approval,
+        stored_finalized=inp.store_finalized,
+        pushed=inp.head,
     )
 
 

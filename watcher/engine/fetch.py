@@ -102,6 +102,7 @@ def fetch_block(
         receipts=receipts,
         transfers=transfers,
         subscriptions=dict(memory.subscriptions.records),
+        transfers_watched=memory.watching_transfers,
     )
 
 

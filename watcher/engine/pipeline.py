@@ -22,7 +22,7 @@ from chains.tracker import Advance, Reorg
 from watcher import otel_tracing
 from watcher.clock import Clock
 from watcher.config.chains import ChainConfig
-from watcher.engine.apply import apply_block
+from watcher.engine.apply import apply_block, apply_quiet_run
 from watcher.engine.fetch import ChainSource, PollView, deadline_input, fetch_block
 from watcher.engine.lookups import LookupOutcome, TxLookups
 from watcher.engine.matching import match_block
@@ -182,7 +182,7 @@ class BlockPipeline:
         with otel_tracing.span("finality.block_commit", attributes):
             rules = self.rules_of()
             with self.store.block_txn(self.name, run[0].now, self.fence_of(self.name)) as txn:
-                outcomes = [apply_block(txn, inp, rules) for inp in run]
+                outcomes = apply_quiet_run(txn, run, rules)
         decisions = 0
         for inp, outcome in zip(run, outcomes, strict=True):
             decisions += self._moved(inp, outcome)

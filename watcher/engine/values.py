@@ -66,6 +66,9 @@ class BlockInput:
     """The block's transfers that may pay a watched payment, and its deposits."""
     subscriptions: Mapping[str, SubscriptionRecord] = field(default_factory=dict)
     """The active subscriptions the block's deposits are written for."""
+    transfers_watched: bool = True
+    """Whether memory watched a payment or a subscription when the input was fetched: with
+    none and no reorg, no payment can be due and the payment writes are skipped."""
 
 
 @dataclass(frozen=True)

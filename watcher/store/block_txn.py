@@ -321,3 +321,36 @@ class BlockTxn:
             t.c.verdict == Verdict.AWAITING_FINALITY,
             t.c.commit_url.is_not(None),
         )
+
+
+def put_headers(
+    txn: BlockTxn, headers: Sequence[tuple[int, str, str, int, bytes | None]], keep: int
+) -> None:
+    """:meth:`BlockTxn.put_header` for consecutive new heads (number, hash, parent hash,
+    timestamp, compact) at once: one insert of them all, one prune, one head move (a
+    catch-up's quiet blocks, which need nothing else written)."""
+    if not headers:
+        return
+    h = s.headers
+    first, last = headers[0], headers[-1]
+    txn.conn.execute(delete(h).where(h.c.chain == txn.chain, h.c.number >= first[0]))
+    txn.conn.execute(
+        insert(h),
+        [
+            {
+                "chain": txn.chain,
+                "number": number,
+                "hash": block_hash,
+                "parent_hash": parent,
+                "timestamp": timestamp,
+                "compact": compact,
+            }
+            for number, block_hash, parent, timestamp, compact in headers
+        ],
+    )
+    txn.conn.execute(delete(h).where(h.c.chain == txn.chain, h.c.number <= last[0] - keep))
+    txn.conn.execute(
+        update(s.chains)
+        .where(s.chains.c.name == txn.chain)
+        .values(head_number=last[0], head_hash=last[1], updated_at=txn.now)
+    )
