@@ -146,7 +146,7 @@ class DepositQueries:
         )
         with self._reader.connect() as conn:
             rows = conn.execute(query).all()
-        return list(map(AddressWatch._make, rows))
+        return [AddressWatch(*row) for row in rows]
 
     def deposit(self, settlement_id: str) -> DepositRecord:
         """A deposit's own row; raises :class:`SettlementNotFound`."""
