@@ -10,7 +10,7 @@ one block.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -26,6 +26,31 @@ from watcher.receipts.builder import ReceiptBuilder
 
 pytestmark = pytest.mark.anvil
 
+
+@pytest.fixture(scope="module")
+def reset_anvil() -> Iterator[Callable[..., Anvil]]:
+    """Factory: ``reset_anvil("--no-mining", ...)`` → one anvil per argument list for the whole
+    module, put back to its genesis (``anvil_reset``) for each test that asks for it.
+
+    A node's first blob tx costs it about 3 s of CPU (it loads the KZG trusted setup); a node
+    started per test paid that in each of the nine tests sending one. After a reset the node
+    is the one a fresh start gives: block 0, the same genesis and funded accounts, still not
+    mining on its own."""
+    nodes: dict[tuple[str, ...], Anvil] = {}
+
+    def get(*args: str) -> Anvil:
+        node = nodes.get(args)
+        if node is None:
+            node = nodes[args] = Anvil(*args)
+        else:
+            node.rpc("anvil_reset")
+        return node
+
+    yield get
+    for node in nodes.values():
+        node.stop()
+
+
 TYPES_BY_FORK = {
     "london": ("legacy", "access_list", "dynamic"),
     "cancun": ("legacy", "access_list", "dynamic", "blob"),
@@ -36,9 +61,9 @@ TYPES_BY_FORK = {
 
 @pytest.mark.parametrize("fork", list(TYPES_BY_FORK), ids=lambda f: f or "default")
 def test_every_tx_type_of_a_fork_gets_a_receipt_that_verifies(
-    fork: str | None, start_anvil: Callable[..., Anvil], make_rig: RigFactory
+    fork: str | None, reset_anvil: Callable[..., Anvil], make_rig: RigFactory
 ) -> None:
-    anvil = start_anvil("--no-mining", *(("--hardfork", fork) if fork else ()))
+    anvil = reset_anvil("--no-mining", *(("--hardfork", fork) if fork else ()))
     rig = make_rig(anvil, poll=True)
     factory = TxFactory(anvil)
     wrapper = "7594" if fork is None else "4844"  # the sidecar form of the fork
@@ -71,9 +96,9 @@ def test_every_tx_type_of_a_fork_gets_a_receipt_that_verifies(
 
 @pytest.mark.parametrize("fork", list(TYPES_BY_FORK), ids=lambda f: f or "default")
 def test_tx_objects_rebuild_each_signed_tx_and_the_transactions_root(
-    fork: str | None, start_anvil: Callable[..., Anvil]
+    fork: str | None, reset_anvil: Callable[..., Anvil]
 ) -> None:
-    anvil = start_anvil("--no-mining", *(("--hardfork", fork) if fork else ()))
+    anvil = reset_anvil("--no-mining", *(("--hardfork", fork) if fork else ()))
     factory = TxFactory(anvil)
     wrapper = "7594" if fork is None else "4844"
     sent = [
@@ -120,9 +145,9 @@ def _build_counting_calls(rig: Rig, receipts: Receipts) -> Counter[str]:
 
 
 def test_builder_reuses_the_tx_objects_the_tracker_fetched(
-    start_anvil: Callable[..., Anvil], make_rig: RigFactory
+    reset_anvil: Callable[..., Anvil], make_rig: RigFactory
 ) -> None:
-    anvil = start_anvil("--no-mining")
+    anvil = reset_anvil("--no-mining")
     rig = make_rig(anvil, poll=True)
     receipts, ids = _tracked_block_of(anvil, rig, 12)
     calls = _build_counting_calls(rig, receipts)
@@ -141,9 +166,9 @@ def _builder(receipts: Receipts, rig: Rig) -> ReceiptBuilder:
 
 
 def test_a_tx_object_that_does_not_match_its_hash_falls_back_to_the_nodes_bytes(
-    start_anvil: Callable[..., Anvil], make_rig: RigFactory
+    reset_anvil: Callable[..., Anvil], make_rig: RigFactory
 ) -> None:
-    anvil = start_anvil("--no-mining")
+    anvil = reset_anvil("--no-mining")
     rig = make_rig(anvil, poll=True)
     receipts, ids = _tracked_block_of(anvil, rig, 8)
     block_hash = anvil.block(1)["hash"]
@@ -158,9 +183,9 @@ def test_a_tx_object_that_does_not_match_its_hash_falls_back_to_the_nodes_bytes(
 
 
 def test_leaves_that_miss_the_root_fall_back_to_the_nodes_bytes(
-    start_anvil: Callable[..., Anvil], make_rig: RigFactory
+    reset_anvil: Callable[..., Anvil], make_rig: RigFactory
 ) -> None:
-    anvil = start_anvil("--no-mining")
+    anvil = reset_anvil("--no-mining")
     rig = make_rig(anvil, poll=True)
     receipts, ids = _tracked_block_of(anvil, rig, 4)
     block_hash = anvil.block(1)["hash"]
