@@ -267,17 +267,12 @@ class PollPacing:
         pacer = self.pacers.get(name)
         if pacer is None:
             return
-        with self._lock:
-            if self._closed:
-                return
-            job = self.jobs.get_job(poll_job_id(name))
-            if job is None or job.next_run_time is None:
-                return
-            scheduled = round(job.next_run_time.timestamp() * 1000)
+
+        def paced(scheduled: int) -> int | None:
             moved = pacer.after_poll(at_ms, blocks, scheduled)
-            if moved is not None:
-                when = max(moved, self.clock() + 1)
-                job.modify(next_run_time=datetime.fromtimestamp(when / 1000, UTC))
+            return None if moved is None else max(moved, self.clock() + 1)
+
+        self._move(name, paced)
 
     def woken(self, poll: Callable[[str], object]) -> Callable[[str], None]:
         """``poll`` as the poll a head asks for: the interval poll waits after it."""
@@ -295,6 +290,11 @@ class PollPacing:
         wait = self.woken_ms.get(name)
         if wait is None:
             return
+        self._move(name, lambda scheduled: max(at_ms + wait, scheduled))
+
+    def _move(self, name: str, when: Callable[[int], int | None]) -> None:
+        """Move ``name``'s next poll to ``when(scheduled_ms)`` (None or the same time: it
+        stays), under the lock and never after :meth:`close`."""
         with self._lock:
             if self._closed:
                 return
@@ -302,8 +302,9 @@ class PollPacing:
             if job is None or job.next_run_time is None:
                 return
             scheduled = round(job.next_run_time.timestamp() * 1000)
-            if at_ms + wait > scheduled:
-                job.modify(next_run_time=datetime.fromtimestamp((at_ms + wait) / 1000, UTC))
+            moved = when(scheduled)
+            if moved is not None and moved != scheduled:
+                job.modify(next_run_time=datetime.fromtimestamp(moved / 1000, UTC))
 
     def report(self, name: str) -> dict[str, object] | None:
         """What ``GET /v1/chains`` says of the chain's pacing (None: not paced)."""
