@@ -37,8 +37,6 @@ from watcher.api.errors import ApiError
 Endpoint = Callable[..., Coroutine[Any, Any, Response]]
 """The route's endpoint: ``(caller, **path parameters, body=model)`` to its answer."""
 
-MAX_PATH_PARAM = 64
-"""The length bound of a workflow id and of a step name in the path (their ``Path`` bounds)."""
 _JSON = b"application/json"
 _AUTHORIZATION = b"authorization"
 _CONTENT_TYPE = b"content-type"
@@ -55,6 +53,8 @@ class StepWrite(APIRoute):
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise TypeError(f"{path}: a step write's body is one pydantic model")
         self.body_model: type[BaseModel] = model
+        self.path_fields = {field.alias: field for field in self.dependant.path_params}
+        """The path parameters' fields, as FastAPI validates them (their ``Path`` bounds)."""
         self.framework = self.app
         """FastAPI's handler for the route: the answer to every request not taken as it is."""
         self.app = self.answer
@@ -84,8 +84,8 @@ class StepWrite(APIRoute):
                 content_type = value
         if content_type != _JSON:
             return None
-        for value in scope["path_params"].values():
-            if not 1 <= len(value) <= MAX_PATH_PARAM:
+        for name, value in scope["path_params"].items():
+            if self.path_fields[name].validate(value, loc=("path", name))[1]:
                 return None
         try:
             caller = self.registrar.check(scope.get("app"), authorization)
