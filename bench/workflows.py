@@ -3,7 +3,10 @@
 ``.venv/bin/python -m bench.workflows [--workflows 200] [--steps 10] [--clients 4]
 [--connections 16] [--takeovers 20]``
 
-A real daemon (``finality run``, a process of its own, over a real anvil) serves the API;
+A real daemon (``finality run``, a process of its own, over a real anvil) serves the API,
+its chain as a user's config leaves it: polled at the shipped default for a local chain
+(the registry's block time, 1 s; the test suite's daemons poll every 0.2 s, a fixed cost
+of CPU a second that is not a step write's);
 it is driven over loopback HTTP through workflows of its callers: every step begun (with an
 idempotency key) then completed, so a step is two writes. Twice: by ``--connections``
 keep-alive connections of a light generator (:mod:`bench.step_load`: raw HTTP/1.1,
@@ -42,9 +45,10 @@ from pathlib import Path
 from bench.api_cost import asgi_caller
 from bench.api_cost import config as cost_config
 from bench.step_load import step_load
+from chains.registry import known_chain
 from tests.conftest import fresh_pg_schema
 from tests.support.anvil import Anvil, free_port
-from tests.support.daemon import Daemon, config_text, toml_value
+from tests.support.daemon import CHAIN_ID, Daemon, config_text, toml_value
 from tests.support.sources_app import UNUSED_RPC, LiveApp
 from watcher.api.server import create_app
 from watcher.app.build import build
@@ -166,8 +170,16 @@ def takeover_latency(url: str, samples: int) -> list[float]:
     return out
 
 
+def shipped_poll_s() -> float:
+    """The poll interval a config without ``poll_interval_s`` gets for the local chain."""
+    known = known_chain(CHAIN_ID)
+    assert known is not None
+    return known.block_time_s
+
+
 def run(name: str, store_url: str, tmp: Path, anvil: Anvil, args: argparse.Namespace) -> None:
-    daemon = Daemon(tmp / "daemon", anvil.url, store_url=store_url)
+    poll_s = shipped_poll_s()
+    daemon = Daemon(tmp / "daemon", anvil.url, store_url=store_url, poll_interval_s=poll_s)
     try:
         assert daemon.proc is not None
         pid = daemon.proc.pid
@@ -194,7 +206,8 @@ def run(name: str, store_url: str, tmp: Path, anvil: Anvil, args: argparse.Names
         f"write, the clients' {client_ms:.2f} ms); in process {inproc:,.0f} (per CPU "
         f"second {inproc_core:,.0f}); takeover after lapse: median "
         f"{statistics.median(latency):.1f} ms, max {max(latency):.1f} ms "
-        f"({len(latency)} takeovers); load average {os.getloadavg()[0]:.1f}"
+        f"({len(latency)} takeovers); the daemon's chain polled every {poll_s:g} s (the "
+        f"shipped default); load average {os.getloadavg()[0]:.1f}"
     )
 
 

@@ -245,3 +245,56 @@ def test_writes_queued_together_on_either_store_apply_in_order_per_workflow(
         for wid in wids:
             stored = app.http.get(f"/v1/workflows/{wid}").json()["steps"][0]
             assert (stored["state"], stored["side_effects"]) == ("completed", {"wid": wid})
+
+
+def test_a_step_write_refuses_bad_input_as_an_ordinary_route_does(live: LiveApp) -> None:
+    # The step writes have their own ASGI app (watcher/api/step_write.py); the lease route
+    # is FastAPI's ordinary handler over a body with the same ``fencing_token`` field. The
+    # same bad input must get the same refusal, byte for byte, and change nothing.
+    wid = _create(live)
+    complete = f"/v1/workflows/{wid}/steps/charge/complete"
+    lease = f"/v1/workflows/{wid}/lease"
+    json_type = {"Content-Type": "application/json"}
+    cases: list[tuple[bytes, dict[str, str]]] = [
+        (b'{"fencing_token": "1"}', json_type),  # strict: a string is not a token
+        (b'{"fencing_token": 0}', json_type),  # below its bound
+        (b'{"fencing_token": 1, "colour": "red"}', json_type),  # an unknown key
+        (b"{}", json_type),  # no token
+        (b"[]", json_type),  # not an object
+        (b"{not json", json_type),
+        (b'{"fencing_token": 1', json_type),  # cut short
+        (b"", json_type),  # no body at all
+        (b'{"fencing_token": "x"}', {"Content-Type": "text/plain"}),
+        (b"{not json", {**json_type, "Authorization": f"Bearer {READER}"}),  # 422 before 403
+        (b"{not json", {**json_type, "Authorization": "Bearer nobody"}),  # 401 first
+        (b'{"fencing_token": "1"}', {**json_type, "Authorization": f"Bearer {READER}"}),
+    ]
+    for raw, headers in cases:
+        mine = live.http.post(complete, content=raw, headers=headers)
+        ordinary = live.http.post(lease, content=raw, headers=headers)
+        assert mine.status_code == ordinary.status_code, (raw, mine.text, ordinary.text)
+        assert mine.status_code in (401, 403, 415, 422), (raw, mine.text)
+        assert mine.content == ordinary.content, (raw, mine.text, ordinary.text)
+        assert mine.headers.get("content-type") == ordinary.headers.get("content-type")
+    named = live.http.post(complete, content=b'{"fencing_token": "1"}', headers=json_type)
+    assert named.json()["fields"] == ["fencing_token"], named.text
+    steps = live.http.get(f"/v1/workflows/{wid}").json()["steps"]
+    assert [s["state"] for s in steps] == ["pending", "pending"]
+
+
+def test_a_path_parameter_out_of_bounds_is_refused_naming_it(live: LiveApp) -> None:
+    wid = _create(live)
+    body = {**_op(), "fencing_token": 1}
+    answer = _post(live, f"/v1/workflows/{wid}/steps/{'s' * 65}/begin", body)
+    assert answer.status_code == 422 and answer.json()["fields"] == ["step"], answer.text
+    answer = _post(live, f"/v1/workflows/{'w' * 65}/steps/charge/begin", body)
+    assert answer.status_code == 422 and answer.json()["fields"] == ["workflow_id"], answer.text
+
+
+def test_the_step_writes_are_documented_once_with_their_bodies(live: LiveApp) -> None:
+    paths = live.http.get("/openapi.json").json()["paths"]
+    for action, model in (("begin", "StepBegin"), ("complete", "StepComplete")):
+        operation = paths[f"/v1/workflows/{{workflow_id}}/steps/{{step}}/{action}"]["post"]
+        schema = operation["requestBody"]["content"]["application/json"]["schema"]
+        assert schema == {"$ref": f"#/components/schemas/{model}"}, schema
+        assert {"401", "403", "404", "409", "422"} <= set(operation["responses"]), operation

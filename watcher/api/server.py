@@ -60,6 +60,7 @@ def build_app(deps: ApiDeps) -> FastAPI:
     if otel_tracing.enabled():  # asked once: without a tracer provider, no cost per request
         app.add_middleware(RequestSpans)  # outermost: refused requests are spans too
     settlements.install_read(app, deps)  # first: the read callers poll is matched first
+    workflows.install_writes(app, deps)  # then the step writes agents make most
     for topic in (
         settlements,
         listing,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, FastAPI, Path, Query
 
 from watcher.api.auth import Reader, Registrar
 from watcher.api.deps import ApiDeps
@@ -30,6 +30,7 @@ from watcher.api.models.workflows import (
     WorkflowCreate,
 )
 from watcher.api.registration import check_dependent_state
+from watcher.api.step_write import StepWrite
 from watcher.workflows.service import MAX_PAGE, WorkflowService
 from watcher.workflows.steps import WorkflowRefused
 from watcher.workflows.writer import Write
@@ -53,8 +54,8 @@ def _answered(call: Callable[[], dict[str, Any]], status: int = 200) -> JsonAnsw
         raise ApiError(exc.status, exc.message, fields=exc.fields, **exc.extra) from None
 
 
-def router(deps: ApiDeps) -> APIRouter:
-    """The workflow routes over ``deps``."""
+def _served(deps: ApiDeps) -> Callable[[], WorkflowService]:
+    """The workflow service, or the 503 of a daemon that does not serve workflows."""
     flows = deps.workflows
 
     def service() -> WorkflowService:
@@ -62,14 +63,61 @@ def router(deps: ApiDeps) -> APIRouter:
             raise ApiError(503, "workflows: not served by this daemon", fields=[])
         return flows
 
+    return service
+
+
+def install_writes(app: FastAPI, deps: ApiDeps) -> None:
+    """Declare the step writes (``begin``, ``complete``) on ``app``'s own router, before every
+    topic's router: matched before them, and answered by their route's own ASGI app
+    (watcher/api/step_write.py), the body validated with the same models."""
+    service = _served(deps)
+    limit_bytes = deps.config.delivery.max_dependent_state_bytes
+
+    async def begin_step(
+        caller: Registrar, workflow_id: WorkflowId, step: StepName, body: StepBegin
+    ) -> JsonAnswer:
+        """Put a step in flight, with how its real state can be learned (``recovery``)."""
+        recovery = None if body.recovery is None else body.recovery.as_json()
+        flows = service()
+        write = flows.steps.begin_write(
+            caller.name, workflow_id, step, body.fencing_token, body.operation, recovery
+        )
+        return await _written(flows, workflow_id, write)
+
+    async def complete_step(
+        caller: Registrar, workflow_id: WorkflowId, step: StepName, body: StepComplete
+    ) -> JsonAnswer:
+        """Mark an in-flight step completed; the checkpoint records its side effects."""
+        if body.side_effects is not None:
+            check_dependent_state(body.side_effects, limit_bytes, "side_effects")
+        flows = service()
+        write = flows.steps.complete_write(
+            caller.name, workflow_id, step, body.fencing_token, body.side_effects
+        )
+        return await _written(flows, workflow_id, write)
+
+    for action, endpoint in (("begin", begin_step), ("complete", complete_step)):
+        app.router.add_api_route(
+            "/v1/workflows/{workflow_id}/steps/{step}/" + action,
+            endpoint,
+            methods=["POST"],
+            route_class_override=StepWrite,
+            **_WRITE,
+        )
+
+
+def router(deps: ApiDeps) -> APIRouter:
+    """The workflow routes over ``deps`` (the step writes: :func:`install_writes`)."""
+    service = _served(deps)
+
     api = APIRouter()
-    _step_routes(api, service, deps.config.delivery.max_dependent_state_bytes)
+    _step_routes(api, service)
     _lock_routes(api, service)
     return api
 
 
-def _step_routes(api: APIRouter, service: Callable[[], WorkflowService], limit_bytes: int) -> None:
-    """Create a workflow, begin and complete its steps."""
+def _step_routes(api: APIRouter, service: Callable[[], WorkflowService]) -> None:
+    """Create a workflow (its steps' writes: :func:`install_writes`)."""
 
     @api.post("/v1/workflows", status_code=201, **_WRITE)
     def create_workflow(caller: Registrar, body: WorkflowCreate) -> JsonAnswer:
@@ -86,31 +134,6 @@ def _step_routes(api: APIRouter, service: Callable[[], WorkflowService], limit_b
         except WorkflowRefused as exc:
             raise ApiError(exc.status, exc.message, fields=exc.fields, **exc.extra) from None
         return JsonAnswer(view, status_code=201 if created else 200)
-
-    @api.post("/v1/workflows/{workflow_id}/steps/{step}/begin", **_WRITE)
-    async def begin_step(
-        caller: Registrar, workflow_id: WorkflowId, step: StepName, body: StepBegin
-    ) -> JsonAnswer:
-        """Put a step in flight, with how its real state can be learned (``recovery``)."""
-        recovery = None if body.recovery is None else body.recovery.as_json()
-        flows = service()
-        write = flows.steps.begin_write(
-            caller.name, workflow_id, step, body.fencing_token, body.operation, recovery
-        )
-        return await _written(flows, workflow_id, write)
-
-    @api.post("/v1/workflows/{workflow_id}/steps/{step}/complete", **_WRITE)
-    async def complete_step(
-        caller: Registrar, workflow_id: WorkflowId, step: StepName, body: StepComplete
-    ) -> JsonAnswer:
-        """Mark an in-flight step completed; the checkpoint records its side effects."""
-        if body.side_effects is not None:
-            check_dependent_state(body.side_effects, limit_bytes, "side_effects")
-        flows = service()
-        write = flows.steps.complete_write(
-            caller.name, workflow_id, step, body.fencing_token, body.side_effects
-        )
-        return await _written(flows, workflow_id, write)
 
 
 async def _written(flows: WorkflowService, workflow_id: str, write: Write) -> JsonAnswer:
