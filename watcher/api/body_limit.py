@@ -170,7 +170,7 @@ class BodyLimit:
             )
             await _answer(send, 422, {"error": message, "fields": [field]})
             return
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, replay_body(body, receive), send)
 
 
 def _body_headers(scope: Scope) -> tuple[int | None, bool]:
@@ -208,8 +208,9 @@ async def _read_capped(receive: Receive, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` that hands the app the body read already, then the real one."""
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the app the body read already, then the real one (here, and
+    for the step writes' hand-over to FastAPI's handler: watcher/api/step_write.py)."""
     sent = False
 
     async def replayed() -> Message:

@@ -29,9 +29,10 @@ from typing import Any
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from watcher.api.auth import Require
+from watcher.api.body_limit import replay_body
 from watcher.api.errors import ApiError
 
 Endpoint = Callable[..., Coroutine[Any, Any, Response]]
@@ -66,7 +67,7 @@ class StepWrite(APIRoute):
             return
         taken = self._taken(scope, body)
         if taken is None:
-            await self.framework(scope, _replay(body, receive), send)
+            await self.framework(scope, replay_body(body, receive), send)
             return
         endpoint: Endpoint = self.endpoint
         answer = await endpoint(taken[0], **scope["path_params"], body=taken[1])
@@ -105,17 +106,3 @@ async def _body(receive: Receive) -> bytes | None:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` that hands FastAPI's handler the body read already, then the real one."""
-    sent = False
-
-    async def replayed() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed
