@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from guard.canonical import canonical_json
 from guard.directive import waiting_directive
+from guard.first_decisions import first_decisions
 from guard.settlement import (
     TERMINAL_VERDICTS,
+    Decision,
     Observation,
     Settlement,
     SettlementPolicy,
@@ -133,20 +135,43 @@ class WaitLimits(NamedTuple):
     max_wait_s: float
 
 
-def awaiting_row(
-    reg: Awaiting, sid: SettlementId, tx_hash: str, owner: str, now: int, **facts: Any
-) -> NewSettlement:
-    """A new settlement row of ``owner``'s at ``now``, AWAITING_FINALITY: its deadline from
-    the timeout and the chain's longest wait, its initial decision and digest. ``facts``:
-    the kind's own columns (a tx's sender and nonce, a payment's kind)."""
+def _limits(reg: Awaiting) -> WaitLimits:
+    """The registration's timeout (the chain's unless given) and the chain's longest wait."""
     chain = reg.chain
     timeout_s = reg.timeout_s if reg.timeout_s is not None else chain.timeout_s
+    return WaitLimits(timeout_s, chain.max_wait_s)
+
+
+def first_decisions_of(reg: Awaiting, ids: Sequence[SettlementId], now: int) -> list[Decision]:
+    """The first decisions :func:`awaiting_row` makes for ``ids`` registered alike at
+    ``now``, built together (:mod:`guard.first_decisions`: a block's 1,000 new deposits)."""
+    limits = _limits(reg)
+    policy = SettlementPolicy(max_wait_ms=int(limits.max_wait_s * 1000))
+    at = UnixMillis(now)
+    return first_decisions(ids, at, int(limits.timeout_s * 1000), policy, at)
+
+
+def awaiting_row(
+    reg: Awaiting,
+    sid: SettlementId,
+    tx_hash: str,
+    owner: str,
+    now: int,
+    first: Decision | None = None,
+    **facts: Any,
+) -> NewSettlement:
+    """A new settlement row of ``owner``'s at ``now``, AWAITING_FINALITY: its deadline from
+    the timeout and the chain's longest wait, its initial decision and digest (``first``:
+    that decision, made already by :func:`first_decisions_of`). ``facts``: the kind's own
+    columns (a tx's sender and nonce, a payment's kind)."""
+    chain = reg.chain
     return first_row(
         sid,
         chain.name,
         tx_hash,
         now,
-        WaitLimits(timeout_s, chain.max_wait_s),
+        _limits(reg),
+        first=first,
         required_confirmations=reg.confirmations or chain.resolved_confirmations,
         finality_mode=chain.resolved_finality,
         dependent_state=reg.dependent_state,
@@ -168,17 +193,23 @@ def first_row(
     dependent_state: dict[str, Any] | None,
     commit_url: str | None,
     owner: str,
+    first: Decision | None = None,
     **facts: Any,
 ) -> NewSettlement:
     """The row of a settlement registered at ``now`` on the chain or source ``name`` (``ref``
     its tx hash or reference), AWAITING_FINALITY: its decision by the guard with nothing
     observed yet, and its deadline from ``wait_s``. ``facts``: the kind's own columns (a
     tx's sender and nonce, a payment's kind). Chains and sources register through this one
-    function, so their first decision and deadline are made alike."""
+    function, so their first decision and deadline are made alike (``first``: the decision
+    :func:`guard.first_decisions.first_decisions` made for it with the others of a batch,
+    the same one)."""
     timeout_ms = int(wait_s.timeout_s * 1000)
     settlement = Settlement(sid, True, UnixMillis(now), timeout_ms)
     policy = SettlementPolicy(max_wait_ms=int(wait_s.max_wait_s * 1000))
-    decision = evaluate_settlement(settlement, Observation(), policy, UnixMillis(now))
+    if first is not None and first.settlement_id == sid:
+        decision = first
+    else:
+        decision = evaluate_settlement(settlement, Observation(), policy, UnixMillis(now))
     return NewSettlement(
         settlement_id=sid,
         chain=name,

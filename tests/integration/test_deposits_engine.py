@@ -49,9 +49,11 @@ def fresh(count: int) -> list[str]:
 
 
 @pytest.fixture
-def rig(node: Anvil, make_rig: RigFactory) -> Rig:
+def rig(node: Anvil, store_url: str, make_rig: RigFactory) -> Rig:
+    """A watcher over SQLite and over PostgreSQL (the ``store_url`` fixture): a block's
+    deposit rows are written on each driver's own cursor."""
     start = int(node.block()["timestamp"], 16) * 1000
-    r = make_rig(node, clock=FakeClock(start), confirmations=N)
+    r = make_rig(node, store_url=store_url, clock=FakeClock(start), confirmations=N)
     r.watcher.catch_up()
     return r
 

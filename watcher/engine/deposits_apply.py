@@ -20,7 +20,7 @@ from watcher.config.chains import ChainConfig
 from watcher.delivery.plan import OutboxPlan
 from watcher.engine.decisions import record_events
 from watcher.engine.deposits_scan import DepositCandidate
-from watcher.settlements import Awaiting, awaiting_row
+from watcher.settlements import Awaiting, awaiting_row, first_decisions_of
 from watcher.store.block_txn import BlockTxn
 from watcher.store.deposit_records import SubscriptionRecord
 from watcher.store.deposits_store import insert_new_deposits, known_deposits
@@ -39,16 +39,22 @@ def deposit_writes(
     if not found:
         return []
     known = known_deposits(txn, [c.deposit.settlement_id for c in found])
-    rows = []
+    fresh: list[tuple[DepositCandidate, SubscriptionRecord]] = []
     for cand in found:
         dep, sub = cand.deposit, subscriptions.get(cand.deposit.subscription_id)
         if dep.settlement_id in known or sub is None or not sub.active:
             continue  # seen before (counted again), or a deleted subscription's new one
         known.add(dep.settlement_id)
+        fresh.append((cand, sub))
+    # Registered alike (same instant, the chain's timeout): first decisions made together.
+    alike = Awaiting(chain, None, None, None, None)
+    ids = [SettlementId(cand.deposit.settlement_id) for cand, _ in fresh]
+    firsts = first_decisions_of(alike, ids, txn.now)
+    rows = []
+    for (cand, sub), sid, first in zip(fresh, ids, firsts, strict=True):
+        dep, t = cand.deposit, cand.transfer
         awaiting = Awaiting(chain, sub.confirmations, None, None, sub.commit_url)
-        sid = SettlementId(dep.settlement_id)
-        new = awaiting_row(awaiting, sid, sid, sub.owner, txn.now, kind=DEPOSIT_KIND)
-        t = cand.transfer
+        new = awaiting_row(awaiting, sid, sid, sub.owner, txn.now, first, kind=DEPOSIT_KIND)
         spec = NewPaymentSpec(dep.address, dep.asset, t.value, t.sender, t.block_number - 1)
         rows.append((new, spec, dep, t))
     insert_new_deposits(txn, [(new, spec, dep) for new, spec, dep, _ in rows])

@@ -18,6 +18,7 @@ from guard.payment import ADDRESS_KINDS
 from guard.settlement import Verdict
 from watcher.store import schema as s
 from watcher.store.conditions import deadline_reasons, finality_reasons
+from watcher.store.driver_sql import statement
 from watcher.store.events_store import insert_event, insert_events
 from watcher.store.outbox_store import NewDelivery, cancel_undelivered, enqueue
 from watcher.store.records import SettlementRecord, from_row
@@ -241,7 +242,10 @@ class BlockTxn:
             {"b_id": sid, "b_now": self.now, **{"b_" + c: values[c] for c in columns}}
             for sid, values in rows.items()
         ]
-        self.conn.execute(_update_of(columns), params)
+        # One executemany on the driver's cursor (watcher/store/driver_sql.py): a block
+        # finalizing 1,000 deposits spent a fifth of this in SQLAlchemy's per-row work.
+        update = statement(self.conn, ("settlements_update", columns), lambda: _update_of(columns))
+        update.run_many(self.conn, params)
 
     def save_decision(
         self,

@@ -28,6 +28,7 @@ from watcher.store.deposit_records import (
     NewSubscription,
     SubscriptionRecord,
 )
+from watcher.store.driver_sql import insert_many
 from watcher.store.errors import SettlementNotFound
 from watcher.store.owned import owned_row
 from watcher.store.payment_records import NewPaymentSpec, payment_spec_values
@@ -203,31 +204,33 @@ def known_deposits(txn: BlockTxn, ids: Sequence[str]) -> set[str]:
 def insert_new_deposits(
     txn: BlockTxn, rows: Sequence[tuple[NewSettlement, NewPaymentSpec, NewDeposit]]
 ) -> None:
-    """Store deposits (their ids must be new: see :func:`known_deposits`)."""
+    """Store deposits (their ids must be new: see :func:`known_deposits`): three
+    ``executemany`` on the driver's cursor (watcher/store/driver_sql.py), not SQLAlchemy's
+    per-row parameter processing (a block of 1,000 deposits spent a third of its insert time
+    there)."""
     if not rows:
         return
-    txn.conn.execute(
-        insert(s.settlements), [{**settlement_values(n), "kind": DEPOSIT_KIND} for n, _, _ in rows]
-    )
-    txn.conn.execute(
-        insert(s.payment_specs),
-        [payment_spec_values(n.settlement_id, n.chain, spec) for n, spec, _ in rows],
-    )
-    txn.conn.execute(
-        insert(s.deposits),
-        [
-            {
-                "settlement_id": d.settlement_id,
-                "subscription_id": d.subscription_id,
-                "chain": txn.chain,
-                "tx_hash": d.tx_hash,
-                "ordinal": d.ordinal,
-                "address": d.address,
-                "asset": d.asset,
-            }
-            for _, _, d in rows
-        ],
-    )
+    chain = txn.chain
+    settlements = [{**settlement_values(n), "kind": DEPOSIT_KIND} for n, _, _ in rows]
+    specs = [payment_spec_values(n.settlement_id, n.chain, spec) for n, spec, _ in rows]
+    deposits = [
+        {
+            "settlement_id": d.settlement_id,
+            "subscription_id": d.subscription_id,
+            "chain": chain,
+            "tx_hash": d.tx_hash,
+            "ordinal": d.ordinal,
+            "address": d.address,
+            "asset": d.asset,
+        }
+        for _, _, d in rows
+    ]
+    for table, values in (
+        (s.settlements, settlements),
+        (s.payment_specs, specs),
+        (s.deposits, deposits),
+    ):
+        insert_many(txn.conn, table, values)
 
 
 def deposits_in(txn: BlockTxn, ids: Sequence[str]) -> dict[str, DepositRecord]:

@@ -12,6 +12,11 @@ values as through the engine: JSON columns through the engine's serializer) and 
 columns by the dialect's result processors (the same Python values), JSON text read with
 orjson where it can (the stdlib where orjson refuses: an integer past 64 bits, NaN).
 
+A block's batches take the same way (:func:`insert_many`, :meth:`DriverStatement.run_many`):
+a block of 1,000 deposits inserts 1,000 settlement, spec, deposit and transfer rows and
+their events, then updates 1,000 decisions, and SQLAlchemy's per-row parameter processing
+of those ``executemany`` cost about a third of what SQLite's own work did.
+
 A driver error leaves as SQLAlchemy's own wrapped error (``DBAPIError.instance``), so the
 store's edge maps it as any other: a conflict, or the store unavailable.
 """
@@ -19,11 +24,11 @@ store's edge maps it as any other: a conflict, or the store unavailable.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, cast
 
 import orjson
-from sqlalchemy import JSON
+from sqlalchemy import JSON, Table, bindparam, insert
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import ClauseElement
@@ -81,6 +86,39 @@ class DriverStatement:
             raise DBAPIError.instance(self.sql, params, exc, self._error) from exc
         return cursor
 
+    def run_many(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Execute once per row of ``rows`` (each with every bind name) in one
+        ``executemany`` on ``conn``'s driver connection, in its transaction: no execution
+        context per row, the parameters converted as :meth:`run` converts them."""
+        if not rows:
+            return
+        binds, order = self.binds, self.order
+        converts = [(name, binds.get(name)) for name in (order or rows[0])]
+        params: list[Any]
+        if order:
+            params = [
+                tuple(
+                    row[name] if convert is None else convert(row[name])
+                    for name, convert in converts
+                )
+                for row in rows
+            ]
+        else:
+            params = [
+                {
+                    name: row[name] if convert is None else convert(row[name])
+                    for name, convert in converts
+                }
+                for row in rows
+            ]
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cursor.executemany(self.sql, params)
+        except self._error as exc:
+            raise DBAPIError.instance(self.sql, params[:1], exc, self._error) from exc
+        finally:
+            cursor.close()
+
     def first(self, conn: Connection, values: Mapping[str, Any]) -> dict[str, Any] | None:
         """The first row of a query by column name (None: no row), converted as SQLAlchemy
         converts it."""
@@ -102,3 +140,33 @@ def _result(kind: Any, dialect: Dialect) -> Convert | None:
     if convert is not None and isinstance(kind, JSON):
         return _json_value  # the stdlib's json.loads is the engine's deserializer here
     return convert  # type: ignore[no-any-return]
+
+
+_COMPILED: dict[tuple[Hashable, str, str], DriverStatement] = {}
+"""Statements compiled once per (key, dialect, driver): a block's writes reuse them."""
+
+
+def statement(
+    conn: Connection, key: Hashable, build: Callable[[], ClauseElement]
+) -> DriverStatement:
+    """The statement ``build()`` names by ``key``, compiled for ``conn``'s dialect at its first
+    use (``key`` must name the statement and nothing else: the same key, the same SQL)."""
+    dialect = conn.dialect
+    at = (key, dialect.name, dialect.driver)
+    found = _COMPILED.get(at)
+    if found is None:
+        found = _COMPILED[at] = DriverStatement(build(), dialect)
+    return found
+
+
+def insert_many(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert ``rows`` (each with the same keys: column names) into ``table`` in one
+    ``executemany`` on the driver's cursor, the values converted by the columns' types."""
+    if not rows:
+        return
+    columns = tuple(rows[0])
+
+    def build() -> ClauseElement:
+        return insert(table).values({c: bindparam(c, type_=table.c[c].type) for c in columns})
+
+    statement(conn, ("insert", table.name, columns), build).run_many(conn, rows)

@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 
 from watcher.store import schema as s
 from watcher.store.db import Db
+from watcher.store.driver_sql import insert_many
 from watcher.store.records import EventRecord, ReorgRecord, from_row
 from watcher.store.settlements_store import owned_ids, owned_rows
 
@@ -180,8 +181,8 @@ def insert_events(
         }
         for kind, severity, payload, sid in events
     ]
-    if not returning:
-        conn.execute(_INSERT_EVENT, rows)
+    if not returning:  # one executemany on the driver's cursor (watcher/store/driver_sql.py)
+        insert_many(conn, s.events, rows)
         return []
     return [int(r[0]) for r in conn.execute(_INSERT_EVENTS, rows).all()]
 

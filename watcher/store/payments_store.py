@@ -25,6 +25,7 @@ from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
 from watcher.store.conditions import deadline_reasons
 from watcher.store.db import Db
+from watcher.store.driver_sql import insert_many
 from watcher.store.errors import SettlementNotFound, StoreConflict, StoreError
 from watcher.store.payment_records import (
     NewPaymentSpec,
@@ -220,7 +221,8 @@ def add_transfers(txn: BlockTxn, block_number: int, transfers: Sequence[NewTrans
     if transfers:
         # vars(), not asdict(): flat rows of strings and ints need no deep copy (1,000
         # deposits a block spent ~50 ms in asdict's recursion).
-        txn.conn.execute(insert(t), [{**vars(n), "chain": txn.chain} for n in transfers])
+        # One executemany on the driver's cursor (watcher/store/driver_sql.py).
+        insert_many(txn.conn, t, [{**vars(n), "chain": txn.chain} for n in transfers])
 
 
 def drop_transfers_above(txn: BlockTxn, number: int) -> list[TransferRecord]:
