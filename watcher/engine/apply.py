@@ -13,8 +13,10 @@ no reorg and no new head; a probe's inclusions decide through :func:`decide_reco
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
+from watcher.engine.matching import BlockMatches
 from watcher.engine.observe import ChainPosition
 from watcher.engine.payments import payment_writes
 from watcher.engine.reorgs import ReorgOutcome, undo_reorg
@@ -58,55 +60,94 @@ def apply_block(txn: BlockTxn, inp: BlockInput, rules: ChainRules) -> BlockOutco
     )
 
 
-def apply_quiet_run(
-    txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules
-) -> list[BlockOutcome]:
-    """Quiet blocks (no watched tx in them, no reorg, no transfer watched: a catch-up) in
-    order in one transaction, with the outcomes :func:`apply_block` gives each alone.
+def apply_run(txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules) -> list[BlockOutcome]:
+    """Consecutive blocks (no reorg among them, no transfer watched, no quorum gate: a
+    catch-up) in order in one transaction, with the outcomes :func:`apply_block` gives each
+    alone, committed one by one.
 
-    A quiet block writes its header and decides what is due at it. What is due only grows
-    with the height within the run (depth reached; the ``finalized`` height and the time are
-    the run's), so the store is asked what is due at the run's last block: a block before
-    the first one something is due at gets its header alone, all of them in one insert
-    (:func:`~watcher.store.block_txn.put_headers`), and the block where something
-    is due is applied whole (decided *at that block*), then the rest is asked about again.
-    With a payment or a subscription watched, or provisional updates to send, every block
-    is applied whole."""
+    A block with a watched tx (or a replacing one) is applied whole, as memory would have
+    matched it had the blocks before it committed first (:func:`_as_memory_would`). Between
+    two such blocks, a block writes its header and decides what is due at it. What is due
+    only grows with the height there (depth reached; the ``finalized`` height and the time
+    are the run's), so the store is asked what is due at the stretch's last block: a block
+    before the first one something is due at gets its header alone, all of them in one
+    insert (:func:`~watcher.store.block_txn.put_headers`), and the block where something is
+    due is applied whole (decided *at that block*), then the rest is asked about again. With
+    a payment or a subscription watched, or provisional updates to send, every block is
+    applied whole."""
     if len(run) < 2:  # a poll's one new block (the steady state): nothing to share
         return [apply_block(txn, inp, rules) for inp in run]
     last = run[-1]
-    late_ms = rules.late_watch_ms
-    if (
+    whole = (
         any(inp.covered != last.covered or inp.block is None or inp.reorg for inp in run)
         or any(inp.transfers_watched for inp in run)
-        or txn.provisional_in_progress()
-    ):
-        return [apply_block(txn, inp, rules) for inp in run]
+        or bool(txn.provisional_in_progress())
+    )
     outcomes: list[BlockOutcome] = []
+    watching: dict[str, bool] = {}
+    anchored: set[str] = set()
     i = 0
     while i < len(run):
-        full = _first_due(txn, run, i, late_ms)
+        full = i if whole else _first_due(txn, run, i, _next_matched(run, i), rules.late_watch_ms)
         _headers_only(txn, run[i:full], rules)
         outcomes += [_header_outcome(inp) for inp in run[i:full]]
         if full < len(run):
-            outcomes.append(apply_block(txn, run[full], rules))
+            inp = _as_memory_would(run[full], watching, anchored)
+            outcome = apply_block(txn, inp, rules)
+            outcomes.append(outcome)
+            anchored |= {sid for sid, _ in inp.matches.matched + inp.matches.replacing}
+            watching.update((r.settlement_id, r.watching) for r in outcome.changed)
+            whole = whole or any(r.provisional and r.commit_url for r in outcome.changed)
         i = full + 1
     return outcomes
 
 
-def _first_due(txn: BlockTxn, run: Sequence[BlockInput], i: int, late_ms: int) -> int:
-    """The index of the first block from ``run[i]`` on at which a settlement is due
-    (``len(run)``: none). Due at the last block and not at ``run[i]``: due by depth alone,
-    first at its ``confirm_height``."""
-    first, last = run[i].head.number, run[-1].head.number
-    due = txn.due(last, run[-1].covered, late_ms)
+def _next_matched(run: Sequence[BlockInput], i: int) -> int:
+    """The index of the first block from ``run[i]`` on holding a watched (or replacing) tx
+    (``len(run)``: none)."""
+    for j in range(i, len(run)):
+        if run[j].matches.matched or run[j].matches.replacing:
+            return j
+    return len(run)
+
+
+def _as_memory_would(
+    inp: BlockInput, watching: Mapping[str, bool], anchored: set[str]
+) -> BlockInput:
+    """``inp`` (matched with memory from before the run) as memory would have matched it
+    had the run's earlier blocks committed one by one: a settlement whose watch they ended
+    is not matched, and one they anchored (its tx included, or replaced) is not replaced by
+    sender and nonce: its index entry would carry its own tx's sender and nonce, which that
+    tx used up."""
+    matches = inp.matches
+    if not (matches.matched or matches.replacing) or not (watching or anchored):
+        return inp
+    kept = BlockMatches(
+        [(sid, tx) for sid, tx in matches.matched if watching.get(sid, True)],
+        [
+            (sid, tx)
+            for sid, tx in matches.replacing
+            if watching.get(sid, True) and sid not in anchored
+        ],
+    )
+    return replace(inp, matches=kept)
+
+
+def _first_due(txn: BlockTxn, run: Sequence[BlockInput], i: int, stop: int, late_ms: int) -> int:
+    """The index of the first block of ``run[i:stop]`` at which a settlement is due
+    (``stop``: none). Due at the stretch's last block and not at ``run[i]``: due by depth
+    alone, first at its ``confirm_height``."""
+    if stop == i:
+        return i
+    first, last = run[i].head.number, run[stop - 1].head.number
+    due = txn.due(last, run[stop - 1].covered, late_ms)
     if not due:
-        return len(run)
-    if txn.due(first, run[i].covered, late_ms):
+        return stop
+    if stop - i == 1 or txn.due(first, run[i].covered, late_ms):
         return i
     heights = [r.confirm_height for r in due if r.confirm_height is not None]
     at = max(first, min(heights, default=first))
-    return i + min(at - first, len(run) - 1 - i)
+    return i + min(at - first, stop - 1 - i)
 
 
 def _headers_only(txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules) -> None:
