@@ -27,22 +27,28 @@ from watcher.store.block_txn import BlockTxn, put_headers
 from watcher.store.records import SettlementRecord
 
 
-def apply_block(txn: BlockTxn, inp: BlockInput, rules: ChainRules) -> BlockOutcome:
-    """Everything ``inp`` changes, written in ``txn`` (see the module doc)."""
+def apply_block(
+    txn: BlockTxn, inp: BlockInput, rules: ChainRules, *, progress: bool = True
+) -> BlockOutcome:
+    """Everything ``inp`` changes, written in ``txn`` (see the module doc). ``progress``:
+    False when the caller knows no provisional settlement was in progress before the block
+    (:func:`apply_run`): the provisional updates are then looked for only if the block
+    included a provisional settlement."""
     tally = Tally()
     undone: ReorgOutcome | None = None
     if inp.reorg is not None:
         new_head = inp.node_head or inp.head
         undone = undo_reorg(txn, inp.reorg, new_head, rules.chain, rules.plan)
     if inp.new_head:
-        _write_block(txn, inp, rules)
+        _write_header(txn, inp, rules)
+    anchored = _write_matches(txn, inp)
     if inp.store_finalized is not None:
         txn.set_finalized(inp.store_finalized)
     due = _decide_due(txn, inp, rules, undone, tally)
     watched = inp.transfers_watched or inp.reorg is not None
     paid = payment_writes(txn, inp, rules, tally) if watched else []
     head = inp.head
-    if inp.block is not None:
+    if inp.block is not None and (progress or any(_provisional(r) for r in anchored)):
         progressed = {s for s, _ in inp.matches.matched}
         rules.plan.on_progress(txn, head.number, head.hash, progressed)
     touched = undone.touched if undone is not None else frozenset()
@@ -65,23 +71,21 @@ def apply_run(txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules) -> li
     catch-up) in order in one transaction, with the outcomes :func:`apply_block` gives each
     alone, committed one by one.
 
+    Every block's header is written at the end, all in one insert
+    (:func:`~watcher.store.block_txn.put_headers`: nothing in the transaction reads them).
     A block with a watched tx (or a replacing one) is applied whole, as memory would have
-    matched it had the blocks before it committed first (:func:`_as_memory_would`). Between
-    two such blocks, a block writes its header and decides what is due at it. What is due
-    only grows with the height there (depth reached; the ``finalized`` height and the time
-    are the run's), so the store is asked what is due at the stretch's last block: a block
-    before the first one something is due at gets its header alone, all of them in one
-    insert (:func:`~watcher.store.block_txn.put_headers`), and the block where something is
-    due is applied whole (decided *at that block*), then the rest is asked about again. With
-    a payment or a subscription watched, or provisional updates to send, every block is
-    applied whole."""
-    if len(run) < 2:  # a poll's one new block (the steady state): nothing to share
-        return [apply_block(txn, inp, rules) for inp in run]
+    matched it had the blocks before it committed first (:func:`_as_memory_would`).
+    Between two such blocks, a block decides what is due at it. What is due only grows
+    with the height there (depth reached; the ``finalized`` height and the time are the
+    run's), so the store is asked what is due at the stretch's last block: a block before
+    the first one something is due at needs nothing but its header, and the block where
+    something is due is applied whole (decided *at that block*), then the rest is asked
+    about again. With provisional updates to send, every block is applied whole."""
+    if len(run) < 2 or any(inp.block is None or inp.reorg for inp in run):
+        return [apply_block(txn, inp, rules) for inp in run]  # a poll's one new block
     last = run[-1]
-    whole = (
-        any(inp.covered != last.covered or inp.block is None or inp.reorg for inp in run)
-        or any(inp.transfers_watched for inp in run)
-        or bool(txn.provisional_in_progress())
+    whole = any(inp.covered != last.covered or inp.transfers_watched for inp in run) or bool(
+        txn.provisional_in_progress()
     )
     outcomes: list[BlockOutcome] = []
     watching: dict[str, bool] = {}
@@ -89,16 +93,17 @@ def apply_run(txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules) -> li
     i = 0
     while i < len(run):
         full = i if whole else _first_due(txn, run, i, _next_matched(run, i), rules.late_watch_ms)
-        _headers_only(txn, run[i:full], rules)
         outcomes += [_header_outcome(inp) for inp in run[i:full]]
         if full < len(run):
             inp = _as_memory_would(run[full], watching, anchored)
-            outcome = apply_block(txn, inp, rules)
-            outcomes.append(outcome)
+            alone = replace(inp, new_head=False, store_finalized=None)  # written with the run's
+            outcome = apply_block(txn, alone, rules, progress=whole)
+            outcomes.append(replace(outcome, stored_finalized=inp.store_finalized))
             anchored |= {sid for sid, _ in inp.matches.matched + inp.matches.replacing}
             watching.update((r.settlement_id, r.watching) for r in outcome.changed)
-            whole = whole or any(r.provisional and r.commit_url for r in outcome.changed)
+            whole = whole or any(_provisional(r) for r in outcome.changed)
         i = full + 1
+    _headers_only(txn, run, rules)
     return outcomes
 
 
@@ -195,17 +200,24 @@ def decide_records(
         tally.count(decide_settlement(txn, rec, pos, now, rules, reversed_))
 
 
-def _write_block(txn: BlockTxn, inp: BlockInput, rules: ChainRules) -> None:
-    """The head's header and pointer; the block's inclusions and replacements."""
+def _write_header(txn: BlockTxn, inp: BlockInput, rules: ChainRules) -> None:
+    """The head's header and pointer."""
     head = inp.head
     keep = rules.config.resolved_header_window
     txn.put_header(
         head.number, head.hash, head.parent_hash, head.timestamp, keep, inp.compact_header
     )
+
+
+def _write_matches(txn: BlockTxn, inp: BlockInput) -> list[SettlementRecord]:
+    """The block's inclusions and replacements; returns the records they were written
+    over (as read before)."""
     if inp.block is None:
-        return
+        return []
+    head = inp.head
     matches = inp.matches
-    by_id = {r.settlement_id: r for r in txn.by_ids(list(matches.ids))}
+    read = txn.by_ids(list(matches.ids))
+    by_id = {r.settlement_id: r for r in read}
     for sid, tx in matches.matched:
         r = inp.receipts[tx.hash]
         txn.set_inclusion(
@@ -213,6 +225,12 @@ def _write_block(txn: BlockTxn, inp: BlockInput, rules: ChainRules) -> None:
         )
     for sid, tx in matches.replacing:
         txn.set_replacement(by_id[sid], tx.hash, head.number, head.hash)
+    return read
+
+
+def _provisional(rec: SettlementRecord) -> bool:
+    """Whether ``rec`` may get provisional updates (their query says when it does)."""
+    return rec.provisional and rec.commit_url is not None
 
 
 def _decide_due(
