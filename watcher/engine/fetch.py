@@ -4,7 +4,8 @@
 replacements, their receipts checked against the block's roots, its payment and deposit
 transfers, the quorum gate's approval) and returns a frozen
 :class:`~watcher.engine.values.BlockInput`; only then does the caller open the block's
-transaction (:func:`watcher.engine.apply.apply_block`). :func:`deadline_input` is the
+transaction (:func:`watcher.engine.apply.apply_block`); :func:`fetch_run` does the same
+for a catch-up's run of blocks, their receipts in one batch. :func:`deadline_input` is the
 input of a transaction with no new block (time passed: timeouts, end of late watch).
 """
 

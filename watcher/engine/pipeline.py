@@ -4,7 +4,8 @@
 block (or a reorg seen without one) it fetches the block's input
 (:func:`~watcher.engine.fetch.fetch_block`), applies it in the block's store transaction
 (:func:`~watcher.engine.apply.apply_block`) and then moves memory
-(:meth:`~watcher.engine.memory.ChainMemory.after_commit`). With no new block it applies
+(:meth:`~watcher.engine.memory.ChainMemory.after_commit`); a catch-up's blocks share a
+transaction in runs (:func:`~watcher.engine.apply.apply_run`). With no new block it applies
 deadlines through the same :func:`~watcher.engine.apply.apply_block` (a timeout is a matter
 of time, not blocks: a quiet chain or a failing node holds no settlement past its
 deadline). Look-ups by hash end the same way (:meth:`BlockPipeline.looked_up`).
