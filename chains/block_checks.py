@@ -30,7 +30,7 @@ from typing import Any
 
 from chains.block_facts import BlockFacts, header_from_compact
 from chains.block_tries import fetch_block_tries
-from chains.errors import ProofUnavailable
+from chains.errors import ProofUnavailable, RpcErrorResponse
 from chains.models import TxReceipt
 from chains.rpc import RpcClient
 from guard import rlp
@@ -39,15 +39,54 @@ from guard.txs import TransactionError, decode_signed
 METHOD = "eth_getBlockReceipts"
 
 
+RawReceipts = list[Mapping[str, Any]]
+"""One block's ``eth_getBlockReceipts`` answer as the node gave it, in tx order."""
+
+
+def fetch_receipts_of(
+    client: RpcClient, block_hashes: Sequence[str], max_batch: int | None = None
+) -> dict[str, RawReceipts]:
+    """The raw receipts of several blocks in batched ``eth_getBlockReceipts`` calls (a
+    catch-up's blocks with watched txs: one round trip, not one per block), by block hash,
+    for :func:`checked_receipts` to check. Nothing is believed here: a block whose answer is
+    not a list of objects is left out (and asked alone, which says why), as is every block
+    when the node lacks the method or refuses a batch of them (each is then asked alone, as
+    :func:`checked_receipts` does without them)."""
+    if len(block_hashes) < 2:
+        return {}
+    try:
+        answers = client.optional(METHOD, [[h] for h in block_hashes])
+    except RpcErrorResponse:
+        return {}
+    out: dict[str, RawReceipts] = {}
+    for block_hash, answer in zip(block_hashes, answers or (), strict=True):
+        if not isinstance(answer, list) or not all(isinstance(r, Mapping) for r in answer):
+            continue
+        at = [_tx_index(r) for r in answer]
+        if None not in at:
+            out[block_hash] = [r for _, r in sorted(zip(at, answer, strict=True), key=_first)]
+    return out
+
+
 def checked_receipts(
-    client: RpcClient, facts: BlockFacts, block_hash: str, tx_hashes: Sequence[str]
+    client: RpcClient,
+    facts: BlockFacts,
+    block_hash: str,
+    tx_hashes: Sequence[str],
+    fetched: RawReceipts | None = None,
 ) -> list[TxReceipt]:
     """The receipts of ``tx_hashes`` in block ``block_hash``, checked against the block's
     roots (see the module doc); those of another block are left out, as a block the node no
-    longer has gives none. Raises NodeDataInvalid when the node's data does not check out,
-    BranchMoved when the node's answers belong to another branch (wait and retry)."""
+    longer has gives none. ``fetched``: the block's raw receipts already asked for
+    (:func:`fetch_receipts_of`; checked here as if asked now). Raises NodeDataInvalid when
+    the node's data does not check out, BranchMoved when the node's answers belong to
+    another branch (wait and retry)."""
     if not client.check_headers:
-        return client.block_receipts(block_hash, tx_hashes)
+        if fetched is None:
+            return client.block_receipts(block_hash, tx_hashes)
+        for observe in client.receipt_observers:
+            observe(block_hash, fetched)
+        return _wanted(client, fetched, block_hash, tx_hashes)
     compact = facts.header(block_hash)
     hashes = facts.tx_hashes(block_hash)
     if compact is None or hashes is None:
@@ -61,7 +100,10 @@ def checked_receipts(
                 client.answering_endpoint(), f"block {block_hash}: not kept after its check"
             )
     held = facts.receipts(block_hash)
-    answers = list(held) if held is not None else client.raw_block_receipts(block_hash)
+    if held is not None:
+        answers = list(held)
+    else:
+        answers = fetched if fetched is not None else client.raw_block_receipts(block_hash)
     if not answers or any(_block_of(r) != block_hash.lower() for r in answers):
         return []  # the node no longer has the block, or answered for another branch
     said = [str(r.get("transactionHash", "")).lower() for r in answers]
@@ -120,6 +162,21 @@ def sender_mismatch(tx_hash: str, sender: str, nonce: int, raw: bytes) -> str | 
         f"tx {tx_hash}: the node says sender {sender} nonce {nonce}, its signed bytes say "
         f"sender {signed.sender} nonce {signed.nonce}"
     )
+
+
+def _tx_index(receipt: Mapping[str, Any]) -> int | None:
+    """A receipt's ``transactionIndex`` (None: not a hex quantity)."""
+    value = receipt.get("transactionIndex")
+    if not isinstance(value, str) or not value.startswith("0x"):
+        return None
+    try:
+        return int(value, 16)
+    except ValueError:
+        return None
+
+
+def _first(pair: tuple[int | None, Any]) -> int:
+    return pair[0] or 0
 
 
 def _block_of(receipt: Mapping[str, Any]) -> str:

@@ -12,7 +12,7 @@ import pytest
 from tests.integration.helpers import wait_included
 from tests.support.anvil import Anvil
 from tests.support.rigs import CHAIN, make_watcher
-from watcher.engine.pipeline import QUIET_RUN
+from watcher.engine.pipeline import RUN_BLOCKS
 
 pytestmark = pytest.mark.anvil
 
@@ -27,7 +27,7 @@ def test_a_settlement_final_inside_a_quiet_run_is_decided_at_its_depth(
         included = wait_included(anvil, tx)
         sid = rig.register(tx).settlement_id
         rig.watcher.poll()  # the inclusion is recorded; the run starts after it
-        anvil.mine(QUIET_RUN + 50)  # more than one run, ending mid-run
+        anvil.mine(RUN_BLOCKS + 50)  # more than one run, ending mid-run
         stats = rig.watcher.catch_up()
         head = anvil.head()
         assert stats.behind == 0 and rig.watcher.head is not None
@@ -58,7 +58,7 @@ def test_settlements_due_at_different_depths_in_one_run_are_each_decided_at_thei
         depths = {txs[0]: 7, txs[1]: 60}
         ids = {tx: rig.register(tx, confirmations=depths[tx]).settlement_id for tx in txs}
         rig.watcher.poll()  # the inclusions are recorded; the run starts after them
-        anvil.mine(QUIET_RUN // 2)
+        anvil.mine(RUN_BLOCKS // 2)
         rig.watcher.catch_up()
         head = anvil.head()
         assert rig.watcher.head is not None and rig.watcher.head.number == head

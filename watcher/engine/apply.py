@@ -13,8 +13,10 @@ no reorg and no new head; a probe's inclusions decide through :func:`decide_reco
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
+from watcher.engine.matching import BlockMatches
 from watcher.engine.observe import ChainPosition
 from watcher.engine.payments import payment_writes
 from watcher.engine.reorgs import ReorgOutcome, undo_reorg
@@ -25,22 +27,28 @@ from watcher.store.block_txn import BlockTxn, put_headers
 from watcher.store.records import SettlementRecord
 
 
-def apply_block(txn: BlockTxn, inp: BlockInput, rules: ChainRules) -> BlockOutcome:
-    """Everything ``inp`` changes, written in ``txn`` (see the module doc)."""
+def apply_block(
+    txn: BlockTxn, inp: BlockInput, rules: ChainRules, *, progress: bool = True
+) -> BlockOutcome:
+    """Everything ``inp`` changes, written in ``txn`` (see the module doc). ``progress``:
+    False when the caller knows no provisional settlement was in progress before the block
+    (:func:`apply_run`): the provisional updates are then looked for only if the block
+    included a provisional settlement."""
     tally = Tally()
     undone: ReorgOutcome | None = None
     if inp.reorg is not None:
         new_head = inp.node_head or inp.head
         undone = undo_reorg(txn, inp.reorg, new_head, rules.chain, rules.plan)
     if inp.new_head:
-        _write_block(txn, inp, rules)
+        _write_header(txn, inp, rules)
+    anchored = _write_matches(txn, inp)
     if inp.store_finalized is not None:
         txn.set_finalized(inp.store_finalized)
     due = _decide_due(txn, inp, rules, undone, tally)
     watched = inp.transfers_watched or inp.reorg is not None
     paid = payment_writes(txn, inp, rules, tally) if watched else []
     head = inp.head
-    if inp.block is not None:
+    if inp.block is not None and (progress or any(_provisional(r) for r in anchored)):
         progressed = {s for s, _ in inp.matches.matched}
         rules.plan.on_progress(txn, head.number, head.hash, progressed)
     touched = undone.touched if undone is not None else frozenset()
@@ -58,55 +66,93 @@ def apply_block(txn: BlockTxn, inp: BlockInput, rules: ChainRules) -> BlockOutco
     )
 
 
-def apply_quiet_run(
-    txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules
-) -> list[BlockOutcome]:
-    """Quiet blocks (no watched tx in them, no reorg, no transfer watched: a catch-up) in
-    order in one transaction, with the outcomes :func:`apply_block` gives each alone.
+def apply_run(txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules) -> list[BlockOutcome]:
+    """Consecutive blocks (no reorg among them, no transfer watched, no quorum gate: a
+    catch-up) in order in one transaction, with the outcomes :func:`apply_block` gives each
+    alone, committed one by one.
 
-    A quiet block writes its header and decides what is due at it. What is due only grows
-    with the height within the run (depth reached; the ``finalized`` height and the time are
-    the run's), so the store is asked what is due at the run's last block: a block before
-    the first one something is due at gets its header alone, all of them in one insert
-    (:func:`~watcher.store.block_txn.put_headers`), and the block where something
-    is due is applied whole (decided *at that block*), then the rest is asked about again.
-    With a payment or a subscription watched, or provisional updates to send, every block
-    is applied whole."""
-    if len(run) < 2:  # a poll's one new block (the steady state): nothing to share
-        return [apply_block(txn, inp, rules) for inp in run]
+    Every block's header is written at the end, all in one insert
+    (:func:`~watcher.store.block_txn.put_headers`: nothing in the transaction reads them).
+    A block with a watched tx (or a replacing one) is applied whole, as memory would have
+    matched it had the blocks before it committed first (:func:`_as_memory_would`).
+    Between two such blocks, a block decides what is due at it. What is due only grows
+    with the height there (depth reached; the ``finalized`` height and the time are the
+    run's), so the store is asked what is due at the stretch's last block: a block before
+    the first one something is due at needs nothing but its header, and the block where
+    something is due is applied whole (decided *at that block*), then the rest is asked
+    about again. With provisional updates to send, every block is applied whole."""
+    if len(run) < 2 or any(inp.block is None or inp.reorg for inp in run):
+        return [apply_block(txn, inp, rules) for inp in run]  # a poll's one new block
     last = run[-1]
-    late_ms = rules.late_watch_ms
-    if (
-        any(inp.covered != last.covered or inp.block is None or inp.reorg for inp in run)
-        or any(inp.transfers_watched for inp in run)
-        or txn.provisional_in_progress()
-    ):
-        return [apply_block(txn, inp, rules) for inp in run]
+    whole = any(inp.covered != last.covered or inp.transfers_watched for inp in run) or bool(
+        txn.provisional_in_progress()
+    )
     outcomes: list[BlockOutcome] = []
+    watching: dict[str, bool] = {}
+    anchored: set[str] = set()
     i = 0
     while i < len(run):
-        full = _first_due(txn, run, i, late_ms)
-        _headers_only(txn, run[i:full], rules)
+        full = i if whole else _first_due(txn, run, i, _next_matched(run, i), rules.late_watch_ms)
         outcomes += [_header_outcome(inp) for inp in run[i:full]]
         if full < len(run):
-            outcomes.append(apply_block(txn, run[full], rules))
+            inp = _as_memory_would(run[full], watching, anchored)
+            alone = replace(inp, new_head=False, store_finalized=None)  # written with the run's
+            outcome = apply_block(txn, alone, rules, progress=whole)
+            outcomes.append(replace(outcome, stored_finalized=inp.store_finalized))
+            anchored |= {sid for sid, _ in inp.matches.matched + inp.matches.replacing}
+            watching.update((r.settlement_id, r.watching) for r in outcome.changed)
+            whole = whole or any(_provisional(r) for r in outcome.changed)
         i = full + 1
+    _headers_only(txn, run, rules)
     return outcomes
 
 
-def _first_due(txn: BlockTxn, run: Sequence[BlockInput], i: int, late_ms: int) -> int:
-    """The index of the first block from ``run[i]`` on at which a settlement is due
-    (``len(run)``: none). Due at the last block and not at ``run[i]``: due by depth alone,
-    first at its ``confirm_height``."""
-    first, last = run[i].head.number, run[-1].head.number
-    due = txn.due(last, run[-1].covered, late_ms)
+def _next_matched(run: Sequence[BlockInput], i: int) -> int:
+    """The index of the first block from ``run[i]`` on holding a watched (or replacing) tx
+    (``len(run)``: none)."""
+    for j in range(i, len(run)):
+        if run[j].matches.matched or run[j].matches.replacing:
+            return j
+    return len(run)
+
+
+def _as_memory_would(
+    inp: BlockInput, watching: Mapping[str, bool], anchored: set[str]
+) -> BlockInput:
+    """``inp`` (matched with memory from before the run) as memory would have matched it
+    had the run's earlier blocks committed one by one: a settlement whose watch they ended
+    is not matched, and one they anchored (its tx included, or replaced) is not replaced by
+    sender and nonce: its index entry would carry its own tx's sender and nonce, which that
+    tx used up."""
+    matches = inp.matches
+    if not (matches.matched or matches.replacing) or not (watching or anchored):
+        return inp
+    kept = BlockMatches(
+        [(sid, tx) for sid, tx in matches.matched if watching.get(sid, True)],
+        [
+            (sid, tx)
+            for sid, tx in matches.replacing
+            if watching.get(sid, True) and sid not in anchored
+        ],
+    )
+    return replace(inp, matches=kept)
+
+
+def _first_due(txn: BlockTxn, run: Sequence[BlockInput], i: int, stop: int, late_ms: int) -> int:
+    """The index of the first block of ``run[i:stop]`` at which a settlement is due
+    (``stop``: none). Due at the stretch's last block and not at ``run[i]``: due by depth
+    alone, first at its ``confirm_height``."""
+    if stop == i:
+        return i
+    first, last = run[i].head.number, run[stop - 1].head.number
+    due = txn.due(last, run[stop - 1].covered, late_ms)
     if not due:
-        return len(run)
-    if txn.due(first, run[i].covered, late_ms):
+        return stop
+    if stop - i == 1 or txn.due(first, run[i].covered, late_ms):
         return i
     heights = [r.confirm_height for r in due if r.confirm_height is not None]
     at = max(first, min(heights, default=first))
-    return i + min(at - first, len(run) - 1 - i)
+    return i + min(at - first, stop - 1 - i)
 
 
 def _headers_only(txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules) -> None:
@@ -154,17 +200,24 @@ def decide_records(
         tally.count(decide_settlement(txn, rec, pos, now, rules, reversed_))
 
 
-def _write_block(txn: BlockTxn, inp: BlockInput, rules: ChainRules) -> None:
-    """The head's header and pointer; the block's inclusions and replacements."""
+def _write_header(txn: BlockTxn, inp: BlockInput, rules: ChainRules) -> None:
+    """The head's header and pointer."""
     head = inp.head
     keep = rules.config.resolved_header_window
     txn.put_header(
         head.number, head.hash, head.parent_hash, head.timestamp, keep, inp.compact_header
     )
+
+
+def _write_matches(txn: BlockTxn, inp: BlockInput) -> list[SettlementRecord]:
+    """The block's inclusions and replacements; returns the records they were written
+    over (as read before)."""
     if inp.block is None:
-        return
+        return []
+    head = inp.head
     matches = inp.matches
-    by_id = {r.settlement_id: r for r in txn.by_ids(list(matches.ids))}
+    read = txn.by_ids(list(matches.ids))
+    by_id = {r.settlement_id: r for r in read}
     for sid, tx in matches.matched:
         r = inp.receipts[tx.hash]
         txn.set_inclusion(
@@ -172,6 +225,12 @@ def _write_block(txn: BlockTxn, inp: BlockInput, rules: ChainRules) -> None:
         )
     for sid, tx in matches.replacing:
         txn.set_replacement(by_id[sid], tx.hash, head.number, head.hash)
+    return read
+
+
+def _provisional(rec: SettlementRecord) -> bool:
+    """Whether ``rec`` may get provisional updates (their query says when it does)."""
+    return rec.provisional and rec.commit_url is not None
 
 
 def _decide_due(

@@ -4,15 +4,17 @@
 replacements, their receipts checked against the block's roots, its payment and deposit
 transfers, the quorum gate's approval) and returns a frozen
 :class:`~watcher.engine.values.BlockInput`; only then does the caller open the block's
-transaction (:func:`watcher.engine.apply.apply_block`). :func:`deadline_input` is the
+transaction (:func:`watcher.engine.apply.apply_block`); :func:`fetch_run` does the same
+for a catch-up's run of blocks, their receipts in one batch. :func:`deadline_input` is the
 input of a transaction with no new block (time passed: timeouts, end of late watch).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from chains.block_checks import check_senders, checked_receipts
+from chains.block_checks import RawReceipts, check_senders, checked_receipts, fetch_receipts_of
 from chains.block_facts import BlockFacts
 from chains.errors import ChainError
 from chains.models import Block, BlockHeader, TxReceipt
@@ -72,10 +74,56 @@ def fetch_block(
 ) -> BlockInput:
     """The input of ``block``'s transaction (or of ``reorg``'s, seen without a new
     block) at time ``now``: every call for it made here, none inside the transaction."""
-    head = block.header if block is not None else (reorg.common_ancestor if reorg else None)
-    assert head is not None
     matches = _matches(source, memory, block, reorg)
     receipts = _receipts(source, block, matches)
+    return _input(source, memory, poll, block, reorg, now, matches, receipts)
+
+
+def fetch_run(
+    source: ChainSource,
+    memory: ChainMemory,
+    poll: PollView,
+    blocks: Sequence[Block],
+    now: int,
+) -> list[BlockInput]:
+    """The inputs of consecutive ``blocks`` (no reorg among them) to be applied in one
+    transaction (:func:`watcher.engine.apply.apply_run`): each as :func:`fetch_block` gives
+    it with memory as it stands, except that the receipts of every block holding a watched
+    tx are asked in one batch (:func:`~chains.block_checks.fetch_receipts_of`)."""
+    matches = [match_block(b.txs, memory.index) for b in blocks]
+    wanted = [
+        b.header.hash for b, m in zip(blocks, matches, strict=True) if m.matched or m.replacing
+    ]
+    fetched = fetch_receipts_of(source.client, wanted)
+    return [
+        _input(
+            source,
+            memory,
+            poll,
+            block,
+            None,
+            now,
+            found,
+            _receipts(source, block, found, fetched.get(block.header.hash)),
+        )
+        for block, found in zip(blocks, matches, strict=True)
+    ]
+
+
+def _input(
+    source: ChainSource,
+    memory: ChainMemory,
+    poll: PollView,
+    block: Block | None,
+    reorg: Reorg | None,
+    now: int,
+    matches: BlockMatches,
+    receipts: dict[str, TxReceipt],
+) -> BlockInput:
+    """:func:`fetch_block`'s input once its matches and receipts are known: the block's
+    transfers and the gate's answer asked, the tags of the poll."""
+    head = block.header if block is not None else (reorg.common_ancestor if reorg else None)
+    assert head is not None
     watches = (memory.payments, memory.subscriptions)
     transfers = block_transfers(
         source.name, source.client, source.facts, watches, block, poll.transfers
@@ -137,18 +185,26 @@ def _matches(
 
 
 def _receipts(
-    source: ChainSource, block: Block | None, matches: BlockMatches
+    source: ChainSource,
+    block: Block | None,
+    matches: BlockMatches,
+    fetched: RawReceipts | None = None,
 ) -> dict[str, TxReceipt]:
     """Receipts of the block's watched txs, checked against its roots (none fetched
     when it holds none; a block with only a replacing tx is checked the same way: the
-    replacement is decided on its txs)."""
+    replacement is decided on its txs). ``fetched``: the block's receipts as a batch of
+    blocks' already asked (checked all the same)."""
     if block is None or not (matches.matched or matches.replacing):
         return {}
     client, facts = source.client, source.facts
     # Several settlements of one tx (one per caller) share its receipt: asked once.
     wanted: list[str] = list(dict.fromkeys(tx.hash for _, tx in matches.matched))
     checked = checked_receipts(
-        client, facts, block.header.hash, wanted or [tx.hash for _, tx in matches.replacing]
+        client,
+        facts,
+        block.header.hash,
+        wanted or [tx.hash for _, tx in matches.replacing],
+        fetched,
     )
     found: dict[str, TxReceipt] = {r.tx_hash: r for r in checked}
     # Who sent them is what inclusions and replacements are matched on: checked too.

@@ -123,8 +123,8 @@ class TxLookups:
         caller moves it from the outcome."""
         if not todo:
             return NOTHING_LOOKED_UP
-        answers = self._answers(todo, by_receipt, max_batch)
         head = memory.window.head
+        answers = self._answers(todo, by_receipt, max_batch, head)
         # Included where we cannot judge it yet (no head before the first block is stored, or
         # no receipt yet at a height already processed): leave it untouched so the next poll
         # looks it up again. Recording its sender would end its probing for good, and block
@@ -155,11 +155,15 @@ class TxLookups:
         return LookupOutcome(len(todo), (*changed, *kept), tuple(tally.confirmed))
 
     def _answers(
-        self, todo: list[SettlementRecord], by_receipt: bool, max_batch: int | None
+        self,
+        todo: list[SettlementRecord],
+        by_receipt: bool,
+        max_batch: int | None,
+        head: BlockHeader | None,
     ) -> Answers:
         """Ask the node about ``todo``: one call per tx hash at most (several settlements of
-        one tx share it), one per block for receipts (watcher/engine/probes.py); with
-        ``by_receipt`` every receipt and raw tx is asked."""
+        one tx share it), one per block for receipts (watcher/engine/probes.py) at or below
+        ``head`` (:func:`_ahead`); with ``by_receipt`` every receipt and raw tx is asked."""
         hashes = [r.tx_hash for r in todo]
         rebuilt: dict[str, str | None] = {}
         client = self.client
@@ -175,15 +179,21 @@ class TxLookups:
             if i is not None and (i.block_number is not None or receipt is not None)
         ]
         included = [(r, i) for r, i, _ in hits]
+        ahead = _ahead(hits, rebuilt, head)
         # Every receipt is checked against its block's roots (chains/block_checks.py): the
         # node's word alone (``eth_getTransactionReceipt``) only says which block to check.
-        blocks = [receipt.block_hash if receipt else i.block_hash for _, i, receipt in hits]
+        blocks = [
+            None if r.settlement_id in ahead else receipt.block_hash if receipt else i.block_hash
+            for r, i, receipt in hits
+        ]
         by_hash = receipts_by_block(
             self.client,
             self.facts,
             [(r.tx_hash, b) for (r, _), b in zip(included, blocks, strict=True) if b is not None],
         )
-        receipts = [by_hash.get(r.tx_hash) for r, _ in included]
+        receipts = [
+            None if r.settlement_id in ahead else by_hash.get(r.tx_hash) for r, _ in included
+        ]
         said: dict[str, list[tuple[str, str, int]]] = {}
         for (r, i), receipt in zip(included, receipts, strict=True):
             if receipt is not None:  # in a checked block: who sent it is checked there too
@@ -270,6 +280,29 @@ class TxLookups:
             if info is not None:
                 out[r.settlement_id] = (info, peer.raw_tx)
         return out
+
+
+def _ahead(
+    hits: list[tuple[SettlementRecord, Any, Any]],
+    proven: dict[str, str | None],
+    head: BlockHeader | None,
+) -> set[str]:
+    """The ids of ``hits`` (record, TxInfo, receipt or None) the node places in a block above
+    the processed ``head`` whose sender and nonce their own signed bytes proved (``proven``:
+    the bytes the look-up rebuilt and checked, by settlement id). Their block's receipts are
+    not fetched now: block scanning reads that block and checks its receipts there (a
+    catch-up's registrations fetched each block's receipts twice), and nothing else the
+    receipt would check is used before (the inclusion is recorded by the scan)."""
+    if head is None:
+        return set()
+    return {
+        r.settlement_id
+        for r, i, receipt in hits
+        if receipt is None
+        and i.block_number is not None
+        and i.block_number > head.number
+        and proven.get(r.settlement_id) is not None
+    }
 
 
 def _note_senders(

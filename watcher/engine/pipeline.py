@@ -4,7 +4,8 @@
 block (or a reorg seen without one) it fetches the block's input
 (:func:`~watcher.engine.fetch.fetch_block`), applies it in the block's store transaction
 (:func:`~watcher.engine.apply.apply_block`) and then moves memory
-(:meth:`~watcher.engine.memory.ChainMemory.after_commit`). With no new block it applies
+(:meth:`~watcher.engine.memory.ChainMemory.after_commit`); a catch-up's blocks share a
+transaction in runs (:func:`~watcher.engine.apply.apply_run`). With no new block it applies
 deadlines through the same :func:`~watcher.engine.apply.apply_block` (a timeout is a matter
 of time, not blocks: a quiet chain or a failing node holds no settlement past its
 deadline). Look-ups by hash end the same way (:meth:`BlockPipeline.looked_up`).
@@ -22,10 +23,9 @@ from chains.tracker import Advance, Reorg
 from watcher import otel_tracing
 from watcher.clock import Clock
 from watcher.config.chains import ChainConfig
-from watcher.engine.apply import apply_block, apply_quiet_run
-from watcher.engine.fetch import ChainSource, PollView, deadline_input, fetch_block
+from watcher.engine.apply import apply_block, apply_run
+from watcher.engine.fetch import ChainSource, PollView, deadline_input, fetch_block, fetch_run
 from watcher.engine.lookups import LookupOutcome, TxLookups
-from watcher.engine.matching import match_block
 from watcher.engine.memory import ChainMemory
 from watcher.engine.payments_fetch import fetch_transfer_logs
 from watcher.engine.rules import ChainRules
@@ -44,10 +44,10 @@ FenceOf = Callable[[str], "tuple[str, int] | None"]
 when this instance runs alone (SQLite)."""
 
 
-QUIET_RUN = 200
-"""Quiet blocks (nothing watched in them) committed in one transaction at most: a catch-up
-after downtime pays one commit per run instead of one per block, and the writer lock is
-never held for long (the API keeps answering)."""
+RUN_BLOCKS = 200
+"""Blocks of a catch-up committed in one transaction at most (those with watched txs too):
+a catch-up after downtime pays one commit per run instead of one per block, and the writer
+lock is never held for long (the API keeps answering)."""
 
 
 def unfenced(_name: str) -> tuple[str, int] | None:
@@ -140,51 +140,53 @@ class BlockPipeline:
         return True
 
     def _commit_blocks(self, view: PollView, blocks: Sequence[Block], reorg: Reorg | None) -> int:
-        """The poll's blocks in order, a transaction each, except that a run of quiet blocks
-        (:meth:`_quiet`: a catch-up after downtime) shares one transaction, up to
-        :data:`QUIET_RUN` of them: each is still applied, in order, as it would be alone;
-        only the commit is shared. Returns the decisions that changed something."""
+        """The poll's blocks in order, in runs of up to :data:`RUN_BLOCKS` sharing one
+        transaction (:meth:`_applied_run`: a catch-up after downtime), except a block that
+        must see the blocks before it committed (:meth:`_alone`): each block of a run is
+        still applied, in order, as it would be alone; only the commit is shared. Returns
+        the decisions that changed something."""
         decisions = 0
-        run: list[BlockInput] = []
+        run: list[Block] = []
         for i, block in enumerate(blocks):
             first_reorg = reorg if i == 0 else None
-            quiet = first_reorg is None and self._quiet(block)
-            if quiet:
-                run.append(fetch_block(self.source, self.memory, view, block, None, self.clock()))
-                if len(run) < QUIET_RUN:
-                    continue
-            decisions += self._applied_run(run)
+            if first_reorg is None and not self._alone():
+                run.append(block)
+                if len(run) == RUN_BLOCKS:
+                    decisions += self._applied_run(view, run)
+                    run = []
+                continue
+            decisions += self._applied_run(view, run)
             run = []
-            if not quiet:  # fetched now, with memory moved past the run
-                decisions += self._commit(view, block, first_reorg)
-        return decisions + self._applied_run(run)
+            decisions += self._commit(view, block, first_reorg)  # memory moved past the run
+        return decisions + self._applied_run(view, run)
 
-    def _quiet(self, block: Block) -> bool:
-        """Whether ``block`` concerns nothing watched, so that no input of it needs the
-        blocks before it committed: no tx of it matches the watch index (memory before the
-        run's commit holds every settlement the run may end the watch of, never fewer), no
-        transfer is watched, and no quorum gate reads the store's anchors."""
-        if self.memory.watching_transfers or not self.source.gate.trivial:
-            return False
-        matches = match_block(block.txs, self.memory.index)
-        return not (matches.matched or matches.replacing)
+    def _alone(self) -> bool:
+        """Whether each block needs its own transaction, its input fetched after the block
+        before it committed: a payment or a subscription watched (a block's transfers
+        count against what the earlier ones paid) or a quorum gate (its answer reads the
+        store's anchors). Otherwise a block's input needs memory only for matching its
+        txs, and memory from before the run holds every settlement the run may concern
+        (never fewer): what the run's earlier blocks change is applied as memory would
+        have matched it (:func:`~watcher.engine.apply.apply_run`)."""
+        return self.memory.watching_transfers or not self.source.gate.trivial
 
-    def _applied_run(self, run: list[BlockInput]) -> int:
-        """Quiet blocks' inputs applied in one transaction, then memory moved per block."""
+    def _applied_run(self, view: PollView, run: list[Block]) -> int:
+        """Blocks fetched together (their receipts in one batch), applied in one
+        transaction, then memory moved per block."""
         if not run:
             return 0
-        last = run[-1].head.number
         attributes: dict[str, str | int] = {
             "finality.chain": self.name,
-            "finality.block": last,
+            "finality.block": run[-1].header.number,
             "finality.blocks": len(run),
         }
         with otel_tracing.span("finality.block_commit", attributes):
+            inputs = fetch_run(self.source, self.memory, view, run, self.clock())
             rules = self.rules_of()
-            with self.store.block_txn(self.name, run[0].now, self.fence_of(self.name)) as txn:
-                outcomes = apply_quiet_run(txn, run, rules)
+            with self.store.block_txn(self.name, inputs[0].now, self.fence_of(self.name)) as txn:
+                outcomes = apply_run(txn, inputs, rules)
         decisions = 0
-        for inp, outcome in zip(run, outcomes, strict=True):
+        for inp, outcome in zip(inputs, outcomes, strict=True):
             decisions += self._moved(inp, outcome)
         return decisions
 

@@ -51,9 +51,10 @@ def per_hash(ask: Callable[[Sequence[str]], Sequence[T]], tx_hashes: Sequence[st
 def lookup(
     client: RpcClient, tx_hashes: Sequence[str], max_batch: int | None = None
 ) -> list[tuple[TxInfo | None, str | None]]:
-    """(``eth_getTransactionByHash`` parsed, signed bytes of a pending tx) per hash, in
-    batches of at most ``max_batch`` (each distinct hash asked once); the bytes are rebuilt
-    locally, fetched raw only where that fails."""
+    """(``eth_getTransactionByHash`` parsed, signed bytes) per hash, in batches of at most
+    ``max_batch`` (each distinct hash asked once); the bytes are rebuilt locally, fetched raw
+    only for a pending tx where that fails (an included one's may be None). Bytes returned
+    were checked: they hash to the tx and their signature names the sender and nonce given."""
     return per_hash(lambda hashes: _lookup(client, hashes, max_batch), tx_hashes)
 
 
@@ -72,11 +73,9 @@ def _lookup(
             out.append((None, None))
             continue
         info = client.parse_tx_info(raw)
-        signed = None
-        if info.block_number is None:
-            signed = _rebuilt(raw)
-            if signed is None:
-                unbuilt.append(i)
+        signed = _rebuilt(raw)  # an included tx's too: its sender is then proven without a call
+        if signed is None and info.block_number is None:
+            unbuilt.append(i)
         out.append((info, signed))
     if unbuilt:
         fetched = client.raw_transactions([tx_hashes[i] for i in unbuilt])

@@ -16,8 +16,8 @@ from sqlalchemy.engine import Connection
 
 from guard.payment import ADDRESS_KINDS
 from guard.settlement import Verdict
+from watcher.store import block_queries as queries
 from watcher.store import schema as s
-from watcher.store.conditions import deadline_reasons, finality_reasons
 from watcher.store.driver_sql import statement
 from watcher.store.events_store import insert_event, insert_events
 from watcher.store.outbox_store import NewDelivery, cancel_undelivered, enqueue
@@ -67,24 +67,7 @@ class BlockTxn:
 
         ``compact``: every field of the header's hash (chains/block_facts.py), kept so that
         receipts read their header chain from here."""
-        h = s.headers
-        self.conn.execute(delete(h).where(h.c.chain == self.chain, h.c.number >= number))
-        self.conn.execute(
-            insert(h).values(
-                chain=self.chain,
-                number=number,
-                hash=block_hash,
-                parent_hash=parent_hash,
-                timestamp=timestamp,
-                compact=compact,
-            )
-        )
-        self.conn.execute(delete(h).where(h.c.chain == self.chain, h.c.number <= number - keep))
-        self.conn.execute(
-            update(s.chains)
-            .where(s.chains.c.name == self.chain)
-            .values(head_number=number, head_hash=block_hash, updated_at=self.now)
-        )
+        put_headers(self, [(number, block_hash, parent_hash, timestamp, compact)], keep)
 
     def rewind(self, ancestor_number: int) -> None:
         """Drop stored headers above the common ancestor of a reorg."""
@@ -108,6 +91,12 @@ class BlockTxn:
 
     # -- settlements ---------------------------------------------------------------------
 
+    def _records(self, statement: Any, **params: Any) -> list[SettlementRecord]:
+        """The settlements a statement built once (watcher/store/block_queries.py) selects
+        with ``params`` (``q_<name>``) and this chain."""
+        rows = self.conn.execute(statement, {"q_chain": self.chain, **params}).mappings().all()
+        return [from_row(SettlementRecord, r) for r in rows]
+
     def _settlements(self, *conditions: Any) -> list[SettlementRecord]:
         t = s.settlements
         rows = (
@@ -123,7 +112,7 @@ class BlockTxn:
         """Settlements of this chain with the given ids."""
         if not ids:
             return []
-        return self._settlements(s.settlements.c.settlement_id.in_(list(ids)))
+        return self._records(queries.by_ids(), q_ids=list(ids))
 
     def anchored_above(self, number: int) -> list[SettlementRecord]:
         """Settlements whose inclusion or replacing tx sits above ``number`` (any verdict)."""
@@ -155,10 +144,10 @@ class BlockTxn:
     def due(self, head: int, finalized: int | None, late_watch_ms: int) -> list[SettlementRecord]:
         """Watched settlements a verdict may change for: depth reached, finalized, deadline
         passed while awaiting, or the late-finality watch of a timed-out one ended."""
-        t = s.settlements
-        reasons = [*finality_reasons(head, finalized), *deadline_reasons(self.now, late_watch_ms)]
-        return self._settlements(
-            t.c.watching.is_(True), t.c.kind.not_in(ADDRESS_KINDS), or_(*reasons)
+        statement = queries.due(finalized is not None)
+        at = {"q_head": head, "q_now": self.now, "q_cut": self.now - late_watch_ms}
+        return self._records(
+            statement, **at, **({} if finalized is None else {"q_finalized": finalized})
         )
 
     def _update(self, settlement_id: str, **values: Any) -> None:
@@ -316,15 +305,7 @@ class BlockTxn:
 
     def provisional_in_progress(self) -> list[SettlementRecord]:
         """Included, still awaiting, provisional settlements with a commit URL."""
-        t = s.settlements
-        return self._settlements(
-            t.c.watching.is_(True),
-            t.c.confirm_height.is_not(None),
-            t.c.block_number.is_not(None),
-            t.c.provisional.is_(True),
-            t.c.verdict == Verdict.AWAITING_FINALITY,
-            t.c.commit_url.is_not(None),
-        )
+        return self._records(queries.provisional_in_progress())
 
 
 def put_headers(
@@ -335,11 +316,10 @@ def put_headers(
     catch-up's quiet blocks, which need nothing else written)."""
     if not headers:
         return
-    h = s.headers
     first, last = headers[0], headers[-1]
-    txn.conn.execute(delete(h).where(h.c.chain == txn.chain, h.c.number >= first[0]))
+    txn.conn.execute(queries.headers_from(), {"q_chain": txn.chain, "q_number": first[0]})
     txn.conn.execute(
-        insert(h),
+        queries.insert_headers(),
         [
             {
                 "chain": txn.chain,
@@ -352,9 +332,7 @@ def put_headers(
             for number, block_hash, parent, timestamp, compact in headers
         ],
     )
-    txn.conn.execute(delete(h).where(h.c.chain == txn.chain, h.c.number <= last[0] - keep))
-    txn.conn.execute(
-        update(s.chains)
-        .where(s.chains.c.name == txn.chain)
-        .values(head_number=last[0], head_hash=last[1], updated_at=txn.now)
-    )
+    prune = {"q_chain": txn.chain, "q_number": last[0] - keep}
+    txn.conn.execute(queries.headers_up_to(), prune)
+    head = {"q_chain": txn.chain, "q_number": last[0], "q_hash": last[1], "q_now": txn.now}
+    txn.conn.execute(queries.move_head(), head)

@@ -1,0 +1,114 @@
+"""The statements a block transaction runs for every block, built once.
+
+A catch-up applies thousands of blocks in a few transactions; building a SQLAlchemy
+statement (coercing its clauses, computing its cache key) cost more than running it on
+SQLite: a third of a catch-up's CPU. The statements here are built once, with bound
+parameters ``q_<name>``, and executed with each block's values. Their conditions are
+those of :mod:`watcher.store.conditions` (one definition each).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from sqlalchemy import (
+    Delete,
+    Insert,
+    Select,
+    Update,
+    bindparam,
+    delete,
+    insert,
+    or_,
+    select,
+    update,
+)
+
+from guard.payment import ADDRESS_KINDS
+from guard.settlement import Verdict
+from watcher.store import schema as s
+from watcher.store.conditions import deadline_reasons_at, finality_reasons
+
+_t = s.settlements
+_h = s.headers
+
+
+def _param(name: str, column: Any) -> Any:
+    """A bound parameter ``q_<name>`` of ``column``'s type."""
+    return bindparam("q_" + name, type_=column.type)
+
+
+def _of_chain(*conditions: Any) -> Select[Any]:
+    """The chain's settlements (``q_chain``) meeting ``conditions``, in registration order."""
+    return (
+        select(_t).where(_t.c.chain == _param("chain", _t.c.chain), *conditions).order_by(_t.c.seq)
+    )
+
+
+@functools.cache
+def due(with_finalized: bool) -> Select[Any]:
+    """:meth:`~watcher.store.block_txn.BlockTxn.due`: ``q_head``, ``q_now``, ``q_cut`` (the
+    end of the late watch: now - late watch) and, ``with_finalized``, ``q_finalized``."""
+    finalized = _param("finalized", _t.c.block_number) if with_finalized else None
+    reasons = [
+        *finality_reasons(_param("head", _t.c.confirm_height), finalized),
+        *deadline_reasons_at(_param("now", _t.c.deadline), _param("cut", _t.c.deadline)),
+    ]
+    return _of_chain(_t.c.watching.is_(True), _t.c.kind.not_in(ADDRESS_KINDS), or_(*reasons))
+
+
+@functools.cache
+def by_ids() -> Select[Any]:
+    """The chain's settlements of the ids ``q_ids`` (a list)."""
+    return _of_chain(_t.c.settlement_id.in_(bindparam("q_ids", expanding=True)))
+
+
+@functools.cache
+def provisional_in_progress() -> Select[Any]:
+    """Included, still awaiting, provisional settlements with a commit URL."""
+    return _of_chain(
+        _t.c.watching.is_(True),
+        _t.c.confirm_height.is_not(None),
+        _t.c.block_number.is_not(None),
+        _t.c.provisional.is_(True),
+        _t.c.verdict == Verdict.AWAITING_FINALITY,
+        _t.c.commit_url.is_not(None),
+    )
+
+
+@functools.cache
+def headers_from() -> Delete:
+    """Drop the chain's stored headers at or above ``q_number``."""
+    return delete(_h).where(
+        _h.c.chain == _param("chain", _h.c.chain), _h.c.number >= _param("number", _h.c.number)
+    )
+
+
+@functools.cache
+def headers_up_to() -> Delete:
+    """Drop the chain's stored headers at or below ``q_number`` (the window's pruning)."""
+    return delete(_h).where(
+        _h.c.chain == _param("chain", _h.c.chain), _h.c.number <= _param("number", _h.c.number)
+    )
+
+
+@functools.cache
+def move_head() -> Update:
+    """The chain's head pointer to ``q_number``, ``q_hash`` at ``q_now``."""
+    c = s.chains.c
+    return (
+        update(s.chains)
+        .where(c.name == _param("chain", c.name))
+        .values(
+            head_number=_param("number", c.head_number),
+            head_hash=_param("hash", c.head_hash),
+            updated_at=_param("now", c.updated_at),
+        )
+    )
+
+
+@functools.cache
+def insert_headers() -> Insert:
+    """Insert header rows (each row's values by column name)."""
+    return insert(_h)
