@@ -146,10 +146,12 @@ class Guards:
                 f"{shown!r} is not a name this API answers to (the listen address, "
                 "loopback names, or [api] allowed_hosts)",
             )
-        if scope["method"] in MUTATING and self._served(scope):
+        if scope["method"] in MUTATING:
             raw = content_type.decode("latin-1")
             media = raw.split(";", 1)[0].strip().lower()
-            if media != "application/json":
+            # The served check reads the OpenAPI document (built on first use, ~0.5 s of a
+            # fresh daemon's CPU): asked only of a body already refused, never on the way in.
+            if media != "application/json" and self._served(scope):
                 got = repr(raw[:80]) if raw else "none"
                 return 415, "Content-Type", f"must be application/json (got {got})"
         return None
