@@ -63,6 +63,7 @@ async def receipt_answer(
         settlement_id,
         RECEIPT_WAIT_S if wait_s is None else wait_s,
         reread_s(deps, found.chain),
+        others=lambda: not deps.handoff.owns(found.chain),
     )
     if receipt is not None:
         return receipt
