@@ -30,6 +30,7 @@ max <= 1 s).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -109,12 +110,23 @@ def run_daemon(anvil: Anvil, w: int, n: int, block_time: float, facts: bool) -> 
             retried = [line for line in daemon.log().splitlines() if "not built yet" in line]
             if retried:
                 print(f"   ({len(retried)} receipts retried, e.g. {retried[0][-160:]})")
+            assert daemon.proc is not None
+            cpu_s = process_cpu_s(daemon.proc.pid)
         finally:
             daemon.close()
     run = Run(proxy.total(), clock.head() - first_block, latencies, dict(proxy.calls), stages)
+    run.cpu_s = cpu_s
     proxy.close()
     clock.stop()
     return run
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a live process has used since it started (/proc): what
+    the daemon spent on the scenario, which the machine's other load does not change the way
+    it changes wall times."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _stages(
@@ -187,6 +199,10 @@ def report(label: str, ours: Run, peers: dict[str, Run], w: int, facts: bool) ->
         f"{'met' if met else 'NOT met'}"
     )
     print(f"   daemon calls by method: {dict(sorted(ours.by_method.items()))}")
+    print(
+        f"   daemon CPU (user + system, start-up included): {ours.cpu_s:.2f} s, "
+        f"{ours.cpu_s / w * 1e3:.1f} ms per settlement"
+    )
     if ours.stages.get("verdict"):
         print(
             "   daemon stages (median / max): "
