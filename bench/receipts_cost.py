@@ -1,5 +1,6 @@
 """What signed receipts cost in JSON-RPC calls, run by hand:
-``.venv/bin/python -m bench.receipts_cost [--w 1 100 1000] [--n 12] [--block-time 0.5]``.
+``.venv/bin/python -m bench.receipts_cost [--w 1 100 1000] [--n 12] [--block-time 0.5]
+[--heads poll|ws]``.
 
 The scenario of the issue, against a real anvil mining a block every ``--block-time``
 seconds, every call counted by a proxy in front of it (bench/proxy.py):
@@ -53,15 +54,20 @@ REGISTRARS = 4
 """Registrations sent at once (the callers of W txs do not queue behind one another)."""
 
 
-def run_daemon(anvil: Anvil, w: int, n: int, block_time: float, facts: bool) -> Run:
-    """The daemon's side of the scenario (see the module doc)."""
+def run_daemon(
+    anvil: Anvil, w: int, n: int, block_time: float, facts: bool, heads: str = "poll"
+) -> Run:
+    """The daemon's side of the scenario (see the module doc); ``heads="ws"``: new heads
+    from anvil's ``eth_subscribe("newHeads")`` (not through the counting proxy: the
+    subscription is one call, its notifications none)."""
+    ws = {"heads": "ws", "heads_url": f"ws://127.0.0.1:{anvil.port}"} if heads == "ws" else {}
     clock = BlockClock(anvil)
     proxy = CountingProxy(anvil.url)
     txs = signed_txs(anvil, w)
     first_block = clock.head()
     with tempfile.TemporaryDirectory(prefix="fw-cost-") as tmp:
         daemon = Daemon(
-            Path(tmp), proxy.url, confirmations=n, poll_interval_s=block_time, start=True
+            Path(tmp), proxy.url, confirmations=n, poll_interval_s=block_time, start=True, **ws
         )
         try:
             http = httpx.Client(base_url=daemon.url, timeout=30.0)
@@ -228,6 +234,12 @@ def main() -> None:
     parser.add_argument("--block-time", type=float, default=0.5)
     parser.add_argument("--facts", action="store_true", help="also register with raw_tx")
     parser.add_argument(
+        "--heads",
+        choices=["poll", "ws"],
+        default="poll",
+        help="how the daemon learns of new heads: polling (paced) or anvil's WebSocket newHeads",
+    )
+    parser.add_argument(
         "--defi-python",
         help="the interpreter of a virtualenv holding web3-ethereum-defi (bench/peer_defi.py): "
         "its reorg monitor runs as a second peer",
@@ -250,10 +262,11 @@ def main() -> None:
                 [("facts", True)] if args.facts else []
             )
             for _name, facts in runs:
-                ours = run_daemon(anvil, w, args.n, args.block_time, facts)
+                ours = run_daemon(anvil, w, args.n, args.block_time, facts, args.heads)
                 label = (
                     f"W = {w}, N = {args.n}, a block every {args.block_time:g} s, "
-                    f"registration {'with raw_tx' if facts else 'by hash only'}"
+                    f"registration {'with raw_tx' if facts else 'by hash only'}, "
+                    f"heads by {args.heads}"
                 )
                 report(label, ours, peers, w, facts)
 
