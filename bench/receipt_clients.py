@@ -1,127 +1,96 @@
-"""The clients of :mod:`bench.receipts_cost`: each asks for its tx's receipt from the tx's
-depth-N block on.
+"""The clients of :mod:`bench.receipts_cost`: each asks for its tx's signed receipt as a
+client of the daemon does, from its registration on, with a waiting read.
 
-Before, one pool of 8 threads fetched the receipts in block order once every tx had been
-sent and registered: at W = 1,000 the first half's depth-N blocks went by while the bench
-was still registering the second half one POST at a time, so a receipt's "latency" was
-mostly the bench's own backlog (the first ask came 15.7 s after the depth-N block, median,
-at load 6; the answering GET took 29 ms). Here a dispatcher thread hands each tx to the
-pool the moment both are known: its depth-N block is out (seen by the bench's
-:class:`~bench.receipts_cost.BlockClock`) and it is registered; a receipt not signed yet is
-asked again after ``retry_s``, as before, so the clients never ask in a tight loop. The
-printed ``first ask`` figure says whether the clients kept up (it should be the poll of the
-dispatcher, a few ms).
+A client registers its tx, then asks ``GET /v1/settlements/{id}/receipt?wait=S`` (what
+``FinalityClient.receipt(id, wait_s=…)`` sends): the daemon answers the moment the receipt
+is signed, or after S seconds with the 404 of a settlement without one, and the client asks
+again. Before, each client asked from the tx's depth-N block (seen by the bench's own block
+clock, which no real client has) and again 0.1 s after each 404 that came before the
+verdict: at W = 1 up to 0.1 s of the latency was that retry, and at W = 1,000 the daemon
+spent a third of its interpreter answering those 404s.
+
+One asyncio loop in a thread of its own, a task per tx (a hundred threads asking at once
+cost the bench's interpreter more than the daemon's answers), each client its own
+keep-alive connection, as W independent callers would have.
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
+import concurrent.futures
 import json
 import threading
 import time
 import urllib.parse
-from typing import Protocol
 
+WAIT_S = 30.0
+"""Each ask's ``?wait=``: longer than any tx of the scenario takes to be final."""
 
-class Blocks(Protocol):
-    """When each block was seen (:class:`bench.receipts_cost.BlockClock`)."""
-
-    seen: dict[int, float]
-
-    def head(self) -> int: ...
+RETRY_S = 0.1
+"""After a request that failed on the way (connection refused or reset), ask again this
+much later."""
 
 
 class ReceiptClients:
-    """Fetch each tx's signed receipt from its depth-N block on (see the module doc): one
-    asyncio loop in a thread of its own, a task per tx (a hundred threads asking at once
-    cost the bench's interpreter more than the daemon's answers), each client its own
-    connection, as W independent callers would have."""
+    """Fetch each registered tx's signed receipt (see the module doc)."""
 
-    def __init__(self, base_url: str, blocks: Blocks, n: int, retry_s: float) -> None:
-        self.base_url, self.blocks, self.n, self.retry_s = base_url, blocks, n, retry_s
+    def __init__(self, base_url: str, wait_s: float = WAIT_S) -> None:
+        self.base_url, self.wait_s = base_url, wait_s
         self.fetched: dict[str, float] = {}
         """Wall-clock time each receipt was in hand."""
-        self.stages: dict[str, list[float]] = {"queued": [], "asks": [], "answer": []}
-        """Per tx: seconds from the depth-N block (or registration) to the first ask, asks
-        made, wall seconds of the answering GET."""
+        self.in_hand: dict[str, float] = {}
+        """Monotonic time each receipt was in hand."""
+        self.asks: list[float] = []
+        """Per tx: the requests it took."""
         self.errors: list[str] = []
         """Requests that failed on the way (connection refused or reset, a timeout)."""
-        self._mined: dict[str, int] = {}
-        self._ids: dict[str, tuple[str, float]] = {}
-        self._due: list[tuple[int, int, str]] = []
-        self._latencies: dict[str, float] = {}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._dispatch()), daemon=True)
+        self._tasks: list[concurrent.futures.Future[None]] = []
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
 
-    def mined(self, tx_hash: str, block: int) -> None:
-        """``tx_hash`` is in ``block``."""
-        with self._lock:
-            self._mined[tx_hash] = block
-            self._ready(tx_hash)
+    def registered(self, tx_hash: str, settlement_id: str) -> None:
+        """``tx_hash`` is registered as ``settlement_id``: its client starts asking."""
+        fetch = self._fetch(settlement_id, tx_hash)
+        self._tasks.append(asyncio.run_coroutine_threadsafe(fetch, self._loop))
 
-    def registered(self, tx_hash: str, settlement_id: str, at: float) -> None:
-        """``tx_hash`` is registered as ``settlement_id`` since ``at`` (monotonic)."""
-        with self._lock:
-            self._ids[tx_hash] = (settlement_id, at)
-            self._ready(tx_hash)
-
-    def _ready(self, tx_hash: str) -> None:
-        if tx_hash in self._mined and tx_hash in self._ids:
-            depth_n = self._mined[tx_hash] + self.n - 1
-            heapq.heappush(self._due, (depth_n, len(self._due), tx_hash))
-
-    async def _dispatch(self) -> None:
-        tasks: list[asyncio.Task[None]] = []
-        while not self._stop.is_set():
-            head = self.blocks.head()
-            with self._lock:
-                while self._due and self._due[0][0] <= head:
-                    depth_n, _, tx_hash = heapq.heappop(self._due)
-                    sid, registered_at = self._ids[tx_hash]
-                    since = max(self.blocks.seen[depth_n], registered_at)
-                    tasks.append(asyncio.create_task(self._fetch(sid, since, tx_hash)))
-            await asyncio.sleep(0.002)
-        await asyncio.gather(*tasks)
-
-    async def _fetch(self, settlement_id: str, since: float, tx_hash: str) -> None:
-        self.stages["queued"].append(time.monotonic() - since)
+    async def _fetch(self, settlement_id: str, tx_hash: str) -> None:
         connection = Connection(self.base_url)
+        path = f"/v1/settlements/{settlement_id}/receipt?wait={self.wait_s:g}"
         asks = 0
         try:
             while True:
-                started = time.monotonic()
                 asks += 1
                 try:
-                    status, body = await connection.get(f"/v1/settlements/{settlement_id}/receipt")
+                    status, body = await connection.get(path)
                 except (OSError, ValueError, asyncio.IncompleteReadError) as exc:
                     self.errors.append(f"{type(exc).__name__}: {exc}")  # printed; asked again
                     connection.close()
-                    await asyncio.sleep(self.retry_s)
+                    await asyncio.sleep(RETRY_S)
                     continue
                 if status == 200 and json.loads(body).get("signature"):
+                    self.in_hand[tx_hash] = time.monotonic()
                     self.fetched[tx_hash] = time.time()
-                    self._latencies[tx_hash] = time.monotonic() - since
-                    self.stages["answer"].append(time.monotonic() - started)
-                    self.stages["asks"].append(float(asks))
+                    self.asks.append(float(asks))
                     return
-                await asyncio.sleep(self.retry_s)
+                if status != 404 or "verdict" not in json.loads(body):
+                    raise RuntimeError(f"{path}: HTTP {status}: {body[:200]!r}")
         finally:
             connection.close()
 
-    def latencies(self, count: int, timeout: float = 300.0) -> list[float]:
-        """Seconds from each tx's depth-N block (or registration) to its receipt in hand,
-        once all ``count`` are answered."""
+    def wait(self, count: int, timeout: float = 300.0) -> dict[str, float]:
+        """Once all ``count`` receipts are in hand: when each was (monotonic), by tx hash."""
         deadline = time.monotonic() + timeout
-        while len(self._latencies) < count:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise TimeoutError(f"{len(self._latencies)} of {count} receipts in hand")
+        while len(self.in_hand) < count:
+            failed = [t for t in self._tasks if t.done() and t.exception() is not None]
+            if failed:
+                raise RuntimeError(f"a receipt client failed: {failed[0].exception()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(self.in_hand)} of {count} receipts in hand")
             time.sleep(0.01)
-        self._stop.set()
+        self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
-        return list(self._latencies.values())
+        return dict(self.in_hand)
 
 
 class Connection:

@@ -1,5 +1,6 @@
 """What signed receipts cost in JSON-RPC calls, run by hand:
-``.venv/bin/python -m bench.receipts_cost [--w 1 100 1000] [--n 12] [--block-time 0.5]``.
+``.venv/bin/python -m bench.receipts_cost [--w 1 100 1000] [--n 12] [--block-time 0.5]
+[--heads poll|ws]``.
 
 The scenario of the issue, against a real anvil mining a block every ``--block-time``
 seconds, every call counted by a proxy in front of it (bench/proxy.py):
@@ -8,9 +9,10 @@ seconds, every call counted by a proxy in front of it (bench/proxy.py):
   the count starts before it starts (start-up calls count). W txs are signed here and sent
   over 10 blocks; half are registered (``POST /v1/settlements``) before they are sent, half
   after they are mined. The run ends when every watched tx's signed receipt has been fetched
-  from the API (``GET /v1/settlements/{id}/receipt``) by its own client, asking from the tx's
-  depth-N block on (bench/receipt_clients.py). ``--facts`` runs it again with each
-  registration carrying its ``raw_tx`` (sender and nonce known: no lookup by hash).
+  from the API by its own client, from its registration on, with a waiting read
+  (``GET /v1/settlements/{id}/receipt?wait=``, bench/receipt_clients.py). ``--facts`` runs
+  it again with each registration carrying its ``raw_tx`` (sender and nonce known: no
+  lookup by hash).
 * **the peers** (bench/peers.py), same anvil, same run, each behind its own proxy with its
   own W txs: the naive loop (every poll one ``eth_blockNumber`` and one
   ``eth_getTransactionReceipt`` per tx not yet N deep) and, with ``--defi-python``,
@@ -29,6 +31,7 @@ max <= 1 s).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -45,22 +48,26 @@ from bench.receipts_scenario import BlockClock, Run, send_spread, signed_txs
 from tests.support.daemon import CHAIN, Daemon
 
 RETRY_S = 0.1
-"""A client asks again for a receipt not signed yet after this long (the API itself waits
-for one being built: only a verdict not reached yet answers at once)."""
+"""A registration answered 503 (the store busy) is sent again after this long."""
 
 REGISTRARS = 4
 """Registrations sent at once (the callers of W txs do not queue behind one another)."""
 
 
-def run_daemon(anvil: Anvil, w: int, n: int, block_time: float, facts: bool) -> Run:
-    """The daemon's side of the scenario (see the module doc)."""
+def run_daemon(
+    anvil: Anvil, w: int, n: int, block_time: float, facts: bool, heads: str = "poll"
+) -> Run:
+    """The daemon's side of the scenario (see the module doc); ``heads="ws"``: new heads
+    from anvil's ``eth_subscribe("newHeads")`` (not through the counting proxy: the
+    subscription is one call, its notifications none)."""
+    ws = {"heads": "ws", "heads_url": f"ws://127.0.0.1:{anvil.port}"} if heads == "ws" else {}
     clock = BlockClock(anvil)
     proxy = CountingProxy(anvil.url)
     txs = signed_txs(anvil, w)
     first_block = clock.head()
     with tempfile.TemporaryDirectory(prefix="fw-cost-") as tmp:
         daemon = Daemon(
-            Path(tmp), proxy.url, confirmations=n, poll_interval_s=block_time, start=True
+            Path(tmp), proxy.url, confirmations=n, poll_interval_s=block_time, start=True, **ws
         )
         try:
             http = httpx.Client(base_url=daemon.url, timeout=30.0)
@@ -78,20 +85,27 @@ def run_daemon(anvil: Anvil, w: int, n: int, block_time: float, facts: bool) -> 
                 assert answer.status_code in (200, 201), answer.text
                 return str(answer.json()["settlement_id"])
 
-            clients = ReceiptClients(daemon.url, clock, n, RETRY_S)
+            clients = ReceiptClients(daemon.url)
+            registered_at: dict[str, float] = {}
 
             def registered(tx: tuple[str, bytes]) -> str:
                 sid = register(tx)
-                clients.registered(tx[0], sid, time.monotonic())
+                registered_at[tx[0]] = time.monotonic()
+                clients.registered(tx[0], sid)
                 return sid
 
             before, after = txs[0::2], txs[1::2]
             with ThreadPoolExecutor(REGISTRARS) as pool:  # callers register concurrently
                 ids = dict(zip([t[0] for t in before], pool.map(registered, before), strict=True))
-                mined = send_spread(anvil, clock, txs, clients.mined)
+                mined = send_spread(anvil, clock, txs)
                 ids.update(zip([t[0] for t in after], pool.map(registered, after), strict=True))
-            latencies = clients.latencies(len(txs))
-            stages = {**_stages(daemon, clock, ids, mined, n, clients.fetched), **clients.stages}
+            in_hand = clients.wait(len(txs))
+            latencies = [
+                in_hand[tx] - max(clock.wait_for(mined[tx] + n - 1), registered_at[tx])
+                for tx, _ in txs
+            ]
+            stages = _stages(daemon, clock, ids, mined, n, clients.fetched)
+            stages["asks"] = clients.asks
             if clients.errors:
                 print(
                     f"   ({len(clients.errors)} receipt requests failed, asked again: "
@@ -102,12 +116,23 @@ def run_daemon(anvil: Anvil, w: int, n: int, block_time: float, facts: bool) -> 
             retried = [line for line in daemon.log().splitlines() if "not built yet" in line]
             if retried:
                 print(f"   ({len(retried)} receipts retried, e.g. {retried[0][-160:]})")
+            assert daemon.proc is not None
+            cpu_s = process_cpu_s(daemon.proc.pid)
         finally:
             daemon.close()
     run = Run(proxy.total(), clock.head() - first_block, latencies, dict(proxy.calls), stages)
+    run.cpu_s = cpu_s
     proxy.close()
     clock.stop()
     return run
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a live process has used since it started (/proc): what
+    the daemon spent on the scenario, which the machine's other load does not change the way
+    it changes wall times."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _stages(
@@ -180,6 +205,10 @@ def report(label: str, ours: Run, peers: dict[str, Run], w: int, facts: bool) ->
         f"{'met' if met else 'NOT met'}"
     )
     print(f"   daemon calls by method: {dict(sorted(ours.by_method.items()))}")
+    print(
+        f"   daemon CPU (user + system, start-up included): {ours.cpu_s:.2f} s, "
+        f"{ours.cpu_s / w * 1e3:.1f} ms per settlement"
+    )
     if ours.stages.get("verdict"):
         print(
             "   daemon stages (median / max): "
@@ -193,12 +222,8 @@ def report(label: str, ours: Run, peers: dict[str, Run], w: int, facts: bool) ->
             )
         )
         print(
-            "   client (median / max): depth-N block -> first ask "
-            f"{statistics.median(ours.stages['queued']):.2f} / {max(ours.stages['queued']):.2f} s, "
-            f"asks per receipt {statistics.median(ours.stages['asks']):.0f} / "
-            f"{max(ours.stages['asks']):.0f}, the answering GET "
-            f"{statistics.median(ours.stages['answer']) * 1e3:.0f} / "
-            f"{max(ours.stages['answer']) * 1e3:.0f} ms"
+            "   client (median / max): requests per receipt "
+            f"{statistics.median(ours.stages['asks']):.0f} / {max(ours.stages['asks']):.0f}"
         )
 
 
@@ -208,6 +233,12 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=12, help="confirmations N")
     parser.add_argument("--block-time", type=float, default=0.5)
     parser.add_argument("--facts", action="store_true", help="also register with raw_tx")
+    parser.add_argument(
+        "--heads",
+        choices=["poll", "ws"],
+        default="poll",
+        help="how the daemon learns of new heads: polling (paced) or anvil's WebSocket newHeads",
+    )
     parser.add_argument(
         "--defi-python",
         help="the interpreter of a virtualenv holding web3-ethereum-defi (bench/peer_defi.py): "
@@ -231,10 +262,11 @@ def main() -> None:
                 [("facts", True)] if args.facts else []
             )
             for _name, facts in runs:
-                ours = run_daemon(anvil, w, args.n, args.block_time, facts)
+                ours = run_daemon(anvil, w, args.n, args.block_time, facts, args.heads)
                 label = (
                     f"W = {w}, N = {args.n}, a block every {args.block_time:g} s, "
-                    f"registration {'with raw_tx' if facts else 'by hash only'}"
+                    f"registration {'with raw_tx' if facts else 'by hash only'}, "
+                    f"heads by {args.heads}"
                 )
                 report(label, ours, peers, w, facts)
 

@@ -77,6 +77,8 @@ class Run:
     stages: dict[str, list[float]] = field(default_factory=dict)
     """Daemon only: seconds from the depth-N block to the stored verdict, from the verdict
     to the stored receipt, from the stored receipt to the receipt in hand."""
+    cpu_s: float = 0.0
+    """Daemon only: its process's CPU seconds (user + system) over the whole run."""
 
     @property
     def per_block(self) -> float:

@@ -179,6 +179,55 @@ def test_a_waiting_task_gets_the_receipt_when_it_is_stored(anvil: Anvil, tmp_pat
         rig.store.close()
 
 
+def test_a_waiting_task_reads_the_store_again_only_when_another_instance_may_store(
+    anvil: Anvil, tmp_path: Path
+) -> None:
+    """While this instance builds the chain's receipts, its wake-up is the only news: a task
+    waiting through many re-read intervals reads the store once, then once more when woken;
+    when another instance may store the receipt (it holds the lease), every interval reads."""
+    rig = make_watcher(anvil, f"sqlite:///{tmp_path}/wait-reads.db", confirmations=2)
+    try:
+        sid = _final(rig)
+        receipts = receipts_for(rig)
+        signal = receipts.issuer.signal
+        owner = rig.settlement(sid).owner
+        reads = {True: 0, False: 0}
+        asked = {True: 0, False: 0}
+        ticked = {True: threading.Event(), False: threading.Event()}
+
+        def waiter(others: bool) -> threading.Thread:
+            async def read() -> bytes | None:
+                reads[others] += 1
+                return (await receipts.store.answer_now(sid, owner)).receipt
+
+            def other_instance() -> bool:  # asked after each re-read interval without news
+                asked[others] += 1
+                if asked[others] >= 5:
+                    ticked[others].set()
+                return others
+
+            async def wait() -> bytes | None:
+                return await wait_receipt_async(
+                    read, signal, sid, 3600, 0.01, others=other_instance
+                )
+
+            thread = threading.Thread(target=lambda: asyncio.run(wait()), daemon=True)
+            thread.start()
+            return thread
+
+        alone, shared = waiter(others=False), waiter(others=True)
+        assert ticked[False].wait(30) and ticked[True].wait(30)  # five intervals each, at least
+        assert reads[False] == 1  # the first read only
+        assert reads[True] >= 5
+        receipts.run(rig)  # stored: wakes both
+        alone.join(timeout=30)
+        shared.join(timeout=30)
+        assert not alone.is_alive() and not shared.is_alive()
+        assert reads[False] == 2  # woken, it read the receipt
+    finally:
+        rig.store.close()
+
+
 def test_without_a_receipts_component_the_store_is_read_once(anvil: Anvil, tmp_path: Path) -> None:
     rig = make_watcher(anvil, f"sqlite:///{tmp_path}/once.db", confirmations=2)
     try:

@@ -191,6 +191,38 @@ def test_a_blocks_receipts_read_its_two_ends_from_the_store_once(
     assert len(reads) <= 3, reads  # B, H (and the decision's head, when another block)
 
 
+def test_a_blocks_header_chain_fetched_from_the_node_is_fetched_once(
+    prague: tuple[Rig, CountingProxy],
+) -> None:
+    """When the store's window no longer holds a block's headers (a daemon that fell behind
+    builds its receipts late), the chain comes from the node once for all of the block's
+    receipts, as the stored one is read once (fetched per receipt, it was a batch of N
+    blocks for each of a block's 100 settlements, which put the daemon further behind)."""
+    rig, proxy = prague
+    signer = Signer(SIGNING_KEY, "env")
+    store = receipt_store(rig.store)
+    store.use_signer(signer.address, signer.source, rig.clock())
+
+    def window_passed(
+        chain: str, first: int, last: int
+    ) -> list[tuple[int, str, str, bytes | None]]:
+        return []
+
+    builder = ReceiptBuilder(rig.config, rig.client, signer.address, window_passed)
+    receipts = Receipts(
+        ReceiptIssuer(signer, store, {rig.config.name: builder}, rig.clock), store, signer
+    )
+    ids = _block_of_watched_txs(rig, 5, confirmations=12)
+    rig.mine_and_poll(11)
+
+    methods = _build(rig, proxy, receipts)
+    assert methods.count("eth_getBlockByNumber") == 12, methods  # B .. H, once
+    for sid in ids:
+        receipt = receipts.latest(sid)
+        assert receipt["proof"]["ancestry"]["kind"] == "history_storage"
+        assert verify_receipt(receipt, trusted_signers=[signer.address]).facts.confirmations == 12
+
+
 def test_without_the_contract_the_header_chain_says_so_and_is_not_asked_again(
     start_anvil: Callable[..., Anvil], tmp_path: Path
 ) -> None:

@@ -12,6 +12,14 @@ trip, and a PostgreSQL round trip is awaited, never blocking the loop. A receipt
 built is waited for there too, the task asleep on the receipts component's count
 (watcher/receipts/waiting.py), holding no worker thread (a hundred clients waiting for one
 block's receipts held the threadpool's 40, and every synchronous route queued behind them).
+
+With ``?wait=S`` a caller waits the same way for a settlement that is not terminal yet, up to
+S seconds: the task sleeps until its own receipt is stored (no read while nothing is stored
+here but the chain's re-read), so a client that wants the receipt asks once, and has it as
+soon as it is signed, instead of asking again and again. A wait that runs out is answered
+exactly as a read without ``wait`` would be answered then (the 404 with ``verdict`` and
+``pending``): ``wait`` changes when the answer comes, never what it says, so a ``200`` is
+always a receipt (``curl -f`` and ``finality verify`` see nothing else).
 """
 
 from __future__ import annotations
@@ -26,31 +34,43 @@ from watcher.store import SettlementNotFound
 from watcher.store.receipts_store import ReceiptAnswer, receipt_store
 
 
-async def receipt_answer(deps: ApiDeps, settlement_id: str, owner: str) -> bytes:
+async def receipt_answer(
+    deps: ApiDeps, settlement_id: str, owner: str, wait_s: float | None = None
+) -> bytes:
     """The signed receipt of ``owner``'s settlement as the bytes answered; a 404
     :class:`ApiError` for no such settlement, or while it has none (not terminal, or its
-    receipt still not built after the wait)."""
-    found = await _read(deps, settlement_id, owner)
+    receipt still not built after the wait). ``wait_s`` (the caller's ``?wait=``): how long
+    to wait for the receipt whatever the verdict; None: only for a receipt being built, up
+    to :data:`RECEIPT_WAIT_S`."""
+    found = await _stored(deps, settlement_id, owner)
     if found.receipt is not None:
         return found.receipt
+    terminal = Verdict(found.verdict).terminal
+    if wait_s is None and not terminal:
+        raise _missing(settlement_id, found.verdict, pending=False)
     if deps.receipts is None:  # nothing here builds it, nothing would wake a wait
-        raise _missing(settlement_id, found.verdict, pending=True)
+        raise _missing(settlement_id, found.verdict, pending=terminal)
+    last = found
 
     async def reread() -> bytes | None:
-        return (await _stored(deps, settlement_id, owner)).receipt
+        nonlocal last
+        last = await _stored(deps, settlement_id, owner)
+        return last.receipt
 
-    receipt = await wait_receipt_async(  # being built: the task sleeps, no thread is held
+    receipt = await wait_receipt_async(  # the task sleeps, no thread is held
         reread,
         deps.receipts.signal,
         settlement_id,
-        RECEIPT_WAIT_S,
+        RECEIPT_WAIT_S if wait_s is None else wait_s,
         reread_s(deps, found.chain),
+        others=lambda: not deps.handoff.owns(found.chain),
     )
-    if receipt is None:
-        raise _missing(
-            settlement_id, found.verdict, pending=True, why=_why(deps, settlement_id, found.chain)
-        )
-    return receipt
+    if receipt is not None:
+        return receipt
+    if not Verdict(last.verdict).terminal:
+        raise _missing(settlement_id, last.verdict, pending=False)
+    why = _why(deps, settlement_id, last.chain)
+    raise _missing(settlement_id, last.verdict, pending=True, why=why)
 
 
 def _why(deps: ApiDeps, settlement_id: str, chain: str) -> str | None:
@@ -67,14 +87,6 @@ async def _stored(deps: ApiDeps, settlement_id: str, owner: str) -> ReceiptAnswe
         return await receipt_store(deps.store).answer_now(settlement_id, owner)
     except SettlementNotFound:
         raise ApiError(404, f"settlement_id: no settlement {settlement_id!r}") from None
-
-
-async def _read(deps: ApiDeps, settlement_id: str, owner: str) -> ReceiptAnswer:
-    """:func:`_stored`, and the 404 of a settlement that is not terminal."""
-    found = await _stored(deps, settlement_id, owner)
-    if not Verdict(found.verdict).terminal:
-        raise _missing(settlement_id, found.verdict, pending=False)
-    return found
 
 
 def _missing(settlement_id: str, verdict: str, pending: bool, why: str | None = None) -> ApiError:

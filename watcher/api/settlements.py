@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, FastAPI
+from fastapi import APIRouter, Body, FastAPI, Query
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
@@ -26,6 +26,7 @@ from watcher.api.registration import SettlementRequest, checked_settlement, same
 from watcher.api.settlement_read import SettlementRead, settlement_answer
 from watcher.api.source_settlements import register_source_settlement
 from watcher.api.views import (
+    RECEIPT_WAIT_MAX_S,
     chain_settlement_view,
     settlement_or_error,
     shown_event,
@@ -118,11 +119,21 @@ def router(deps: ApiDeps) -> APIRouter:
         response_model=dict[str, Any],  # documented as before; answered as stored bytes
         responses=_NOT_FOUND,
     )
-    async def get_receipt(caller: Reader, settlement_id: str) -> Response:
+    async def get_receipt(
+        caller: Reader,
+        settlement_id: str,
+        wait: Annotated[
+            float | None, Query(ge=0, le=RECEIPT_WAIT_MAX_S, allow_inf_nan=False)
+        ] = None,
+    ) -> Response:
         """The latest signed receipt of the terminal verdict (a document `finality verify`
-        checks offline); 404 while the settlement is not terminal or not yet signed."""
+        checks offline); 404 while the settlement is not terminal or not yet signed.
+
+        ``wait``: seconds (at most 60) to wait for the receipt when there is none yet,
+        whatever the verdict: answered the moment it is signed, or, when the wait runs
+        out, as without ``wait`` (the 404 with ``verdict`` and ``pending``)."""
         # The stored text as it is: no decoding, no validation, no encoding (a receipt is served as signed).
-        receipt = await receipt_answer(deps, settlement_id, caller.name)
+        receipt = await receipt_answer(deps, settlement_id, caller.name, wait)
         return Response(receipt, media_type="application/json")
 
     @api.get("/v1/settlements/{settlement_id}/events", response_model=list[EventView], **_READ)

@@ -24,7 +24,12 @@ from watcher.store import SettlementNotFound, SettlementRecord
 from watcher.store.receipts_store import receipt_store
 
 RECEIPT_WAIT_S = 3.0
-"""How long ``GET …/receipt`` waits for the receipt of a verdict that just committed."""
+"""How long ``GET …/receipt`` without ``?wait=`` waits for the receipt of a verdict that just
+committed (a settlement not terminal yet is answered 404 at once)."""
+
+RECEIPT_WAIT_MAX_S = 60.0
+"""The longest ``?wait=`` of ``GET …/receipt``: a waiting read is one sleeping task, but a
+connection held longer than a minute is one that proxies and load balancers cut."""
 
 REREAD_OWN_S = 1.0
 """While waiting for a receipt this instance builds (it holds the chain's lease, or there

@@ -3,6 +3,7 @@ for asyncio programs (agents, async backends), with the same SSE-based ``wait``.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -11,7 +12,7 @@ import httpx
 
 from watcher.api.models.settlements import BatchResponse, SettlementPage
 from watcher.api.models.views import SignerView
-from watcher.client import common
+from watcher.client import common, receipt_wait
 from watcher.client import workflows as wf
 from watcher.client.common import Event, PaymentOptions, RegistrationOptions, View
 from watcher.client.errors import ClientError
@@ -121,9 +122,11 @@ class AsyncFinalityClient:
         """The daemon's receipt-signing addresses (see ``FinalityClient.signers``)."""
         return [SignerView.model_validate(s) for s in await self.request("GET", "/v1/signers")]
 
-    async def receipt(self, settlement_id: str) -> dict[str, Any]:
-        """The settlement's signed receipt."""
-        return dict(await self.request("GET", f"/v1/settlements/{settlement_id}/receipt"))
+    async def receipt(self, settlement_id: str, *, wait_s: float | None = None) -> dict[str, Any]:
+        """The settlement's signed receipt; ``wait_s``: wait for it (see the sync client)."""
+        path = f"/v1/settlements/{settlement_id}/receipt"
+        get = functools.partial(self.request, "GET", path)
+        return await receipt_wait.receipt_async(get, self.clock, self.http.timeout.read, wait_s)
 
     async def settlements(self, **filters: str | int | None) -> SettlementPage:
         """One page of registered settlements, typed (see the sync client)."""

@@ -8,6 +8,7 @@ concerns it (its own, or a reorg on its chain), and again once after every recon
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -16,7 +17,7 @@ import httpx
 
 from watcher.api.models.settlements import BatchResponse, SettlementPage
 from watcher.api.models.views import SignerView
-from watcher.client import common
+from watcher.client import common, receipt_wait
 from watcher.client import workflows as wf
 from watcher.client.common import Event, PaymentOptions, RegistrationOptions, View
 from watcher.client.errors import ClientError
@@ -149,9 +150,12 @@ class FinalityClient:
         the retired ones: pin them once and pass them to :func:`verify` as ``signers=``."""
         return [SignerView.model_validate(s) for s in self.request("GET", "/v1/signers")]
 
-    def receipt(self, settlement_id: str) -> dict[str, Any]:
-        """The settlement's signed receipt, as ``finality verify`` and :func:`verify` take it."""
-        return dict(self.request("GET", f"/v1/settlements/{settlement_id}/receipt"))
+    def receipt(self, settlement_id: str, *, wait_s: float | None = None) -> dict[str, Any]:
+        """The settlement's signed receipt, as ``finality verify`` and :func:`verify` take it;
+        ``wait_s``: have it the moment it is signed, whatever the verdict now (``?wait=``).
+        :class:`Rejected` (404, ``.body["verdict"]``) while there is none (after ``wait_s``)."""
+        get = functools.partial(self.request, "GET", f"/v1/settlements/{settlement_id}/receipt")
+        return receipt_wait.receipt(get, self.clock, self.http.timeout.read, wait_s)
 
     def settlements(self, **filters: str | int | None) -> SettlementPage:
         """One page of registered settlements, typed (``chain``, ``verdict``, ``kind``,

@@ -245,23 +245,27 @@ class ReceiptBuilder:
         return self.prover.prove(first, last, count), [first]
 
     def _header_chain(self, key: ChainKey) -> tuple[Mapping[str, Any], list[dict[str, str]]]:
-        """(block B's object for its tries, the ``count`` headers from B up): from the store
-        (kept for the block's other settlements), else from the node."""
+        """(block B's object for its tries, the ``count`` headers from B up): from the store,
+        else from the node; kept for the block's other settlements either way (a receipt built
+        after the store's window moved past B, on a daemon that fell behind, used to fetch
+        the chain again for each settlement of the block: 100 batches a block at W = 1,000,
+        which put it further behind)."""
         number, count, block_hash, head = key
         headers = self._chains.get(key)
+        block: Mapping[str, Any] | None = None
         if headers is None and self.header_rows is not None:
             stored = stored_chain(
                 self.header_rows, self.chain.name, number, count, block_hash, head
             )
-            if stored is not None:
-                headers = _frozen(stored)  # encoded once for the whole block
-                self._chains[key] = headers  # the block's other settlements share it
-                while len(self._chains) > TRIES_CACHED:
-                    self._chains.popitem(last=False)
+            headers = None if stored is None else _frozen(stored)  # encoded once a block
         if headers is None:
             block, fetched = fetch_headers(self.client, number, count, block_hash, head)
-            return block, _frozen(fetched)
-        return self._block_of(headers[0]), headers
+            headers = _frozen(fetched)
+        if key not in self._chains:
+            self._chains[key] = headers  # the block's other settlements share it
+            while len(self._chains) > TRIES_CACHED:
+                self._chains.popitem(last=False)
+        return (self._block_of(headers[0]) if block is None else block), headers
 
     def _block_of(self, header: Mapping[str, str]) -> Mapping[str, Any]:
         """The block object the tries need (hash, roots, tx hashes) around a stored header:

@@ -5,7 +5,7 @@ receipt, which the receipts thread builds right after the poll. It used to re-re
 store every 50 ms: up to 50 ms late, and at W = 1,000 the clients' re-reads took the
 interpreter from the thread building the receipts they waited for. Now a waiter sleeps
 until a receipt is stored: a thread (:meth:`Issued.wait_past`) on any store, an event-loop
-task (:meth:`Issued.wait_stored`) only on its own settlement's (a thousand tasks woken by
+task (:meth:`Issued.expecting`) only on its own settlement's (a thousand tasks woken by
 every batch, each re-reading the store on the loop, kept the loop busy for seconds).
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 
 class Issued:
@@ -25,7 +25,7 @@ class Issued:
         self._count = 0
         self._waiting = 0
         self._wakes: dict[str, list[Callable[[], None]]] = {}
-        """Per settlement id, the event-loop tasks waiting for its receipt."""
+        """Per settlement id, the wake-ups of the event-loop tasks expecting its receipt."""
 
     @property
     def count(self) -> int:
@@ -34,7 +34,7 @@ class Issued:
 
     @property
     def waiting(self) -> int:
-        """Readers asleep in :meth:`wait_past` or :meth:`wait_stored` now."""
+        """Readers asleep in :meth:`wait_past` or expecting a receipt (:meth:`expecting`) now."""
         return self._waiting
 
     def stored(self, settlement_ids: Iterable[str]) -> None:
@@ -44,7 +44,7 @@ class Issued:
         with self._changed:
             self._count += len(ids)
             self._changed.notify_all()
-            wakes = [wake for sid in ids for wake in self._wakes.pop(sid, [])]
+            wakes = [wake for sid in ids for wake in self._wakes.get(sid, [])]
         for wake in wakes:
             wake()
 
@@ -62,31 +62,25 @@ class Issued:
                 self._waiting -= 1
             return self._count
 
-    async def wait_stored(self, settlement_id: str, seen: int, timeout: float) -> None:
-        """For a coroutine: sleep until a receipt of ``settlement_id`` is stored, or
-        ``timeout`` seconds pass; at once if the count is no longer ``seen`` (read it
-        before the store, as for :meth:`wait_past`). The task sleeps, holding no thread."""
+    @contextlib.contextmanager
+    def expecting(self, settlement_id: str) -> Iterator[asyncio.Event]:
+        """For a coroutine: an event set (on its loop) each time a receipt of
+        ``settlement_id`` is stored while the block runs. Enter it *before* reading the store:
+        a receipt stored in between is not missed, and none stored later is, however long the
+        task sleeps between its reads (it stays registered; the task holds no thread)."""
         loop = asyncio.get_running_loop()
-        woken = loop.create_future()
-
-        def settle() -> None:
-            if not woken.done():
-                woken.set_result(None)
+        stored = asyncio.Event()
 
         def wake() -> None:  # in the thread that stored the receipts
             with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits now
-                loop.call_soon_threadsafe(settle)
+                loop.call_soon_threadsafe(stored.set)
 
         with self._changed:
-            if self._count != seen:
-                return
             self._wakes.setdefault(settlement_id, []).append(wake)
             self._waiting += 1
             self._changed.notify_all()  # wait_for_waiters
         try:
-            await asyncio.wait_for(woken, timeout)
-        except TimeoutError:
-            pass
+            yield stored
         finally:
             with self._changed:
                 self._waiting -= 1

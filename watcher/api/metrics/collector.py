@@ -48,6 +48,7 @@ class ServiceCollector(Collector):
         yield from self._chains()
         yield from self._store()
         yield from self._delivery()
+        yield from self._receipts()
         yield from heads_metrics(self.deps.heads)
         yield from budget_metrics(self.deps.budgets)
 
@@ -190,3 +191,19 @@ class ServiceCollector(Collector):
             for (channel, outcome), n in sorted(dict(sender.outcomes).items()):
                 attempts.add_metric([channel, outcome], n)
         yield attempts
+
+    def _receipts(self) -> Iterator[Metric]:
+        """Receipts this process stored, and the ``GET …/receipt`` reads asleep waiting for
+        one (``?wait=``: each an open connection and a sleeping task, no thread)."""
+        receipts = self.deps.receipts
+        if receipts is None:
+            return
+        issued = CounterMetricFamily(
+            "finality_receipts_issued", "Receipts signed and stored, this process"
+        )
+        issued.add_metric([], receipts.signal.count)
+        waiting = GaugeMetricFamily(
+            "finality_receipt_reads_waiting", "Receipt reads waiting for a receipt to be stored"
+        )
+        waiting.add_metric([], receipts.signal.waiting)
+        yield from (issued, waiting)
