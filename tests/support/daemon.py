@@ -187,6 +187,8 @@ class Daemon:
         )
         self.proc: DaemonProcess | None = None
         self.http = httpx.Client(base_url=self.url, timeout=10.0)
+        self._pg: Any = None
+        """The kept PostgreSQL connection of :meth:`query` (opened on first use)."""
         self.starts = 0
         if start:
             self.start()
@@ -292,6 +294,9 @@ class Daemon:
             self.kill9()
         finally:
             self.http.close()
+            if self._pg is not None:
+                self._pg.close()
+                self._pg = None
 
     def __enter__(self) -> Daemon:
         return self
@@ -422,12 +427,17 @@ class Daemon:
         return sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=10.0)
 
     def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-        """Rows of one read-only query on the store (``?`` placeholders on both backends)."""
+        """Rows of one read-only query on the store (``?`` placeholders on both backends).
+
+        On PostgreSQL one autocommit connection is kept for the life of this object (each
+        query still sees every commit so far): the handoff tests poll lease rows many
+        times a second, and a connection per query cost a backend start each time."""
         if self.store_url.startswith("postgres"):
             import psycopg
 
-            with psycopg.connect(self.store_url, autocommit=True) as pg:
-                return list(pg.execute(sql.replace("?", "%s"), params).fetchall())
+            if self._pg is None or self._pg.closed:
+                self._pg = psycopg.connect(self.store_url, autocommit=True)
+            return list(self._pg.execute(sql.replace("?", "%s"), params).fetchall())
         conn = self.db()
         try:
             return list(conn.execute(sql, params).fetchall())
