@@ -41,10 +41,14 @@ DaemonProcess = subprocess.Popen[bytes] | ZygoteProcess
 def wait_for(
     check: Callable[[], _T | None],
     timeout: float = 10.0,
-    interval: float = 0.05,
+    interval: float = 0.1,
     what: str = "condition",
 ) -> _T:
-    """Call ``check`` until it returns something truthy; return it, or fail after ``timeout``."""
+    """Call ``check`` until it returns something truthy; return it, or fail after ``timeout``.
+
+    Every 0.1 s by default: most checks are an HTTP request the daemon answers (or a store
+    query), so a test that waits seconds pays for each one in both processes; a finer
+    ``interval`` is for a check whose timing is the subject."""
     deadline = time.monotonic() + timeout
     last: object = None
     while True:
