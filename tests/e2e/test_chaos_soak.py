@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import requests
 
 from guard.receipts import FINALITY
@@ -134,6 +135,7 @@ def check_receipts(
     return checked
 
 
+@pytest.mark.timeout(300)  # a hang's deadline: 88 s at load 10, 118-125 s at load 12
 def test_soak_every_settlement_ends_with_the_right_verdict(
     start_anvil: Callable[..., Anvil], make_daemon: Callable[..., Daemon]
 ) -> None:
