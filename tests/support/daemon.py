@@ -31,6 +31,11 @@ START_TIMEOUT_S = 60.0
 """Deadline for ``/healthz`` after a start: about 2 s idle, 12 s on a 2-core machine with four
 busy loops beside it (measured), so only a daemon that cannot start runs into it."""
 CLI_TIMEOUT_S = 30.0
+HTTP_TIMEOUT_S = 30.0
+"""Deadline of one request to the daemon: a fresh daemon's first POST builds the whole
+OpenAPI document first (watcher/api/guards.py asks it which methods a path takes), 0.4-0.65 s
+of CPU and 6 s of wall at load 13 (measured); at load 14 the kill loop's registrations ran
+past the 10 s it had, on main too."""
 
 _T = TypeVar("_T")
 
@@ -190,7 +195,7 @@ class Daemon:
             config_text(self.store_url, f"127.0.0.1:{self.port}", self.chain) + extra_config
         )
         self.proc: DaemonProcess | None = None
-        self.http = httpx.Client(base_url=self.url, timeout=10.0)
+        self.http = httpx.Client(base_url=self.url, timeout=HTTP_TIMEOUT_S)
         self._pg: Any = None
         """The kept PostgreSQL connection of :meth:`query` (opened on first use)."""
         self.starts = 0
