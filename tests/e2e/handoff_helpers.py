@@ -110,7 +110,6 @@ def wait_owner(daemon: Daemon, instance: str, timeout: float = 15.0) -> float:
     wait_for(
         lambda: (owner(daemon) or (None, 0))[0] == instance,
         timeout,
-        interval=0.01,
         what=f"{instance} owning local",
     )
     return time.monotonic()

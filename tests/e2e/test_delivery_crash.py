@@ -95,10 +95,13 @@ def test_killed_in_the_middle_of_the_request(
         daemon.start()  # the row is still "sending": resent once its lease ends
         wait_for(lambda: commit_rows(daemon, sid)[0][1] == "delivered", 20, what="delivered")
         requests = receiver.received("/c")
-        assert len(requests) == 2 and requests[0].key == requests[1].key == f"fw:{sid}:commit"
-        assert requests[0].body == requests[1].body
+        # Sent again after the restart under the same key and body (more than once if an
+        # attempt ran past its 1 s deadline on a loaded machine), applied once.
+        assert len(requests) >= 2, requests
+        assert {r.key for r in requests} == {f"fw:{sid}:commit"}
+        assert all(r.body == requests[0].body for r in requests)
         assert len(receiver.effects("/c")) == 1  # applied once
-        assert commit_rows(daemon, sid)[0][2] == 2  # attempts
+        assert commit_rows(daemon, sid)[0][2] >= len(requests)  # attempts: each one counted
 
 
 def test_a_node_that_goes_away_raises_one_rpc_unhealthy_alert(

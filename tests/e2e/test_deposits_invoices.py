@@ -100,11 +100,16 @@ def test_a_subscription_sees_deposits_and_commits_each_once(
     token.transfer(1, addresses[40], 70)
     module_anvil.mine(3)
 
-    def both_final() -> list[dict[str, Any]] | None:
-        items = cli(daemon, "deposits", sid, "--verdict", "FINALITY_CONFIRMED")["items"]
-        return items if len(items) == 2 else None
+    def both_final() -> bool:
+        # Waited for over the API (a request, not a CLI process, per check), then read once
+        # with the CLI, which asks the same route.
+        path = f"/v1/subscriptions/{sid}/deposits"
+        page = daemon.get(path, params={"verdict": "FINALITY_CONFIRMED"}).json()
+        return len(page["items"]) == 2
 
-    items = wait_for(both_final, 30, what="two final deposits")
+    wait_for(both_final, 30, what="two final deposits")
+    items = cli(daemon, "deposits", sid, "--verdict", "FINALITY_CONFIRMED")["items"]
+    assert len(items) == 2, items
     by_amount = {d["amount"]: d for d in items}
     assert by_amount["5000"]["tx_hash"] == native and by_amount["5000"]["asset"] == "native"
     assert by_amount["70"]["asset"] == token.address.lower()
@@ -147,13 +152,10 @@ def test_an_invoice_by_cli_paid_then_settled(daemon: Daemon, module_anvil: Anvil
     daemon.wait_head(module_anvil.head())
     pay(module_anvil, 1, created["address"], 1000)
     module_anvil.mine(3)
-    shown = wait_for(
-        lambda: (
-            (v := cli(daemon, "invoice", "show", created["invoice_id"]))["state"] == "settled" and v
-        ),
-        30,
-        what="a settled invoice",
-    )
+    path = f"/v1/invoices/{created['invoice_id']}"
+    wait_for(lambda: daemon.get(path).json()["state"] == "settled", 30, what="a settled invoice")
+    shown = cli(daemon, "invoice", "show", created["invoice_id"])  # the same route, once
+    assert shown["state"] == "settled"
     assert shown["verdict"] == "FINALITY_CONFIRMED" and shown["paid"] == "1000"
 
 

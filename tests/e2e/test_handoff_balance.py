@@ -41,6 +41,7 @@ def spread_is(daemon: Daemon, expected: list[int]) -> bool:
     return sorted(spread.values()) == expected and sum(spread.values()) == len(CHAINS)
 
 
+@pytest.mark.timeout(300)  # a hang's deadline: 37 s at load 10, 101 s and over 120 s at load 16
 def test_three_chains_spread_over_the_instances_and_fail_over(
     tmp_path: Path,
     start_anvil: Callable[..., Anvil],

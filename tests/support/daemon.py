@@ -31,6 +31,11 @@ START_TIMEOUT_S = 60.0
 """Deadline for ``/healthz`` after a start: about 2 s idle, 12 s on a 2-core machine with four
 busy loops beside it (measured), so only a daemon that cannot start runs into it."""
 CLI_TIMEOUT_S = 30.0
+HTTP_TIMEOUT_S = 30.0
+"""Deadline of one request to the daemon: a fresh daemon's first POST builds the whole
+OpenAPI document first (watcher/api/guards.py asks it which methods a path takes), 0.4-0.65 s
+of CPU and 6 s of wall at load 13 (measured); at load 14 the kill loop's registrations ran
+past the 10 s it had, on main too."""
 
 _T = TypeVar("_T")
 
@@ -41,10 +46,14 @@ DaemonProcess = subprocess.Popen[bytes] | ZygoteProcess
 def wait_for(
     check: Callable[[], _T | None],
     timeout: float = 10.0,
-    interval: float = 0.05,
+    interval: float = 0.1,
     what: str = "condition",
 ) -> _T:
-    """Call ``check`` until it returns something truthy; return it, or fail after ``timeout``."""
+    """Call ``check`` until it returns something truthy; return it, or fail after ``timeout``.
+
+    Every 0.1 s by default: most checks are an HTTP request the daemon answers (or a store
+    query), so a test that waits seconds pays for each one in both processes; a finer
+    ``interval`` is for a check whose timing is the subject."""
     deadline = time.monotonic() + timeout
     last: object = None
     while True:
@@ -186,7 +195,9 @@ class Daemon:
             config_text(self.store_url, f"127.0.0.1:{self.port}", self.chain) + extra_config
         )
         self.proc: DaemonProcess | None = None
-        self.http = httpx.Client(base_url=self.url, timeout=10.0)
+        self.http = httpx.Client(base_url=self.url, timeout=HTTP_TIMEOUT_S)
+        self._pg: Any = None
+        """The kept PostgreSQL connection of :meth:`query` (opened on first use)."""
         self.starts = 0
         if start:
             self.start()
@@ -292,6 +303,9 @@ class Daemon:
             self.kill9()
         finally:
             self.http.close()
+            if self._pg is not None:
+                self._pg.close()
+                self._pg = None
 
     def __enter__(self) -> Daemon:
         return self
@@ -422,12 +436,17 @@ class Daemon:
         return sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=10.0)
 
     def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-        """Rows of one read-only query on the store (``?`` placeholders on both backends)."""
+        """Rows of one read-only query on the store (``?`` placeholders on both backends).
+
+        On PostgreSQL one autocommit connection is kept for the life of this object (each
+        query still sees every commit so far): the handoff tests poll lease rows many
+        times a second, and a connection per query cost a backend start each time."""
         if self.store_url.startswith("postgres"):
             import psycopg
 
-            with psycopg.connect(self.store_url, autocommit=True) as pg:
-                return list(pg.execute(sql.replace("?", "%s"), params).fetchall())
+            if self._pg is None or self._pg.closed:
+                self._pg = psycopg.connect(self.store_url, autocommit=True)
+            return list(self._pg.execute(sql.replace("?", "%s"), params).fetchall())
         conn = self.db()
         try:
             return list(conn.execute(sql, params).fetchall())
