@@ -40,11 +40,24 @@ def anvil() -> Iterator[Anvil]:
     node.stop()
 
 
+IDLE_POLL_S = 3600.0
+"""The daemon's interval poll: an hour. Blocks come only when a test mines, and each new head
+(a reorg's too) wakes the poll over the WebSocket subscription, so no interval poll is needed;
+polling anvil every 0.2 s through the minutes the file takes cost more CPU than the tests."""
+
+
 @pytest.fixture(scope="module")
 def daemon(anvil: Anvil, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     daemon = Daemon(
-        tmp_path_factory.mktemp("views"), anvil.url, finality="finalized", confirmations=50
+        tmp_path_factory.mktemp("views"),
+        anvil.url,
+        finality="finalized",
+        confirmations=50,
+        heads="ws",
+        heads_url=f"ws://127.0.0.1:{anvil.port}",
+        poll_interval_s=IDLE_POLL_S,
     )
+    wait_for(lambda: daemon.chain_info()["heads"]["subscribed"], LINE_S, what="subscribed")
     yield daemon
     daemon.close()
 
