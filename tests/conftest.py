@@ -6,6 +6,7 @@ Under ``CI=true`` a missing service fails the test instead of skipping it.
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,6 +22,16 @@ if TYPE_CHECKING:
     from tests.support.rigs import RigFactory
 
 PG_BASE = os.environ.get("FINALITY_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+# Compiled bytecode is kept between runs even where the shell sets PYTHONDONTWRITEBYTECODE
+# (as `make test-fast` does). Without a cache each pytest-xdist worker compiles the project
+# and every test module again, rewriting the asserts of the plugins' distributions too
+# (schemathesis and hypothesis, about 250 modules), and so does each worker's daemon zygote
+# and each fresh `finality` interpreter: collecting tests/integration and tests/unit costs
+# 31 s of CPU per worker without the cache, 16 s with it. Removed from the environment
+# before xdist starts its workers, so they and every process the tests start inherit it.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 LONGEST_FIRST = (

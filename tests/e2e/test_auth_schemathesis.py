@@ -12,7 +12,7 @@ import pytest
 import schemathesis
 
 from tests.e2e.test_auth import bearer, with_api_keys
-from tests.e2e.test_schemathesis import _failure
+from tests.e2e.test_schemathesis import IDLE_POLL_S, _failure
 from tests.support.anvil import Anvil
 from tests.support.daemon import Daemon
 
@@ -25,7 +25,12 @@ EXAMPLES = 6
 
 @pytest.fixture(scope="module")
 def token_daemon(module_anvil: Anvil, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
-    daemon = Daemon(tmp_path_factory.mktemp("auth-st"), module_anvil.url, start=False)
+    daemon = Daemon(
+        tmp_path_factory.mktemp("auth-st"),
+        module_anvil.url,
+        start=False,
+        poll_interval_s=IDLE_POLL_S,
+    )
     with_api_keys(
         daemon,
         f'[[api.tokens]]\nname = "all"\ntoken = "{TOKEN}"\nscopes = ["read", "register", "admin"]\n',

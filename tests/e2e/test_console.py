@@ -57,6 +57,12 @@ WAIT_MS = 20_000
 """How long the page may take to show a change (a busy 2-core machine; it refreshes every
 2 s and on each live event)."""
 
+POLL_S = 1.0
+"""The module daemon's interval poll. New heads wake it over the WebSocket subscription (each
+block the tests mine, a reorg's too), so the interval only finds the txs registered after
+they were mined; every 0.2 s, through the minutes the file takes, it cost more CPU than the
+tests' own requests."""
+
 HOSTILE = "<script>alert('ref')</script><img src=x onerror=alert('img')>"
 
 
@@ -81,12 +87,20 @@ def receiver() -> Iterator[Receiver]:
 def daemon(
     module_anvil: Anvil, receiver: Receiver, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Daemon]:
-    d = Daemon(tmp_path_factory.mktemp("console"), module_anvil.url, start=False)
+    d = Daemon(
+        tmp_path_factory.mktemp("console"),
+        module_anvil.url,
+        start=False,
+        heads="ws",
+        heads_url=f"ws://127.0.0.1:{module_anvil.port}",
+        poll_interval_s=POLL_S,
+    )
     listen = f'listen = "127.0.0.1:{d.port}"'
     config = d.config_path.read_text().replace(listen, listen + "\n" + TOKENS.strip() + "\n", 1)
     d.config_path.write_text(config + receiver.daemon_config(SECRET, (), **DELIVERY))
     d.http.headers.update(bearer(BACKEND))
     d.start()
+    wait_for(lambda: d.chain_info()["heads"]["subscribed"], WAIT_MS / 1000, what="subscribed")
     yield d
     d.close()
 

@@ -12,12 +12,14 @@ command; the old ``--timeout`` still sets the settlement's deadline, saying so.
 
 from __future__ import annotations
 
+import os
 import queue
 import re
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +27,7 @@ import pytest
 from tests.e2e.helpers import unknown_hash
 from tests.support.anvil import ROOT, Anvil
 from tests.support.daemon import Daemon, subprocess_env, wait_for
+from tests.support.zygote import Zygote, ZygoteProcess
 
 pytestmark = pytest.mark.anvil
 
@@ -40,11 +43,24 @@ def anvil() -> Iterator[Anvil]:
     node.stop()
 
 
+IDLE_POLL_S = 3600.0
+"""The daemon's interval poll: an hour. Blocks come only when a test mines, and each new head
+(a reorg's too) wakes the poll over the WebSocket subscription, so no interval poll is needed;
+polling anvil every 0.2 s through the minutes the file takes cost more CPU than the tests."""
+
+
 @pytest.fixture(scope="module")
 def daemon(anvil: Anvil, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     daemon = Daemon(
-        tmp_path_factory.mktemp("views"), anvil.url, finality="finalized", confirmations=50
+        tmp_path_factory.mktemp("views"),
+        anvil.url,
+        finality="finalized",
+        confirmations=50,
+        heads="ws",
+        heads_url=f"ws://127.0.0.1:{anvil.port}",
+        poll_interval_s=IDLE_POLL_S,
     )
+    wait_for(lambda: daemon.chain_info()["heads"]["subscribed"], LINE_S, what="subscribed")
     yield daemon
     daemon.close()
 
@@ -104,23 +120,41 @@ def test_a_waiting_view_says_what_the_rule_waits_for_and_its_times_now(
 
 
 class Watch:
-    """``finality watch`` as a process; its stderr lines collected as they come."""
+    """``finality watch`` as a process; its stderr lines collected as they come.
 
-    def __init__(self, daemon: Daemon, *args: str) -> None:
+    Forked from the daemons' zygote (its imports done once) when there is one: its stderr is
+    a FIFO read line by line as the command writes it, its stdout a file read at the end.
+    Otherwise a plain ``python -m watcher.cli`` with pipes."""
+
+    def __init__(self, daemon: Daemon, where: Path, *args: str) -> None:
+        argv = ["watch", *args, "--api", daemon.url]
+        env = subprocess_env()
+        self._queue: queue.Queue[str] = queue.Queue()
+        self.lines: list[str] = []
+        self.stdout = where / "watch.stdout"
+        zygote = Zygote.get(env)
+        self.proc: subprocess.Popen[str] | ZygoteProcess
+        if zygote is not None:
+            fifo = where / "watch.stderr"
+            os.mkfifo(fifo)
+            threading.Thread(target=self._read_fifo, args=(fifo,), daemon=True).start()
+            self.proc = zygote.spawn(argv, env, ROOT, self.stdout, stderr=fifo)
+            return
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "watcher.cli", "watch", *args, "--api", daemon.url],
+            [sys.executable, "-m", "watcher.cli", *argv],
             cwd=ROOT,
-            env=subprocess_env(),
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        self.lines: list[str] = []
-        self._queue: queue.Queue[str] = queue.Queue()
         assert self.proc.stderr is not None
-        stderr = self.proc.stderr
-        threading.Thread(target=self._read, args=(stderr,), daemon=True).start()
+        threading.Thread(target=self._read, args=(self.proc.stderr,), daemon=True).start()
+
+    def _read_fifo(self, fifo: Path) -> None:
+        with fifo.open(encoding="utf-8") as stream:  # returns once the command opens it
+            self._read(stream)
 
     def _read(self, stream: Iterator[str]) -> None:
         for line in stream:
@@ -138,17 +172,25 @@ class Watch:
                 return line
 
     def finish(self) -> tuple[int, str]:
-        out, _ = self.proc.communicate(timeout=LINE_S)
-        return self.proc.returncode, out
+        """The exit code and stdout (the process killed if it takes longer than a line may)."""
+        if isinstance(self.proc, subprocess.Popen):
+            out, _ = self.proc.communicate(timeout=LINE_S)
+            return self.proc.returncode, out
+        try:
+            code = self.proc.wait(timeout=LINE_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+        return code, self.stdout.read_text(encoding="utf-8")
 
 
 def test_watch_prints_inclusion_each_head_a_reorg_and_inclusion_again(
-    daemon: Daemon, anvil: Anvil
+    daemon: Daemon, anvil: Anvil, tmp_path: Path
 ) -> None:
     recorded(daemon, anvil)
     tx = anvil.send()
     raw = anvil.raw_tx(tx)
-    watch = Watch(daemon, tx, "--wait-timeout", "120")
+    watch = Watch(daemon, tmp_path, tx, "--wait-timeout", "120")
     watch.expect("waiting for inclusion in a block")
     anvil.mine()
     block = anvil.head()
@@ -167,10 +209,10 @@ def test_watch_prints_inclusion_each_head_a_reorg_and_inclusion_again(
     assert out.startswith("FINALITY_CONFIRMED: COMMIT")
 
 
-def test_watch_says_a_revert_when_it_is_seen(daemon: Daemon, anvil: Anvil) -> None:
+def test_watch_says_a_revert_when_it_is_seen(daemon: Daemon, anvil: Anvil, tmp_path: Path) -> None:
     recorded(daemon, anvil)
     tx = anvil.send_revert()
-    watch = Watch(daemon, tx, "--wait-timeout", "120")
+    watch = Watch(daemon, tmp_path, tx, "--wait-timeout", "120")
     watch.expect("waiting for inclusion")
     anvil.mine()
     watch.expect(r"reverted in block \d+ \(receipt status 0\): it will not settle")

@@ -32,6 +32,7 @@ Parts meet through values and constructors, never through shared fields:
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -354,23 +355,33 @@ def loose_modules(root: Path) -> list[str]:
 
 # --- the tree as it is -------------------------------------------------------------------
 
-MODULES = load_modules(ROOT)
-GRAPH = import_graph(MODULES)
+
+@functools.cache
+def modules() -> dict[str, Module]:
+    """The project's modules, parsed on first use: not at import, which every pytest worker
+    does while collecting (this file and test_app_wiring's), whichever runs the tests."""
+    return load_modules(ROOT)
+
+
+@functools.cache
+def graph() -> dict[str, list[Edge]]:
+    """The import graph of :func:`modules`, built on first use."""
+    return import_graph(modules())
 
 
 def names_in(*packages: str) -> list[str]:
-    return [n for n in MODULES if n.split(".")[0] in packages]
+    return [n for n in modules() if n.split(".")[0] in packages]
 
 
 def test_every_package_is_parsed() -> None:
-    assert {"guard.rlp", "chains.rpc", "chains.ws_transport", "watcher"} <= set(MODULES)
-    assert MODULES["guard"].is_package and not MODULES["guard.rlp"].is_package
+    assert {"guard.rlp", "chains.rpc", "chains.ws_transport", "watcher"} <= set(modules())
+    assert modules()["guard"].is_package and not modules()["guard.rlp"].is_package
 
 
 def cycle_report(packages: tuple[str, ...]) -> str:
     """Every tied group among ``packages``, described ("" when there is none)."""
-    groups = tied_groups(GRAPH, names_in(*packages))
-    return "\n\n".join(describe_group(g, GRAPH, MODULES, ROOT) for g in groups)
+    groups = tied_groups(graph(), names_in(*packages))
+    return "\n\n".join(describe_group(g, graph(), modules(), ROOT) for g in groups)
 
 
 def test_guard_and_chains_have_no_import_cycle() -> None:
@@ -379,12 +390,12 @@ def test_guard_and_chains_have_no_import_cycle() -> None:
 
 
 def test_guard_and_chains_import_only_downwards() -> None:
-    bad = layering_violations(GRAPH, names_in("guard", "chains"), MODULES, ROOT)
+    bad = layering_violations(graph(), names_in("guard", "chains"), modules(), ROOT)
     assert not bad, "guard <- chains <- watcher:\n" + "\n".join(bad)
 
 
 def test_guard_and_chains_fit_the_size_limits() -> None:
-    bad = size_violations((MODULES[n] for n in names_in("guard", "chains")), ROOT)
+    bad = size_violations((modules()[n] for n in names_in("guard", "chains")), ROOT)
     assert not bad, "\n".join(bad)
 
 
@@ -394,14 +405,14 @@ def test_watcher_has_no_import_cycle() -> None:
 
 
 def test_watcher_imports_only_downwards() -> None:
-    bad = layering_violations(GRAPH, names_in("watcher"), MODULES, ROOT)
+    bad = layering_violations(graph(), names_in("watcher"), modules(), ROOT)
     assert not bad, "inside watcher/: api, cli -> app -> engine, delivery, handoff, " + (
         "receipts, sources -> config, helpers -> store:\n" + "\n".join(bad)
     )
 
 
 def test_watcher_fits_the_size_limits() -> None:
-    bad = size_violations((MODULES[n] for n in names_in("watcher")), ROOT)
+    bad = size_violations((modules()[n] for n in names_in("watcher")), ROOT)
     assert not bad, "\n".join(bad)
 
 
@@ -515,13 +526,13 @@ def private_read_violations(modules: Iterable[Module], root: Path) -> list[str]:
 
 def test_engine_classes_are_composed_not_inherited() -> None:
     bad = project_base_violations(
-        (MODULES[n] for n in names_in("watcher") if n.startswith("watcher.engine.")), ROOT
+        (modules()[n] for n in names_in("watcher") if n.startswith("watcher.engine.")), ROOT
     )
     assert not bad, "compose the engine's parts; no project base class:\n" + "\n".join(bad)
 
 
 def test_no_module_reads_another_objects_private_field() -> None:
-    bad = private_read_violations((MODULES[n] for n in names_in(*PACKAGES)), ROOT)
+    bad = private_read_violations((modules()[n] for n in names_in(*PACKAGES)), ROOT)
     assert not bad, "pass it as a value or make it public:\n" + "\n".join(bad)
 
 
@@ -722,7 +733,7 @@ def engine_reaches(modules: Mapping[str, Module], graph: Mapping[str, list[Edge]
 
 
 def test_api_reads_chains_from_their_status_never_from_an_engine() -> None:
-    bad = engine_reaches(MODULES, GRAPH)
+    bad = engine_reaches(modules(), graph())
     assert not bad, "watcher/api reads the status board (watcher/app/status.py):\n" + "\n".join(bad)
 
 
