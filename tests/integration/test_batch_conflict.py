@@ -18,24 +18,13 @@ from typing import Any
 
 from sqlalchemy import event
 
+from tests.integration.helpers import numbered_settlement
 from watcher.store import NewSettlement, Store
 from watcher.store.listing_store import listing
 
 
 def _new(n: int, state: dict[str, Any] | None = None) -> NewSettlement:
-    return NewSettlement(
-        settlement_id=f"stl_{n:024x}",
-        chain="local",
-        tx_hash=f"0x{n:064x}",
-        required_confirmations=3,
-        finality_mode="depth",
-        timeout_ms=60_000,
-        initiated_at=1_000,
-        deadline=61_000,
-        digest="sha256:" + "0" * 64,
-        decision={"verdict": "AWAITING_FINALITY"},
-        dependent_state=state,
-    )
+    return numbered_settlement(n, dependent_state=state)
 
 
 def test_a_registration_committed_during_a_batch_is_answered_as_stored(pg_url: str) -> None:

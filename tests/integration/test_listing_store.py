@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.integration.helpers import numbered_settlement
 from watcher.store import NewSettlement, Store
 from watcher.store.listing_store import listing
 
@@ -20,18 +21,7 @@ def store(store_url: str) -> Iterator[Store]:
 
 
 def _new(n: int, chain: str = "local", mode: str = "depth") -> NewSettlement:
-    return NewSettlement(
-        settlement_id=f"stl_{n:024x}",
-        chain=chain,
-        tx_hash=f"0x{n:064x}",
-        required_confirmations=3,
-        finality_mode=mode,
-        timeout_ms=60_000,
-        initiated_at=1_000,
-        deadline=61_000,
-        digest="sha256:" + "0" * 64,
-        decision={"verdict": "AWAITING_FINALITY"},
-    )
+    return numbered_settlement(n, chain=chain, finality_mode=mode)
 
 
 def test_a_batch_inserts_the_new_and_answers_the_stored(store: Store) -> None:

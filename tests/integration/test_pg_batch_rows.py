@@ -10,12 +10,12 @@ Real parts: the machine's PostgreSQL, a fresh schema per test (tests/conftest.py
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 
+from tests.integration.helpers import numbered_settlement
 from watcher.store import NewSettlement, Store
 from watcher.store.listing_store import listing
 from watcher.store.pg_batch import array_literal
@@ -31,19 +31,10 @@ def store(pg_url: str) -> Iterator[Store]:
 
 
 def _new(n: int, **changes: Any) -> NewSettlement:
-    base = NewSettlement(
-        settlement_id=f"stl_{n:024x}",
-        chain="local",
-        tx_hash=f"0x{n:064x}",
-        required_confirmations=3,
-        finality_mode="depth",
-        timeout_ms=60_000,
-        initiated_at=1_000,
-        deadline=61_000,
-        digest="sha256:" + "0" * 64,
-        decision={"verdict": "AWAITING_FINALITY", "note": AWKWARD},
+    """:func:`numbered_settlement` with awkward text in its decision."""
+    return numbered_settlement(
+        n, decision={"verdict": "AWAITING_FINALITY", "note": AWKWARD}, **changes
     )
-    return replace(base, **changes)
 
 
 VARIANTS: list[dict[str, Any]] = [
