@@ -157,3 +157,23 @@ def test_the_big_table_is_analysed_as_big(rig: Rig) -> None:
             )
         ).scalar_one()
     assert estimate >= STORED, estimate
+
+
+def test_reads_on_the_partial_indexes_use_them(rig: Rig) -> None:
+    """The block, replacing block, depth and probe columns are indexed only where set
+    (watcher/migrations/versions/0020_partial_indexes.py); the reads on them compare the
+    column, so PostgreSQL still walks those indexes, not the table."""
+    store, chain = rig.store, rig.config.name
+    with Captured(store) as seen:
+        store.recorded_blocks(chain, 100, 10)
+        store.due_probes(chain, 1_700_000_000_000 + 86_400_001, 10)
+        store.finality_anchors(chain, 20, 10)
+        with store.block_txn(chain, 1_700_000_000_000) as txn:
+            txn.anchored_above(STORED - 20)
+    plans = seen.plans(store)
+    assert not _table_reads(plans), "\n\n".join(_table_reads(plans))
+    settlement_plans = [plan for statement, plan in plans if "FROM settlements" in statement]
+    blocks, _replaced, probes, _anchors, above = settlement_plans
+    assert "ix_settlements_block" in blocks, blocks
+    assert "ix_settlements_probe" in probes, probes
+    assert "ix_settlements_block" in above and "ix_settlements_replaced" in above, above

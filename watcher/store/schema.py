@@ -18,6 +18,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
+    text,
 )
 
 # The deposits' and invoices' tables are in their own module (this one would pass the size
@@ -29,8 +30,15 @@ from watcher.store.schema_deposits import subscriptions as subscriptions
 from watcher.store.schema_types import AutoId, Hash
 from watcher.store.schema_types import metadata as metadata
 
-SCHEMA_REVISION = "0019_perf_indexes"
+SCHEMA_REVISION = "0020_partial_indexes"
 """Alembic revision this code writes and reads."""
+
+
+def _partial(name: str, keyed: str, *leading: str) -> Index:
+    """An index on ``leading`` then ``keyed`` of only the rows whose ``keyed`` is set."""
+    where = text(f"{keyed} IS NOT NULL")
+    return Index(name, *leading, keyed, sqlite_where=where, postgresql_where=where)
+
 
 chains = Table(
     "chains",
@@ -101,11 +109,14 @@ settlements = Table(
     # its spec and counted transfers are in payment_specs / payment_transfers).
     Column("kind", String(32), nullable=False, server_default="evm_tx"),
     UniqueConstraint("chain", "tx_hash", "owner", name="uq_settlements_chain_tx_owner"),
-    Index("ix_settlements_confirm", "chain", "watching", "confirm_height"),
+    # 0020: the indexes on a column that most rows (deposits, payments, a tx not yet
+    # included) hold NULL keep only the rows that have it; every query on them compares the
+    # column, which no NULL satisfies.
+    _partial("ix_settlements_confirm", "confirm_height", "chain", "watching"),
     Index("ix_settlements_deadline", "chain", "watching", "deadline"),
-    Index("ix_settlements_block", "chain", "block_number"),
-    Index("ix_settlements_replaced", "chain", "replaced_block_number"),
-    Index("ix_settlements_probe", "chain", "watching", "next_probe_at"),
+    _partial("ix_settlements_block", "block_number", "chain"),
+    _partial("ix_settlements_replaced", "replaced_block_number", "chain"),
+    _partial("ix_settlements_probe", "next_probe_at", "chain", "watching"),
     Index("ix_settlements_owner", "owner", "seq"),
     # 0019: a poll's reads of watched payments and provisional settlements, and listing
     # pages by verdict, each a range of an index, not every watched (or stored) row.
