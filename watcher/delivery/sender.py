@@ -134,6 +134,8 @@ class Sender:
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
         self._threads: list[threading.Thread] = []
+        self._seen_changes = -1
+        """:attr:`Outbox.changes` when the dispatcher last began to look for due rows."""
 
     # -- component -----------------------------------------------------------------------
 
@@ -156,8 +158,15 @@ class Sender:
             thread.start()
 
     def after_poll(self, chain: str) -> None:
-        """A poll may have enqueued rows: look now rather than at the next idle tick."""
-        self.wake.set()
+        """A poll may have enqueued rows: look now rather than at the next idle tick.
+
+        Only if a transaction of this process changed the outbox since the dispatcher last
+        looked (:attr:`Outbox.changes`), or log channels tail the events: an idle poll (the
+        head has not moved) enqueues nothing, and a claim per poll was a write transaction
+        five times a second for nothing. Rows due later, and rows another instance wrote,
+        are found by the dispatcher's own timed look (at most :data:`IDLE_S`)."""
+        if self.event_log.channels or self.outbox.changes != self._seen_changes:
+            self.wake.set()
 
     def stop(self) -> None:
         """Stop claiming, let requests in progress finish (bounded by the timeout), record
@@ -192,6 +201,7 @@ class Sender:
         capacity = AHEAD * workers
         while not self._stopping.is_set():
             self.wake.clear()
+            self._seen_changes = self.outbox.changes  # before the claim: it sees them all
             wait = IDLE_S
             try:
                 self._record()
