@@ -134,8 +134,7 @@ class Sender:
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
         self._threads: list[threading.Thread] = []
-        self._seen_changes = -1
-        """:attr:`Outbox.changes` when the dispatcher last began to look for due rows."""
+        self._seen_changes = -1  # Outbox.changes when the dispatcher last began to look
 
     # -- component -----------------------------------------------------------------------
 
@@ -158,13 +157,9 @@ class Sender:
             thread.start()
 
     def after_poll(self, chain: str) -> None:
-        """A poll may have enqueued rows: look now rather than at the next idle tick.
-
-        Only if a transaction of this process changed the outbox since the dispatcher last
-        looked (:attr:`Outbox.changes`), or log channels tail the events: an idle poll (the
-        head has not moved) enqueues nothing, and a claim per poll was a write transaction
-        five times a second for nothing. Rows due later, and rows another instance wrote,
-        are found by the dispatcher's own timed look (at most :data:`IDLE_S`)."""
+        """Look now, not at the next idle tick, if the outbox changed since the dispatcher
+        last looked (:attr:`Outbox.changes`) or log channels tail the events: an idle poll
+        enqueues nothing, and a claim after each was a write transaction for nothing."""
         if self.event_log.channels or self.outbox.changes != self._seen_changes:
             self.wake.set()
 
