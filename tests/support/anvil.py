@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import ClassVar
 
 from tests.support.node_process import NodeProcess, port_or_free
 from tests.support.ports import free_port
@@ -25,6 +26,10 @@ class Anvil(NodeProcess):
 
     name = "anvil"
 
+    serving: ClassVar[set[str]] = set()
+    """The URLs of the anvils this process runs now: a daemon pointed straight at one can be
+    woken by its WebSocket ``newHeads`` (tests/support/daemon.py), one behind a proxy not."""
+
     def __init__(self, *args: str, port: int | None = None) -> None:
         if not ANVIL_BIN.exists():
             raise FileNotFoundError(f"anvil not installed at {ANVIL_BIN}; run scripts/bootstrap.sh")
@@ -32,6 +37,12 @@ class Anvil(NodeProcess):
         port = port_or_free(port)
         command = [str(ANVIL_BIN), "--host", "127.0.0.1", "--port", str(port), "--silent", *args]
         super().__init__(command, port)
+        Anvil.serving.add(self.url)
+
+    def stop(self) -> None:
+        """Kill the process (its URL no longer serves)."""
+        Anvil.serving.discard(self.url)
+        super().stop()
 
     def mine(self, blocks: int = 1) -> None:
         """Mine ``blocks`` blocks now (one ``anvil_mine``)."""

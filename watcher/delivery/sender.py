@@ -134,6 +134,7 @@ class Sender:
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
         self._threads: list[threading.Thread] = []
+        self._seen_changes = -1  # Outbox.changes when the dispatcher last began to look
 
     # -- component -----------------------------------------------------------------------
 
@@ -156,8 +157,11 @@ class Sender:
             thread.start()
 
     def after_poll(self, chain: str) -> None:
-        """A poll may have enqueued rows: look now rather than at the next idle tick."""
-        self.wake.set()
+        """Look now, not at the next idle tick, if the outbox changed since the dispatcher
+        last looked (:attr:`Outbox.changes`) or log channels tail the events: an idle poll
+        enqueues nothing, and a claim after each was a write transaction for nothing."""
+        if self.event_log.channels or self.outbox.changes != self._seen_changes:
+            self.wake.set()
 
     def stop(self) -> None:
         """Stop claiming, let requests in progress finish (bounded by the timeout), record
@@ -192,6 +196,7 @@ class Sender:
         capacity = AHEAD * workers
         while not self._stopping.is_set():
             self.wake.clear()
+            self._seen_changes = self.outbox.changes  # before the claim: it sees them all
             wait = IDLE_S
             try:
                 self._record()

@@ -31,7 +31,13 @@ from typing import Any
 
 from sqlalchemy import URL, Engine, create_engine, event, make_url
 from sqlalchemy.engine import Connection, Dialect
-from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import (
+    DisconnectionError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    SQLAlchemyError,
+)
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import NullPool, Pool
 from sqlalchemy.sql import Select
@@ -74,6 +80,16 @@ _OUTAGES = (OperationalError, InterfaceError, PoolTimeout)
 
 IDLE_TXN_MS = 5000
 """PostgreSQL ends a session idle inside a transaction for this long (see make_engine)."""
+
+OUTBOX_CHANGED = "finality.outbox_changed"
+"""Key in a connection's ``info`` set by a write to the delivery outbox (see
+:func:`note_outbox_changed`)."""
+
+PING_IDLE_S = 5.0
+"""A PostgreSQL connection idle in the pool for longer than this is pinged at checkout
+(:func:`_ping_when_idle`); one used more recently is not. A ping on every checkout
+(``pool_pre_ping``) was a round trip before every statement batch: an owner polling every
+0.1-0.2 s spent most of its PostgreSQL time on it."""
 
 
 def normalise_url(url: str) -> str:
@@ -147,6 +163,13 @@ class WriteHealth:
             log.warning("store: writes succeed again (after %d failures: %s)", failures, was)
 
 
+def note_outbox_changed(conn: Connection) -> None:
+    """Say that ``conn``'s transaction added or changed delivery outbox rows: its commit
+    moves :attr:`Db.outbox_commits`, which the sender reads to know whether a poll gave it
+    work (a transaction that failed or rolled back moves nothing)."""
+    conn.info[OUTBOX_CHANGED] = True
+
+
 class Db:
     """One SQLAlchemy engine behind the edge: connections whose errors are store errors;
     the reader also has the store's one raw read (:meth:`fast_rows`)."""
@@ -155,6 +178,10 @@ class Db:
         self._engine = engine
         self._fast = fast
         self.writes = WriteHealth()
+        self.outbox_commits = 0
+        """Committed transactions of this process that changed the delivery outbox (see
+        :func:`note_outbox_changed`): only ever grows."""
+        self._count_lock = threading.Lock()
 
     @property
     def dialect(self) -> Dialect:
@@ -165,15 +192,22 @@ class Db:
     def begin(self) -> Iterator[Connection]:
         """A write transaction: committed on exit, rolled back on error; an unavailable
         database is remembered (:meth:`write_problem`) until a write succeeds."""
+        outbox_changed = False
         try:
             with self._engine.begin() as conn:
-                yield conn
+                try:
+                    yield conn
+                finally:  # the flag never outlives the transaction (info is per connection)
+                    outbox_changed = bool(conn.info.pop(OUTBOX_CHANGED, False))
         except SQLAlchemyError as exc:
             mapped = mapped_error(exc)
             if isinstance(mapped, StoreUnavailable) and isinstance(exc, _OUTAGES):
                 self.writes.failed(mapped.cause)  # not a bad value: the database itself
             raise mapped from exc
         self.writes.succeeded()
+        if outbox_changed:
+            with self._count_lock:
+                self.outbox_commits += 1
 
     def write_problem(self) -> str | None:
         """Why writes fail (None: the last one succeeded). While they fail, one harmless
@@ -249,9 +283,8 @@ def make_engine(url: str, immediate: bool) -> Engine:
     """An engine for ``url`` (already normalised): PostgreSQL ends idle transactions;
     SQLite gets WAL, a busy timeout, and ``BEGIN IMMEDIATE`` for writers."""
     if not url.startswith("sqlite"):
-        engine = create_engine(
-            url, pool_pre_ping=True, pool_size=5, max_overflow=5, json_serializer=json_text
-        )
+        engine = create_engine(url, pool_size=5, max_overflow=5, json_serializer=json_text)
+        _ping_when_idle(engine)
 
         @event.listens_for(engine, "connect")
         def _on_pg_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -281,6 +314,34 @@ def make_engine(url: str, immediate: bool) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     return engine
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """Ping a pooled connection at checkout only when it sat idle for :data:`PING_IDLE_S`.
+
+    A connection the server dropped while it sat in the pool (a restart, a network cut, an
+    idle timeout) is what a ping catches: it then fails, and the pool replaces it with a
+    fresh one before the caller sees it (``DisconnectionError`` from a checkout listener).
+    A connection used within the last seconds is handed out as it is; if the server dropped
+    it meanwhile, the statement fails like any lost connection mid-transaction would (the
+    dialect sees the disconnect, the pool is invalidated, the caller gets
+    :class:`StoreUnavailable` and retries), so nothing is written twice or lost."""
+
+    @event.listens_for(engine, "checkin")
+    def _checked_in(_dbapi_conn: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checked_out(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get("idle_since")
+        if since is None or time.monotonic() - since < PING_IDLE_S:
+            return  # new, or used a moment ago
+        try:
+            alive = engine.dialect.do_ping(dbapi_conn)
+        except Exception as exc:  # the driver's error type: the connection is gone
+            raise DisconnectionError(f"pooled connection dropped: {type(exc).__name__}") from exc
+        if not alive:
+            raise DisconnectionError("pooled connection dropped")
 
 
 def open_dbs(url: str) -> tuple[Db, Db]:

@@ -42,7 +42,7 @@ from sqlalchemy import func, insert, select, update
 from guard.receipts import REVOCATION
 from watcher.store import events_store
 from watcher.store import schema as s
-from watcher.store.db import Db
+from watcher.store.db import Db, note_outbox_changed
 from watcher.store.errors import DeliveryNotFound, DeliveryNotReplayable
 from watcher.store.outbox_sql import (
     BURY_OVER_CAP,
@@ -92,6 +92,13 @@ class Outbox:
         self._writer = writer
         self._reader = reader
         self.dialect = writer.dialect.name
+
+    @property
+    def changes(self) -> int:
+        """How many committed transactions of this process added or changed rows so far
+        (grows only): a sender that saw the same number before its last claim has no new
+        row of this process to look for."""
+        return self._writer.outbox_commits
 
     # -- claiming ------------------------------------------------------------------------
 
@@ -295,6 +302,7 @@ class Outbox:
         ]
         with self._writer.begin() as conn:
             conn.execute(insert(s.deliveries), rows)
+            note_outbox_changed(conn)
 
     # -- what a body is assembled from ----------------------------------------------------------
 

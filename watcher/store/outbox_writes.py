@@ -12,6 +12,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from watcher.store import schema as s
+from watcher.store.db import note_outbox_changed
 from watcher.store.errors import StoreError
 from watcher.store.outbox_states import (
     CANCELLED,
@@ -60,6 +61,7 @@ def enqueue(conn: Connection, new: NewDelivery, now: int) -> bool:
         raise StoreError(f"outbox: unsupported database {dialect!r}")
     # RETURNING, not rowcount: drivers disagree on rowcount for ON CONFLICT DO NOTHING.
     if conn.execute(stmt.returning(s.deliveries.c.id)).first() is not None:
+        note_outbox_changed(conn)
         return True
     d = s.deliveries
     revived = conn.execute(
@@ -76,6 +78,8 @@ def enqueue(conn: Connection, new: NewDelivery, now: int) -> bool:
             updated_at=now,
         )
     )
+    if revived.rowcount:
+        note_outbox_changed(conn)
     return bool(revived.rowcount)
 
 
@@ -94,6 +98,8 @@ def cancel_undelivered(
         )
         .values(state=CANCELLED, last_error=reason, updated_at=now)
     )
+    if result.rowcount:
+        note_outbox_changed(conn)
     return int(result.rowcount)
 
 
@@ -118,4 +124,5 @@ def retire_commit(conn: Connection, key: str, archive_as: str, now: int, reason:
     else:
         return state
     conn.execute(update(d).where(d.c.id == row[0]).values(updated_at=now, **values))
+    note_outbox_changed(conn)
     return state
