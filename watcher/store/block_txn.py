@@ -313,10 +313,12 @@ def put_headers(
 ) -> None:
     """:meth:`BlockTxn.put_header` for consecutive new heads (number, hash, parent hash,
     timestamp, compact) at once: one insert of them all, one prune, one head move (a
-    catch-up's quiet blocks, which need nothing else written)."""
+    catch-up's quiet blocks, which need nothing else written). Only the last ``keep`` are
+    inserted: the prune would delete the others in the same transaction."""
     if not headers:
         return
     first, last = headers[0], headers[-1]
+    cut = last[0] - keep
     txn.conn.execute(queries.headers_from(), {"q_chain": txn.chain, "q_number": first[0]})
     txn.conn.execute(
         queries.insert_headers(),
@@ -330,9 +332,10 @@ def put_headers(
                 "compact": compact,
             }
             for number, block_hash, parent, timestamp, compact in headers
+            if number > cut
         ],
     )
-    prune = {"q_chain": txn.chain, "q_number": last[0] - keep}
+    prune = {"q_chain": txn.chain, "q_number": cut}
     txn.conn.execute(queries.headers_up_to(), prune)
     head = {"q_chain": txn.chain, "q_number": last[0], "q_hash": last[1], "q_now": txn.now}
     txn.conn.execute(queries.move_head(), head)
