@@ -28,12 +28,18 @@ from watcher.store.records import SettlementRecord
 
 
 def apply_block(
-    txn: BlockTxn, inp: BlockInput, rules: ChainRules, *, progress: bool = True
+    txn: BlockTxn,
+    inp: BlockInput,
+    rules: ChainRules,
+    *,
+    progress: bool = True,
+    due: Sequence[SettlementRecord] | None = None,
 ) -> BlockOutcome:
     """Everything ``inp`` changes, written in ``txn`` (see the module doc). ``progress``:
     False when the caller knows no provisional settlement was in progress before the block
     (:func:`apply_run`): the provisional updates are then looked for only if the block
-    included a provisional settlement."""
+    included a provisional settlement. ``due``: what is due at the block, when the caller
+    read it in this transaction already (:func:`apply_run`; a block with no reorg)."""
     tally = Tally()
     undone: ReorgOutcome | None = None
     if inp.reorg is not None:
@@ -44,7 +50,7 @@ def apply_block(
     anchored = _write_matches(txn, inp)
     if inp.store_finalized is not None:
         txn.set_finalized(inp.store_finalized)
-    due = _decide_due(txn, inp, rules, undone, tally)
+    decided = _decide_due(txn, inp, rules, undone, tally, due)
     watched = inp.transfers_watched or inp.reorg is not None
     paid = payment_writes(txn, inp, rules, tally) if watched else []
     head = inp.head
@@ -52,7 +58,7 @@ def apply_block(
         progressed = {s for s, _ in inp.matches.matched}
         rules.plan.on_progress(txn, head.number, head.hash, progressed)
     touched = undone.touched if undone is not None else frozenset()
-    changed = txn.by_ids(list(inp.matches.ids | due | touched))
+    changed = txn.by_ids(list(inp.matches.ids | decided | touched))
     return BlockOutcome(
         decisions=tally.decisions,
         changed=tuple(changed),
@@ -92,12 +98,16 @@ def apply_run(txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules) -> li
     anchored: set[str] = set()
     i = 0
     while i < len(run):
-        full = i if whole else _first_due(txn, run, i, _next_matched(run, i), rules.late_watch_ms)
+        full, due = (
+            (i, None)
+            if whole
+            else _first_due(txn, run, i, _next_matched(run, i), rules.late_watch_ms)
+        )
         outcomes += [_header_outcome(inp) for inp in run[i:full]]
         if full < len(run):
             inp = _as_memory_would(run[full], watching, anchored)
             alone = replace(inp, new_head=False, store_finalized=None)  # written with the run's
-            outcome = apply_block(txn, alone, rules, progress=whole)
+            outcome = apply_block(txn, alone, rules, progress=whole, due=due)
             outcomes.append(replace(outcome, stored_finalized=inp.store_finalized))
             anchored |= {sid for sid, _ in inp.matches.matched + inp.matches.replacing}
             watching.update((r.settlement_id, r.watching) for r in outcome.changed)
@@ -138,21 +148,35 @@ def _as_memory_would(
     return replace(inp, matches=kept)
 
 
-def _first_due(txn: BlockTxn, run: Sequence[BlockInput], i: int, stop: int, late_ms: int) -> int:
+def _first_due(
+    txn: BlockTxn, run: Sequence[BlockInput], i: int, stop: int, late_ms: int
+) -> tuple[int, list[SettlementRecord] | None]:
     """The index of the first block of ``run[i:stop]`` at which a settlement is due
-    (``stop``: none). Due at the stretch's last block and not at ``run[i]``: due by depth
-    alone, first at its ``confirm_height``."""
+    (``stop``: none), and what is due there (None: not asked; ``run[i]`` holds a watched
+    tx, its block writes before it decides). One query (:meth:`~watcher.store.block_txn.
+    BlockTxn.due_span`): what is due at the stretch's last block, each marked whether due at
+    ``run[i]`` already; one that is not is due by depth alone, from its ``confirm_height``
+    on. Nothing is written between the query and that block's decisions (the blocks before
+    it in the stretch write only headers, at the run's end), so what is due there is this
+    answer's part, exactly as asking again would give it. The run's blocks share the
+    ``covered`` height (else :func:`apply_run` applies every block whole)."""
     if stop == i:
-        return i
+        return i, None
     first, last = run[i].head.number, run[stop - 1].head.number
-    due = txn.due(last, run[stop - 1].covered, late_ms)
-    if not due:
-        return stop
-    if stop - i == 1 or txn.due(first, run[i].covered, late_ms):
-        return i
-    heights = [r.confirm_height for r in due if r.confirm_height is not None]
+    span = txn.due_span(first, last, run[stop - 1].covered, late_ms)
+    if not span:
+        return stop, None
+    if any(at_first for _, at_first in span):
+        return i, [r for r, at_first in span if at_first]
+    heights = [r.confirm_height for r, _ in span if r.confirm_height is not None]
     at = max(first, min(heights, default=first))
-    return i + min(at - first, stop - 1 - i)
+    full = i + min(at - first, stop - 1 - i)
+    height = run[full].head.number
+    return full, [
+        r
+        for r, at_first in span
+        if at_first or (r.confirm_height is not None and r.confirm_height <= height)
+    ]
 
 
 def _headers_only(txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules) -> None:
@@ -239,13 +263,14 @@ def _decide_due(
     rules: ChainRules,
     undone: ReorgOutcome | None,
     tally: Tally,
+    known: Sequence[SettlementRecord] | None = None,
 ) -> set[str]:
-    """Decide every settlement due at the head, and those a reorg reversed. Returns the
-    ids decided."""
+    """Decide every settlement due at the head (``known``: already read in this
+    transaction), and those a reorg reversed. Returns the ids decided."""
     head = inp.head
-    due: dict[str, SettlementRecord] = {
-        r.settlement_id: r for r in txn.due(head.number, inp.covered, rules.late_watch_ms)
-    }
+    if known is None:
+        known = txn.due(head.number, inp.covered, rules.late_watch_ms)
+    due: dict[str, SettlementRecord] = {r.settlement_id: r for r in known}
     reversed_ids = undone.reversed if undone is not None else frozenset()
     for r in txn.by_ids([i for i in reversed_ids if i not in due]):
         due[r.settlement_id] = r

@@ -150,6 +150,24 @@ class BlockTxn:
             statement, **at, **({} if finalized is None else {"q_finalized": finalized})
         )
 
+    def due_span(
+        self, first: int, head: int, finalized: int | None, late_watch_ms: int
+    ) -> list[tuple[SettlementRecord, bool]]:
+        """:meth:`due` at ``head``, each with whether it is due at ``first`` (<= ``head``)
+        already: a catch-up's stretch of blocks asks once what two :meth:`due` would tell
+        (only the depth reached depends on the head)."""
+        statement = queries.due_span(finalized is not None)
+        at = {
+            "q_head": head,
+            "q_first": first,
+            "q_now": self.now,
+            "q_cut": self.now - late_watch_ms,
+        }
+        if finalized is not None:
+            at["q_finalized"] = finalized
+        rows = self.conn.execute(statement, {"q_chain": self.chain, **at}).mappings().all()
+        return [(from_row(SettlementRecord, r), bool(r["due_first"])) for r in rows]
+
     def _update(self, settlement_id: str, **values: Any) -> None:
         self._update_many(tuple(sorted(values)), {settlement_id: values})
 
