@@ -14,7 +14,7 @@ no reorg and no new head; a probe's inclusions decide through :func:`decide_reco
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from watcher.engine.matching import BlockMatches
 from watcher.engine.observe import ChainPosition
@@ -86,7 +86,10 @@ def apply_run(txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules) -> li
     run's), so the store is asked what is due at the stretch's last block: a block before
     the first one something is due at needs nothing but its header, and the block where
     something is due is applied whole (decided *at that block*), then the rest is asked
-    about again. With provisional updates to send, every block is applied whole."""
+    about again, unless every settlement decided there stopped being watched: then what is
+    due at the stretch's last block is the rest of the answer (a settlement not watched is
+    never due; nothing else was written). With provisional updates to send, every block is
+    applied whole."""
     if len(run) < 2 or any(inp.block is None or inp.reorg for inp in run):
         return [apply_block(txn, inp, rules) for inp in run]  # a poll's one new block
     last = run[-1]
@@ -96,22 +99,26 @@ def apply_run(txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules) -> li
     outcomes: list[BlockOutcome] = []
     watching: dict[str, bool] = {}
     anchored: set[str] = set()
+    rest: list[SettlementRecord] | None = None  # due at the stretch's end by depth, known
     i = 0
     while i < len(run):
-        full, due = (
-            (i, None)
-            if whole
-            else _first_due(txn, run, i, _next_matched(run, i), rules.late_watch_ms)
-        )
+        full, due = (i, None)
+        if not whole:
+            full, due = _first_due(txn, run, i, _next_matched(run, i), rules.late_watch_ms, rest)
+        rest = None
         outcomes += [_header_outcome(inp) for inp in run[i:full]]
         if full < len(run):
             inp = _as_memory_would(run[full], watching, anchored)
             alone = replace(inp, new_head=False, store_finalized=None)  # written with the run's
-            outcome = apply_block(txn, alone, rules, progress=whole, due=due)
+            outcome = apply_block(
+                txn, alone, rules, progress=whole, due=None if due is None else due.at_block
+            )
             outcomes.append(replace(outcome, stored_finalized=inp.store_finalized))
             anchored |= {sid for sid, _ in inp.matches.matched + inp.matches.replacing}
             watching.update((r.settlement_id, r.watching) for r in outcome.changed)
             whole = whole or any(_provisional(r) for r in outcome.changed)
+            if due is not None:
+                rest = due.rest_after(outcome.changed)
         i = full + 1
     _headers_only(txn, run, rules)
     return outcomes
@@ -148,35 +155,64 @@ def _as_memory_would(
     return replace(inp, matches=kept)
 
 
+@dataclass(frozen=True)
+class _StretchDue:
+    """What is due at a stretch's block (:func:`_first_due`), and the rest of what is due
+    at the stretch's last block: due there by depth alone, later than this block."""
+
+    at_block: list[SettlementRecord]
+    later: list[SettlementRecord]
+
+    def rest_after(self, changed: Sequence[SettlementRecord]) -> list[SettlementRecord] | None:
+        """What is due at the stretch's last block once :attr:`at_block` was decided (as
+        ``changed`` reads them back): :attr:`later`, when each decided one stopped being
+        watched (the due query's first condition); None: ask the store again."""
+        decided = {r.settlement_id for r in self.at_block}
+        if any(r.watching for r in changed if r.settlement_id in decided):
+            return None
+        return self.later
+
+
 def _first_due(
-    txn: BlockTxn, run: Sequence[BlockInput], i: int, stop: int, late_ms: int
-) -> tuple[int, list[SettlementRecord] | None]:
+    txn: BlockTxn,
+    run: Sequence[BlockInput],
+    i: int,
+    stop: int,
+    late_ms: int,
+    known: list[SettlementRecord] | None = None,
+) -> tuple[int, _StretchDue | None]:
     """The index of the first block of ``run[i:stop]`` at which a settlement is due
     (``stop``: none), and what is due there (None: not asked; ``run[i]`` holds a watched
     tx, its block writes before it decides). One query (:meth:`~watcher.store.block_txn.
     BlockTxn.due_span`): what is due at the stretch's last block, each marked whether due at
     ``run[i]`` already; one that is not is due by depth alone, from its ``confirm_height``
-    on. Nothing is written between the query and that block's decisions (the blocks before
-    it in the stretch write only headers, at the run's end), so what is due there is this
-    answer's part, exactly as asking again would give it. The run's blocks share the
-    ``covered`` height (else :func:`apply_run` applies every block whole)."""
+    on. ``known``: instead of the query, what is due at the stretch's last block, each by
+    depth alone (the rest of the stretch's answer, :meth:`_StretchDue.rest_after`). Nothing
+    is written between the answer and that block's decisions (the blocks before it in the
+    stretch write only headers, at the run's end), so what is due there is the answer's
+    part, exactly as asking again would give it. The run's blocks share the ``covered``
+    height (else :func:`apply_run` applies every block whole)."""
     if stop == i:
         return i, None
     first, last = run[i].head.number, run[stop - 1].head.number
-    span = txn.due_span(first, last, run[stop - 1].covered, late_ms)
+    if known is None:
+        span = txn.due_span(first, last, run[stop - 1].covered, late_ms)
+    else:
+        span = [(r, r.confirm_height is not None and r.confirm_height <= first) for r in known]
     if not span:
         return stop, None
-    if any(at_first for _, at_first in span):
-        return i, [r for r, at_first in span if at_first]
-    heights = [r.confirm_height for r, _ in span if r.confirm_height is not None]
-    at = max(first, min(heights, default=first))
-    full = i + min(at - first, stop - 1 - i)
+    full = i
+    if not any(at_first for _, at_first in span):
+        heights = [r.confirm_height for r, _ in span if r.confirm_height is not None]
+        at = max(first, min(heights, default=first))
+        full = i + min(at - first, stop - 1 - i)
     height = run[full].head.number
-    return full, [
-        r
-        for r, at_first in span
-        if at_first or (r.confirm_height is not None and r.confirm_height <= height)
-    ]
+    now: list[SettlementRecord] = []
+    later: list[SettlementRecord] = []
+    for r, at_first in span:
+        due_now = at_first or (r.confirm_height is not None and r.confirm_height <= height)
+        (now if due_now else later).append(r)
+    return full, _StretchDue(now, later)
 
 
 def _headers_only(txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules) -> None:
