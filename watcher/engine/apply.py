@@ -13,7 +13,8 @@ no reorg and no new head; a probe's inclusions decide through :func:`decide_reco
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from watcher.engine.matching import BlockMatches
@@ -33,13 +34,14 @@ def apply_block(
     rules: ChainRules,
     *,
     progress: bool = True,
-    due: Sequence[SettlementRecord] | None = None,
+    due: Sequence[SettlementRecord] | Callable[[], Sequence[SettlementRecord]] | None = None,
 ) -> BlockOutcome:
     """Everything ``inp`` changes, written in ``txn`` (see the module doc). ``progress``:
     False when the caller knows no provisional settlement was in progress before the block
     (:func:`apply_run`): the provisional updates are then looked for only if the block
     included a provisional settlement. ``due``: what is due at the block, when the caller
-    read it in this transaction already (:func:`apply_run`; a block with no reorg)."""
+    read it in this transaction already, or how to read it after the block's inclusions
+    are written (:func:`apply_run`; a block with no reorg)."""
     tally = Tally()
     undone: ReorgOutcome | None = None
     if inp.reorg is not None:
@@ -99,26 +101,33 @@ def apply_run(txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules) -> li
     outcomes: list[BlockOutcome] = []
     watching: dict[str, bool] = {}
     anchored: set[str] = set()
+    late_ms = rules.late_watch_ms
     rest: list[SettlementRecord] | None = None  # due at the stretch's end by depth, known
     i = 0
     while i < len(run):
         full, due = (i, None)
         if not whole:
-            full, due = _first_due(txn, run, i, _next_matched(run, i), rules.late_watch_ms, rest)
+            full, due = _first_due(txn, run, i, _next_matched(run, i), late_ms, rest)
         rest = None
         outcomes += [_header_outcome(inp) for inp in run[i:full]]
         if full < len(run):
             inp = _as_memory_would(run[full], watching, anchored)
             alone = replace(inp, new_head=False, store_finalized=None)  # written with the run's
-            outcome = apply_block(
-                txn, alone, rules, progress=whole, due=None if due is None else due.at_block
-            )
+            asked: list[_StretchDue] = []
+            given: Sequence[SettlementRecord] | Callable[[], Sequence[SettlementRecord]] | None
+            given = None if due is None else due.at_block
+            end = _next_matched(run, full + 1) - 1
+            if due is None and not whole and end > full:
+                # A watched block: what is due at it, asked with the stretch after it.
+                given = functools.partial(_due_with_stretch, txn, run, full, end, late_ms, asked)
+            outcome = apply_block(txn, alone, rules, progress=whole, due=given)
             outcomes.append(replace(outcome, stored_finalized=inp.store_finalized))
             anchored |= {sid for sid, _ in inp.matches.matched + inp.matches.replacing}
             watching.update((r.settlement_id, r.watching) for r in outcome.changed)
             whole = whole or any(_provisional(r) for r in outcome.changed)
-            if due is not None:
-                rest = due.rest_after(outcome.changed)
+            told = due if due is not None else (asked[0] if asked else None)
+            if told is not None:
+                rest = told.rest_after(outcome.changed)
         i = full + 1
     _headers_only(txn, run, rules)
     return outcomes
@@ -171,6 +180,23 @@ class _StretchDue:
         if any(r.watching for r in changed if r.settlement_id in decided):
             return None
         return self.later
+
+
+def _due_with_stretch(
+    txn: BlockTxn,
+    run: Sequence[BlockInput],
+    at: int,
+    end: int,
+    late_ms: int,
+    asked: list[_StretchDue],
+) -> list[SettlementRecord]:
+    """What is due at ``run[at]`` (a block with a watched tx, its inclusions written), read
+    in one query with what is due at ``run[end]``, the end of the stretch after it (kept in
+    ``asked``: :meth:`_StretchDue.rest_after` carries it into that stretch)."""
+    span = txn.due_span(run[at].head.number, run[end].head.number, run[end].covered, late_ms)
+    told = _StretchDue([r for r, now in span if now], [r for r, now in span if not now])
+    asked.append(told)
+    return told.at_block
 
 
 def _first_due(
@@ -299,13 +325,15 @@ def _decide_due(
     rules: ChainRules,
     undone: ReorgOutcome | None,
     tally: Tally,
-    known: Sequence[SettlementRecord] | None = None,
+    known: Sequence[SettlementRecord] | Callable[[], Sequence[SettlementRecord]] | None = None,
 ) -> set[str]:
     """Decide every settlement due at the head (``known``: already read in this
     transaction), and those a reorg reversed. Returns the ids decided."""
     head = inp.head
     if known is None:
         known = txn.due(head.number, inp.covered, rules.late_watch_ms)
+    elif callable(known):
+        known = known()
     due: dict[str, SettlementRecord] = {r.settlement_id: r for r in known}
     reversed_ids = undone.reversed if undone is not None else frozenset()
     for r in txn.by_ids([i for i in reversed_ids if i not in due]):
