@@ -8,7 +8,12 @@ module keeps them, fed by the client's observers, so that building a receipt cos
 * :func:`compact_header` turns a block object into the bytes the store keeps beside its
   header row (one presence byte for the fork-added fields, then the header's RLP), only when
   those fields re-hash to the block's hash; :func:`header_from_compact` gives back the
-  header object a receipt carries, exactly as the node spelled it (canonical hex);
+  header object a receipt carries, exactly as the node spelled it (canonical hex). A block's
+  compact header is made when first asked for (:meth:`BlockFacts.header`), not when the
+  block is parsed: a catch-up parses every block but stores only the header window's, and
+  re-hashing each header was a fifth of its CPU. A client that re-hashed the block to check
+  it (``check_headers``) hands the result over (:meth:`BlockFacts.offer_rehashed`): a
+  header is hashed once;
 * :class:`BlockFacts` holds, per client, the compact headers of the last blocks parsed, the
   raw receipts of the last blocks whose receipts were fetched (and checked against the
   header: chains/block_checks.py), the tries that check built, the tx objects of recent full
@@ -33,7 +38,7 @@ from chains.rpc import RpcClient
 from chains.tx_cache import TxObjectCache
 from guard import rlp
 from guard.hashing import keccak256
-from guard.headers import OPTIONAL_FIELDS, QUANTITY, REQUIRED_FIELDS
+from guard.headers import FIELD_NAMES, OPTIONAL_FIELDS, QUANTITY, REQUIRED_FIELDS
 
 COMPACT_VERSION = 1
 """First byte of a compact header: the format of what follows."""
@@ -55,9 +60,23 @@ def compact_header(block: Mapping[str, Any]) -> bytes | None:
     checked = rehashed(block)
     if checked is None:
         return None
-    header, encoded = checked
+    return compact_of(*checked)
+
+
+def compact_of(header: Mapping[str, Any], encoded: bytes) -> bytes:
+    """The compact header of a header object and its RLP (:func:`chains.header_hash.rehashed`
+    proved that they hash to its ``hash``)."""
     mask = sum(1 << i for i, (name, _) in enumerate(OPTIONAL_FIELDS) if name in header)
     return bytes([COMPACT_VERSION, mask]) + encoded
+
+
+class _Unhashed:
+    """A parsed block's header fields, its compact header not made yet (see the module doc)."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, block: Mapping[str, Any]) -> None:
+        self.fields = {k: block[k] for k in (*FIELD_NAMES, "hash") if k in block}
 
 
 def _hex(kind: str, value: bytes) -> str:
@@ -90,7 +109,7 @@ class BlockFacts:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._headers: OrderedDict[str, bytes | None] = OrderedDict()
+        self._headers: OrderedDict[str, bytes | _Unhashed | None] = OrderedDict()
         self._receipts: OrderedDict[str, list[Mapping[str, Any]]] = OrderedDict()
         self._tx_blocks: OrderedDict[str, tuple[int, list[str]]] = OrderedDict()
         self._tx_at: dict[str, str] = {}
@@ -109,7 +128,7 @@ class BlockFacts:
         self.tx_objects.offer(block)
         with self._lock:
             known = block_hash in self._headers
-        compact = None if known else compact_header(block)
+        compact = None if known else _Unhashed(block)
         txs = block.get("transactions")
         hashes = (
             [str(t["hash"] if isinstance(t, Mapping) else t) for t in txs]
@@ -131,6 +150,17 @@ class BlockFacts:
                     for h in old:
                         if self._tx_at.get(h) not in self._tx_blocks:
                             self._tx_at.pop(h, None)
+
+    def offer_rehashed(self, header: Mapping[str, Any], encoded: bytes) -> None:
+        """A header the client re-hashed to check it (``check_headers``: its RLP hashes to
+        its ``hash``): its compact header, without hashing it again."""
+        block_hash = str(header["hash"])
+        with self._lock:
+            if isinstance(self._headers.get(block_hash, _UNSET), bytes):
+                return
+            self._headers[block_hash] = compact_of(header, encoded)
+            while len(self._headers) > HEADERS_HELD:
+                self._headers.popitem(last=False)
 
     def offer_receipts(self, block_hash: str, receipts: list[Mapping[str, Any]]) -> None:
         """The complete ``eth_getBlockReceipts`` answer of ``block_hash``."""
@@ -159,9 +189,17 @@ class BlockFacts:
             return self._tries.get(block_hash)
 
     def header(self, block_hash: str) -> bytes | None:
-        """The compact header of ``block_hash``, if the client parsed it (and it re-hashes)."""
+        """The compact header of ``block_hash``, if the client parsed it (and it re-hashes):
+        made on the first read (see the module doc)."""
         with self._lock:
-            return self._headers.get(block_hash)
+            held = self._headers.get(block_hash)
+        if not isinstance(held, _Unhashed):
+            return held
+        compact = compact_header(held.fields)
+        with self._lock:
+            if self._headers.get(block_hash) is held:
+                self._headers[block_hash] = compact
+        return compact
 
     def receipts(self, block_hash: str) -> list[Mapping[str, Any]] | None:
         """The raw receipts of ``block_hash`` in tx order, if fetched."""
@@ -182,6 +220,8 @@ class BlockFacts:
         return None if held is None or block_hash is None else (held[0], block_hash)
 
 
+_UNSET = object()
+
 _FACTS: weakref.WeakKeyDictionary[RpcClient, BlockFacts] = weakref.WeakKeyDictionary()
 _FACTS_LOCK = threading.Lock()
 
@@ -194,6 +234,7 @@ def facts_of(client: RpcClient) -> BlockFacts:
         if facts is None:
             facts = BlockFacts()
             client.block_observers.append(facts.offer_block)
+            client.rehash_observers.append(facts.offer_rehashed)
             client.receipt_observers.append(facts.offer_receipts)
             _FACTS[client] = facts
         return facts

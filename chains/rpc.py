@@ -117,6 +117,10 @@ class RpcClient:
         self.block_observers: list[Callable[[Mapping[str, Any]], None]] = []
         """Called with every block object parsed (the receipt builder keeps the tx objects of
         recent blocks: the tracker fetched them already)."""
+        self.rehash_observers: list[Callable[[Mapping[str, Any], bytes], None]] = []
+        """With ``check_headers``: called with the header object and RLP of every block
+        that re-hashed to its hash, before the block observers (the compact headers are
+        that RLP: chains/block_facts.py)."""
         self.capabilities = Capabilities()
         """Optional methods each endpoint said it does not offer."""
         self.fallbacks: Counter[str] = Counter()
@@ -364,12 +368,16 @@ class RpcClient:
         """``raw`` checked as a block object (and, with ``check_headers``, its header fields
         against its hash); every block observer sees it then, never before."""
         block = parse_block(raw, self.endpoint, method)
-        if self.check_headers and rehashed(raw) is None:
-            raise self.distrust(
-                self.answering_endpoint(),
-                f"{method}: block {block.header.number} ({block.header.hash}): its header "
-                "fields do not hash to its hash",
-            )
+        if self.check_headers:
+            checked = rehashed(raw)
+            if checked is None:
+                raise self.distrust(
+                    self.answering_endpoint(),
+                    f"{method}: block {block.header.number} ({block.header.hash}): its header "
+                    "fields do not hash to its hash",
+                )
+            for observe_rehashed in self.rehash_observers:
+                observe_rehashed(*checked)
         for observe in self.block_observers:
             observe(raw)
         return block

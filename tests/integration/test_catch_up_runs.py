@@ -72,3 +72,38 @@ def test_settlements_due_at_different_depths_in_one_run_are_each_decided_at_thei
             assert facts["confirmations"] == depths[tx]
     finally:
         rig.store.close()
+
+
+def test_watched_blocks_inside_a_run_decide_each_settlement_at_its_own_depth(
+    anvil: Anvil, tmp_path: Path
+) -> None:
+    """Txs included while the watcher was down, in blocks of one run with quiet stretches
+    between them: what is due at a watched block is asked with the stretch after it, and
+    carried through the stretch. Each settlement's decision names the head that gave it its
+    own depth (inclusion + depth - 1), not a later block of the stretch or the run."""
+    rig = make_watcher(anvil, f"sqlite:///{tmp_path}/watched.db", max_blocks_per_poll=1000)
+    try:
+        rig.watcher.poll()
+        depths = [2, 9, 4, 30, 1]
+        txs: list[str] = []
+        included: list[int] = []
+        for gap, value in zip((3, 1, 6, 2, 5), range(1, 6), strict=True):
+            tx = anvil.send(value=value)
+            txs.append(tx)
+            included.append(wait_included(anvil, tx))
+            anvil.mine(gap)
+        anvil.mine(40)
+        ids = [
+            rig.register(tx, confirmations=d).settlement_id
+            for tx, d in zip(txs, depths, strict=True)
+        ]
+        rig.watcher.catch_up()
+        assert rig.watcher.head is not None and rig.watcher.head.number == anvil.head()
+        for sid, block, depth in zip(ids, included, depths, strict=True):
+            view = rig.view(sid)
+            assert (view["verdict"], view["block_number"]) == ("FINALITY_CONFIRMED", block)
+            facts = rig.settlement(sid).decision["evidence"]["facts"]
+            assert facts["confirmations"] == depth
+            assert facts["head_number"] == block + depth - 1
+    finally:
+        rig.store.close()

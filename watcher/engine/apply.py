@@ -13,8 +13,9 @@ no reorg and no new head; a probe's inclusions decide through :func:`decide_reco
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from watcher.engine.matching import BlockMatches
 from watcher.engine.observe import ChainPosition
@@ -28,12 +29,19 @@ from watcher.store.records import SettlementRecord
 
 
 def apply_block(
-    txn: BlockTxn, inp: BlockInput, rules: ChainRules, *, progress: bool = True
+    txn: BlockTxn,
+    inp: BlockInput,
+    rules: ChainRules,
+    *,
+    progress: bool = True,
+    due: Sequence[SettlementRecord] | Callable[[], Sequence[SettlementRecord]] | None = None,
 ) -> BlockOutcome:
     """Everything ``inp`` changes, written in ``txn`` (see the module doc). ``progress``:
     False when the caller knows no provisional settlement was in progress before the block
     (:func:`apply_run`): the provisional updates are then looked for only if the block
-    included a provisional settlement."""
+    included a provisional settlement. ``due``: what is due at the block, when the caller
+    read it in this transaction already, or how to read it after the block's inclusions
+    are written (:func:`apply_run`; a block with no reorg)."""
     tally = Tally()
     undone: ReorgOutcome | None = None
     if inp.reorg is not None:
@@ -44,7 +52,7 @@ def apply_block(
     anchored = _write_matches(txn, inp)
     if inp.store_finalized is not None:
         txn.set_finalized(inp.store_finalized)
-    due = _decide_due(txn, inp, rules, undone, tally)
+    decided = _decide_due(txn, inp, rules, undone, tally, due)
     watched = inp.transfers_watched or inp.reorg is not None
     paid = payment_writes(txn, inp, rules, tally) if watched else []
     head = inp.head
@@ -52,7 +60,7 @@ def apply_block(
         progressed = {s for s, _ in inp.matches.matched}
         rules.plan.on_progress(txn, head.number, head.hash, progressed)
     touched = undone.touched if undone is not None else frozenset()
-    changed = txn.by_ids(list(inp.matches.ids | due | touched))
+    changed = txn.by_ids(list(inp.matches.ids | decided | touched))
     return BlockOutcome(
         decisions=tally.decisions,
         changed=tuple(changed),
@@ -80,7 +88,10 @@ def apply_run(txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules) -> li
     run's), so the store is asked what is due at the stretch's last block: a block before
     the first one something is due at needs nothing but its header, and the block where
     something is due is applied whole (decided *at that block*), then the rest is asked
-    about again. With provisional updates to send, every block is applied whole."""
+    about again, unless every settlement decided there stopped being watched: then what is
+    due at the stretch's last block is the rest of the answer (a settlement not watched is
+    never due; nothing else was written). With provisional updates to send, every block is
+    applied whole."""
     if len(run) < 2 or any(inp.block is None or inp.reorg for inp in run):
         return [apply_block(txn, inp, rules) for inp in run]  # a poll's one new block
     last = run[-1]
@@ -90,18 +101,33 @@ def apply_run(txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules) -> li
     outcomes: list[BlockOutcome] = []
     watching: dict[str, bool] = {}
     anchored: set[str] = set()
+    late_ms = rules.late_watch_ms
+    rest: list[SettlementRecord] | None = None  # due at the stretch's end by depth, known
     i = 0
     while i < len(run):
-        full = i if whole else _first_due(txn, run, i, _next_matched(run, i), rules.late_watch_ms)
+        full, due = (i, None)
+        if not whole:
+            full, due = _first_due(txn, run, i, _next_matched(run, i), late_ms, rest)
+        rest = None
         outcomes += [_header_outcome(inp) for inp in run[i:full]]
         if full < len(run):
             inp = _as_memory_would(run[full], watching, anchored)
             alone = replace(inp, new_head=False, store_finalized=None)  # written with the run's
-            outcome = apply_block(txn, alone, rules, progress=whole)
+            asked: list[_StretchDue] = []
+            given: Sequence[SettlementRecord] | Callable[[], Sequence[SettlementRecord]] | None
+            given = None if due is None else due.at_block
+            end = _next_matched(run, full + 1) - 1
+            if due is None and not whole and end > full:
+                # A watched block: what is due at it, asked with the stretch after it.
+                given = functools.partial(_due_with_stretch, txn, run, full, end, late_ms, asked)
+            outcome = apply_block(txn, alone, rules, progress=whole, due=given)
             outcomes.append(replace(outcome, stored_finalized=inp.store_finalized))
             anchored |= {sid for sid, _ in inp.matches.matched + inp.matches.replacing}
             watching.update((r.settlement_id, r.watching) for r in outcome.changed)
             whole = whole or any(_provisional(r) for r in outcome.changed)
+            told = due if due is not None else (asked[0] if asked else None)
+            if told is not None:
+                rest = told.rest_after(outcome.changed)
         i = full + 1
     _headers_only(txn, run, rules)
     return outcomes
@@ -138,21 +164,81 @@ def _as_memory_would(
     return replace(inp, matches=kept)
 
 
-def _first_due(txn: BlockTxn, run: Sequence[BlockInput], i: int, stop: int, late_ms: int) -> int:
+@dataclass(frozen=True)
+class _StretchDue:
+    """What is due at a stretch's block (:func:`_first_due`), and the rest of what is due
+    at the stretch's last block: due there by depth alone, later than this block."""
+
+    at_block: list[SettlementRecord]
+    later: list[SettlementRecord]
+
+    def rest_after(self, changed: Sequence[SettlementRecord]) -> list[SettlementRecord] | None:
+        """What is due at the stretch's last block once :attr:`at_block` was decided (as
+        ``changed`` reads them back): :attr:`later`, when each decided one stopped being
+        watched (the due query's first condition); None: ask the store again."""
+        decided = {r.settlement_id for r in self.at_block}
+        if any(r.watching for r in changed if r.settlement_id in decided):
+            return None
+        return self.later
+
+
+def _due_with_stretch(
+    txn: BlockTxn,
+    run: Sequence[BlockInput],
+    at: int,
+    end: int,
+    late_ms: int,
+    asked: list[_StretchDue],
+) -> list[SettlementRecord]:
+    """What is due at ``run[at]`` (a block with a watched tx, its inclusions written), read
+    in one query with what is due at ``run[end]``, the end of the stretch after it (kept in
+    ``asked``: :meth:`_StretchDue.rest_after` carries it into that stretch)."""
+    span = txn.due_span(run[at].head.number, run[end].head.number, run[end].covered, late_ms)
+    told = _StretchDue([r for r, now in span if now], [r for r, now in span if not now])
+    asked.append(told)
+    return told.at_block
+
+
+def _first_due(
+    txn: BlockTxn,
+    run: Sequence[BlockInput],
+    i: int,
+    stop: int,
+    late_ms: int,
+    known: list[SettlementRecord] | None = None,
+) -> tuple[int, _StretchDue | None]:
     """The index of the first block of ``run[i:stop]`` at which a settlement is due
-    (``stop``: none). Due at the stretch's last block and not at ``run[i]``: due by depth
-    alone, first at its ``confirm_height``."""
+    (``stop``: none), and what is due there (None: not asked; ``run[i]`` holds a watched
+    tx, its block writes before it decides). One query (:meth:`~watcher.store.block_txn.
+    BlockTxn.due_span`): what is due at the stretch's last block, each marked whether due at
+    ``run[i]`` already; one that is not is due by depth alone, from its ``confirm_height``
+    on. ``known``: instead of the query, what is due at the stretch's last block, each by
+    depth alone (the rest of the stretch's answer, :meth:`_StretchDue.rest_after`). Nothing
+    is written between the answer and that block's decisions (the blocks before it in the
+    stretch write only headers, at the run's end), so what is due there is the answer's
+    part, exactly as asking again would give it. The run's blocks share the ``covered``
+    height (else :func:`apply_run` applies every block whole)."""
     if stop == i:
-        return i
+        return i, None
     first, last = run[i].head.number, run[stop - 1].head.number
-    due = txn.due(last, run[stop - 1].covered, late_ms)
-    if not due:
-        return stop
-    if stop - i == 1 or txn.due(first, run[i].covered, late_ms):
-        return i
-    heights = [r.confirm_height for r in due if r.confirm_height is not None]
-    at = max(first, min(heights, default=first))
-    return i + min(at - first, stop - 1 - i)
+    if known is None:
+        span = txn.due_span(first, last, run[stop - 1].covered, late_ms)
+    else:
+        span = [(r, r.confirm_height is not None and r.confirm_height <= first) for r in known]
+    if not span:
+        return stop, None
+    full = i
+    if not any(at_first for _, at_first in span):
+        heights = [r.confirm_height for r, _ in span if r.confirm_height is not None]
+        at = max(first, min(heights, default=first))
+        full = i + min(at - first, stop - 1 - i)
+    height = run[full].head.number
+    now: list[SettlementRecord] = []
+    later: list[SettlementRecord] = []
+    for r, at_first in span:
+        due_now = at_first or (r.confirm_height is not None and r.confirm_height <= height)
+        (now if due_now else later).append(r)
+    return full, _StretchDue(now, later)
 
 
 def _headers_only(txn: BlockTxn, run: Sequence[BlockInput], rules: ChainRules) -> None:
@@ -239,13 +325,16 @@ def _decide_due(
     rules: ChainRules,
     undone: ReorgOutcome | None,
     tally: Tally,
+    known: Sequence[SettlementRecord] | Callable[[], Sequence[SettlementRecord]] | None = None,
 ) -> set[str]:
-    """Decide every settlement due at the head, and those a reorg reversed. Returns the
-    ids decided."""
+    """Decide every settlement due at the head (``known``: already read in this
+    transaction), and those a reorg reversed. Returns the ids decided."""
     head = inp.head
-    due: dict[str, SettlementRecord] = {
-        r.settlement_id: r for r in txn.due(head.number, inp.covered, rules.late_watch_ms)
-    }
+    if known is None:
+        known = txn.due(head.number, inp.covered, rules.late_watch_ms)
+    elif callable(known):
+        known = known()
+    due: dict[str, SettlementRecord] = {r.settlement_id: r for r in known}
     reversed_ids = undone.reversed if undone is not None else frozenset()
     for r in txn.by_ids([i for i in reversed_ids if i not in due]):
         due[r.settlement_id] = r

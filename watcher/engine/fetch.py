@@ -89,8 +89,11 @@ def fetch_run(
     """The inputs of consecutive ``blocks`` (no reorg among them) to be applied in one
     transaction (:func:`watcher.engine.apply.apply_run`): each as :func:`fetch_block` gives
     it with memory as it stands, except that the receipts of every block holding a watched
-    tx are asked in one batch (:func:`~chains.block_checks.fetch_receipts_of`)."""
+    tx are asked in one batch (:func:`~chains.block_checks.fetch_receipts_of`), and only
+    the blocks the header window keeps after the run carry their compact header: the run
+    stores no other (:func:`~watcher.store.block_txn.put_headers`)."""
     matches = [match_block(b.txs, memory.index) for b in blocks]
+    kept_from = blocks[-1].header.number - memory.window.capacity if blocks else 0
     wanted = [
         b.header.hash for b, m in zip(blocks, matches, strict=True) if m.matched or m.replacing
     ]
@@ -105,6 +108,7 @@ def fetch_run(
             now,
             found,
             _receipts(source, block, found, fetched.get(block.header.hash)),
+            compact=block.header.number > kept_from,
         )
         for block, found in zip(blocks, matches, strict=True)
     ]
@@ -119,9 +123,12 @@ def _input(
     now: int,
     matches: BlockMatches,
     receipts: dict[str, TxReceipt],
+    *,
+    compact: bool = True,
 ) -> BlockInput:
     """:func:`fetch_block`'s input once its matches and receipts are known: the block's
-    transfers and the gate's answer asked, the tags of the poll."""
+    transfers and the gate's answer asked, the tags of the poll. ``compact``: False when
+    the header will not be stored (no compact header is made)."""
     head = block.header if block is not None else (reorg.common_ancestor if reorg else None)
     assert head is not None
     watches = (memory.payments, memory.subscriptions)
@@ -144,7 +151,7 @@ def _input(
         reorg=reorg,
         node_head=poll.node_head,
         new_head=True,
-        compact_header=source.facts.header(head.hash),
+        compact_header=source.facts.header(head.hash) if compact else None,
         store_finalized=finalized if changed else None,
         matches=matches,
         receipts=receipts,

@@ -59,6 +59,20 @@ def due(with_finalized: bool) -> Select[Any]:
 
 
 @functools.cache
+def due_span(with_finalized: bool) -> Select[Any]:
+    """:meth:`~watcher.store.block_txn.BlockTxn.due_span`: :func:`due` at ``q_head``, each
+    row with ``due_first``: whether it is due at ``q_first`` (a lower head, the same time
+    and ``finalized`` height) already. The same conditions, asked at both heights."""
+    finalized = _param("finalized", _t.c.block_number) if with_finalized else None
+    deadline = deadline_reasons_at(_param("now", _t.c.deadline), _param("cut", _t.c.deadline))
+    at_head = or_(*finality_reasons(_param("head", _t.c.confirm_height), finalized), *deadline)
+    at_first = or_(*finality_reasons(_param("first", _t.c.confirm_height), finalized), *deadline)
+    return _of_chain(_t.c.watching.is_(True), _t.c.kind.not_in(ADDRESS_KINDS), at_head).add_columns(
+        at_first.label("due_first")
+    )
+
+
+@functools.cache
 def by_ids() -> Select[Any]:
     """The chain's settlements of the ids ``q_ids`` (a list)."""
     return _of_chain(_t.c.settlement_id.in_(bindparam("q_ids", expanding=True)))

@@ -150,6 +150,24 @@ class BlockTxn:
             statement, **at, **({} if finalized is None else {"q_finalized": finalized})
         )
 
+    def due_span(
+        self, first: int, head: int, finalized: int | None, late_watch_ms: int
+    ) -> list[tuple[SettlementRecord, bool]]:
+        """:meth:`due` at ``head``, each with whether it is due at ``first`` (<= ``head``)
+        already: a catch-up's stretch of blocks asks once what two :meth:`due` would tell
+        (only the depth reached depends on the head)."""
+        statement = queries.due_span(finalized is not None)
+        at = {
+            "q_head": head,
+            "q_first": first,
+            "q_now": self.now,
+            "q_cut": self.now - late_watch_ms,
+        }
+        if finalized is not None:
+            at["q_finalized"] = finalized
+        rows = self.conn.execute(statement, {"q_chain": self.chain, **at}).mappings().all()
+        return [(from_row(SettlementRecord, r), bool(r["due_first"])) for r in rows]
+
     def _update(self, settlement_id: str, **values: Any) -> None:
         self._update_many(tuple(sorted(values)), {settlement_id: values})
 
@@ -313,10 +331,12 @@ def put_headers(
 ) -> None:
     """:meth:`BlockTxn.put_header` for consecutive new heads (number, hash, parent hash,
     timestamp, compact) at once: one insert of them all, one prune, one head move (a
-    catch-up's quiet blocks, which need nothing else written)."""
+    catch-up's quiet blocks, which need nothing else written). Only the last ``keep`` are
+    inserted: the prune would delete the others in the same transaction."""
     if not headers:
         return
     first, last = headers[0], headers[-1]
+    cut = last[0] - keep
     txn.conn.execute(queries.headers_from(), {"q_chain": txn.chain, "q_number": first[0]})
     txn.conn.execute(
         queries.insert_headers(),
@@ -330,9 +350,10 @@ def put_headers(
                 "compact": compact,
             }
             for number, block_hash, parent, timestamp, compact in headers
+            if number > cut
         ],
     )
-    prune = {"q_chain": txn.chain, "q_number": last[0] - keep}
+    prune = {"q_chain": txn.chain, "q_number": cut}
     txn.conn.execute(queries.headers_up_to(), prune)
     head = {"q_chain": txn.chain, "q_number": last[0], "q_hash": last[1], "q_now": txn.now}
     txn.conn.execute(queries.move_head(), head)
