@@ -34,6 +34,15 @@ sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """In pytest-xdist's controller, compile the project and the tests once before the
+    workers start, instead of once in each of them (tests/support/bytecode.py)."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        from tests.support.bytecode import warm
+
+        warm(config, config.rootpath)
+
+
 LONGEST_FIRST = (
     "tests/e2e/test_cli.py",
     "tests/e2e/test_min_versions.py",  # its venv, when built: mostly waiting on downloads
