@@ -34,13 +34,13 @@ sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """In pytest-xdist's controller, compile the project and the tests once before the
-    workers start, instead of once in each of them (tests/support/bytecode.py)."""
-    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
-        from tests.support.bytecode import warm
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config: pytest.Config) -> None:
+    """In pytest-xdist's controller, before it starts the workers: compile the project and
+    the tests once, instead of once in each worker (tests/support/bytecode.py)."""
+    from tests.support.bytecode import warm
 
-        warm(config, config.rootpath)
+    warm(config, config.rootpath)
 
 
 LONGEST_FIRST = (
