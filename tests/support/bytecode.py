@@ -50,11 +50,8 @@ def warm(config: pytest.Config, root: Path) -> None:
     if hook is None:  # --assert=plain: nothing is rewritten
         return
     tests = [p for p in (root / "tests").rglob("*.py") if REWRITTEN.search(p.as_posix())]
-    imported = [
-        Path(str(m.__spec__.origin))
-        for m in list(sys.modules.values())
-        if getattr(m, "__spec__", None) is not None and m.__spec__.loader is hook
-    ]
+    specs = [getattr(m, "__spec__", None) for m in list(sys.modules.values())]
+    imported = [Path(str(s.origin)) for s in specs if s is not None and s.loader is hook]
     for path in tests + imported:
         _rewrite(config, path)
 
