@@ -34,6 +34,15 @@ sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config: pytest.Config) -> None:
+    """In pytest-xdist's controller, before it starts the workers: compile the project and
+    the tests once, instead of once in each worker (tests/support/bytecode.py)."""
+    from tests.support.bytecode import warm
+
+    warm(config, config.rootpath)
+
+
 LONGEST_FIRST = (
     "tests/e2e/test_cli.py",
     "tests/e2e/test_min_versions.py",  # its venv, when built: mostly waiting on downloads

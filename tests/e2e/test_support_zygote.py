@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.anvil import ROOT, Anvil, free_port
-from tests.support.daemon import Daemon, run_cli, subprocess_env
+from tests.support.daemon import Daemon, run_cli, subprocess_env, wait_for
 from tests.support.zygote import Zygote, ZygoteProcess
 
 
@@ -83,3 +83,25 @@ def test_a_forked_cli_command_exits_and_prints_as_a_plain_process(tmp_path: Path
         assert forked.returncode == plain.returncode != 0, (args, plain.stderr)
         assert (forked.stdout, forked.stderr) == (plain.stdout, plain.stderr), args
         assert plain.stdout + plain.stderr, args
+
+
+def test_test_processes_share_one_zygote_and_their_children_end_with_them(
+    tmp_path: Path, anvil: Anvil
+) -> None:
+    """Every test process of a run connects to the same zygote (its imports are paid once,
+    not once per pytest-xdist worker); when one test process goes away, the daemons it
+    started end with it, while the zygote goes on serving the others."""
+    env = subprocess_env()
+    if Zygote.get(env) is None:
+        pytest.skip("FINALITY_TEST_ZYGOTE=0: plain subprocesses")
+    other = Zygote(env)  # a second test process's connection
+    assert other.proc is None, "a second zygote was started"
+    config = Daemon(tmp_path / "d", anvil.url, start=False).config_path
+    orphan = other.spawn(["run", "--config", str(config)], env, ROOT, tmp_path / "orphan.log")
+    assert orphan.poll() is None
+    assert other.sock is not None
+    other.sock.shutdown(2)  # the test process is gone
+    other.sock.close()
+    wait_for(lambda: not Path(f"/proc/{orphan.pid}").exists(), 30, what="the orphan ended")
+    forked = run_cli("nope")
+    assert forked.returncode == 64, forked.stderr  # a usage error, served all the same

@@ -13,23 +13,33 @@ Only the imports were done before the fork.
 The child is the zygote's, not the test's: :class:`ZygoteProcess` offers the part of
 :class:`subprocess.Popen` the tests use (``pid``, ``poll``, ``wait``, ``send_signal``,
 ``kill``, ``returncode``, with ``-N`` for a death by signal N), from the exit statuses the
-zygote reports. When the test process goes away the zygote kills its children and exits.
-``FINALITY_TEST_ZYGOTE=0`` starts every daemon as a plain subprocess instead.
+zygote reports. ``FINALITY_TEST_ZYGOTE=0`` starts every daemon as a plain subprocess instead.
+
+One zygote serves the whole run: its imports cost about 7 s of CPU (measured at load 13), and
+each of pytest-xdist's workers would otherwise pay them. The first test process that needs it
+starts it (under a lock file, so only one does); every test process talks to it over its own
+connection to a Unix socket. When a test process goes away (its connection closes) the
+zygote kills that process's children; it exits, killing the rest, when the run's main pytest
+process (xdist's controller, or the one test process without xdist) does.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import selectors
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 PRELOAD = (
@@ -128,9 +138,11 @@ def _status(raw: int) -> int:
     return os.waitstatus_to_exitcode(raw)
 
 
-def serve() -> None:
-    """The zygote's loop: a JSON request per line on stdin → fork; report on stdout
-    ``started PID`` and, later, ``exited PID CODE`` for every child."""
+def serve(path: str, owner: int) -> None:
+    """The zygote's loop: listen on the Unix socket ``path``; on each connection, a JSON
+    request per line → fork, answered ``started PID`` and, later, ``exited PID CODE`` for
+    each of that connection's children. Says ``ready`` on stdout once it listens; exits when
+    process ``owner`` (the run's main pytest process) does."""
     import gc
     import importlib
 
@@ -142,88 +154,164 @@ def serve() -> None:
     # writes to its header, copying each page it touches: about a quarter of a start's CPU.
     gc.collect()
     gc.freeze()
+    # A thread started by an import would not survive the fork (its locks might): refuse.
+    if threading.active_count() != 1:
+        print("threads", flush=True)
+        return
+    try:
+        owner_fd = os.pidfd_open(owner)
+    except ProcessLookupError:
+        return
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    children: set[int] = set()
-    out = sys.stdout
+    parent_of: dict[int, socket.socket] = {}
+    pending: dict[socket.socket, bytes] = {}
     selector = selectors.DefaultSelector()
-    selector.register(0, selectors.EVENT_READ)
-    selector.register(wake_r, selectors.EVENT_READ)
+    for fileobj in (listener, wake_r, owner_fd):
+        selector.register(fileobj, selectors.EVENT_READ)
 
-    def say(line: str) -> None:
-        out.write(line + "\n")
-        out.flush()
+    def say(conn: socket.socket, line: str) -> None:
+        if conn in pending:  # a closed connection's children are killed, not reported
+            with contextlib.suppress(OSError):
+                conn.sendall((line + "\n").encode())
 
     def reap() -> None:
-        while children:
+        while parent_of:
             try:
                 pid, raw = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
-            children.discard(pid)
-            say(f"exited {pid} {_status(raw)}")
+            conn = parent_of.pop(pid, None)
+            if conn is not None:
+                say(conn, f"exited {pid} {_status(raw)}")
 
-    # A thread started by an import would not survive the fork (its locks might): refuse.
-    say("ready" if threading.active_count() == 1 else "threads")
-    pending = b""
+    def drop(conn: socket.socket) -> None:
+        """A test process went away: so do the children it started."""
+        selector.unregister(conn)
+        del pending[conn]
+        conn.close()
+        for pid, parent in parent_of.items():
+            if parent is conn:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+    print("ready", flush=True)
     try:
         while True:
             for key, _ in selector.select():
-                if key.fileobj == wake_r:
+                if key.fileobj is owner_fd:
+                    return
+                if key.fileobj is wake_r:
                     with contextlib.suppress(BlockingIOError):
                         os.read(wake_r, 4096)
                     continue
-                chunk = os.read(0, 65536)
+                if key.fileobj is listener:
+                    conn, _ = listener.accept()
+                    pending[conn] = b""
+                    selector.register(conn, selectors.EVENT_READ)
+                    continue
+                conn = key.fileobj  # type: ignore[assignment]
+                chunk = conn.recv(65536)
                 if not chunk:
-                    return
-                pending += chunk
-                while b"\n" in pending:
-                    line, pending = pending.split(b"\n", 1)
+                    drop(conn)
+                    continue
+                pending[conn] += chunk
+                while b"\n" in pending[conn]:
+                    line, pending[conn] = pending[conn].split(b"\n", 1)
                     pid = os.fork()
                     if pid == 0:
                         _child(json.loads(line))
-                    children.add(pid)
-                    say(f"started {pid}")
+                    parent_of[pid] = conn
+                    say(conn, f"started {pid}")
             reap()
     finally:
-        for pid in children:
+        for pid in parent_of:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        for name in (path, path + ".lock"):  # the run is over: no test process connects
+            with contextlib.suppress(OSError):
+                os.unlink(name)
 
 
 # -- the test side ---------------------------------------------------------------------------
 
 
+def _run_owner() -> int:
+    """The run's main pytest process: xdist's controller (a worker's parent), or this one."""
+    return os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()
+
+
+def _socket_path(owner: int, python_path: str) -> str:
+    """Where the zygote of this run (and this PYTHONPATH, this interpreter) listens."""
+    key = hashlib.sha256(f"{sys.executable}\0{python_path}".encode()).hexdigest()[:10]
+    return os.path.join(tempfile.gettempdir(), f"finality-zygote-{owner}-{key}.sock")
+
+
 class Zygote:
-    """The test process's handle on its zygote (started on first use, one per process)."""
+    """The test process's connection to the run's zygote (started on first use by whichever
+    test process needs it first, one per run)."""
 
     _lock = threading.Lock()
     _instance: Zygote | None = None
 
     def __init__(self, env: Mapping[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from tests.support.zygote import serve; serve()"],
-            cwd=ROOT,
-            env=dict(env),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-        )
         self.python_path = env.get("PYTHONPATH", "")
         self._cond = threading.Condition()
         self._started: list[int] = []
         self._exited: dict[int, int] = {}
         self._spawn_lock = threading.Lock()
-        assert self.proc.stdout is not None
-        self.usable = self.proc.stdout.readline().strip() == "ready"
+        self.alive = True
+        """False once the connection closed: the zygote is gone, and so are its children."""
+        self.proc: subprocess.Popen[str] | None = None
+        """The zygote, if this test process started it."""
+        self.sock = self._connect(env)
+        self.usable = self.sock is not None
         """False if its imports started a thread (then daemons start as subprocesses)."""
-        self._reader = threading.Thread(target=self._read, name="zygote", daemon=True)
-        self._reader.start()
+        if self.sock is not None:
+            self._reader = threading.Thread(target=self._read, name="zygote", daemon=True)
+            self._reader.start()
+
+    def _connect(self, env: Mapping[str, str]) -> socket.socket | None:
+        """Connect to the run's zygote, starting it first if no test process has."""
+        owner = _run_owner()
+        path = _socket_path(owner, self.python_path)
+        with open(path + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(path)
+                return sock
+            except OSError:
+                pass
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)  # a zygote of an earlier run with the same owner pid
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    f"from tests.support.zygote import serve; serve({path!r}, {owner})",
+                ],
+                cwd=ROOT,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert self.proc.stdout is not None
+            said = self.proc.stdout.readline().strip()
+            self.proc.stdout.close()
+            if said != "ready":
+                sock.close()
+                return None
+            sock.connect(path)
+            return sock
 
     @classmethod
     def get(cls, env: Mapping[str, str]) -> Zygote | None:
@@ -233,23 +321,24 @@ class Zygote:
             return None
         with cls._lock:
             zygote = cls._instance
-            if zygote is None or zygote.proc.poll() is not None:
+            if zygote is None or not zygote.alive:
                 zygote = cls._instance = Zygote(env)
         same_path = env.get("PYTHONPATH", "") == zygote.python_path
         return zygote if zygote.usable and same_path else None
 
     def _read(self) -> None:
-        stdout: IO[str] | None = self.proc.stdout
-        assert stdout is not None
-        for line in stdout:
-            kind, *rest = line.split()
-            with self._cond:
-                if kind == "started":
-                    self._started.append(int(rest[0]))
-                elif kind == "exited":
-                    self._exited[int(rest[0])] = int(rest[1])
-                self._cond.notify_all()
+        assert self.sock is not None
+        with self.sock.makefile("r", encoding="utf-8") as lines:
+            for line in lines:
+                kind, *rest = line.split()
+                with self._cond:
+                    if kind == "started":
+                        self._started.append(int(rest[0]))
+                    elif kind == "exited":
+                        self._exited[int(rest[0])] = int(rest[1])
+                    self._cond.notify_all()
         with self._cond:  # the zygote is gone: so are its children (it killed them)
+            self.alive = False
             self._cond.notify_all()
 
     def spawn(
@@ -270,9 +359,8 @@ class Zygote:
             "stderr": str(stderr) if stderr is not None else None,
         }
         with self._spawn_lock:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
+            assert self.sock is not None
+            self.sock.sendall((json.dumps(request) + "\n").encode())
             with self._cond:
                 if not self._cond.wait_for(lambda: self._started, 60):
                     raise RuntimeError("the daemon zygote did not fork")
@@ -285,9 +373,7 @@ class Zygote:
 
     def wait_for_exit(self, pid: int, timeout: float | None) -> int | None:
         with self._cond:
-            self._cond.wait_for(
-                lambda: pid in self._exited or self.proc.poll() is not None, timeout
-            )
+            self._cond.wait_for(lambda: pid in self._exited or not self.alive, timeout)
             return self._exited.get(pid)
 
 
@@ -313,7 +399,7 @@ class ZygoteProcess:
             return self.returncode
         code = self.zygote.wait_for_exit(self.pid, timeout)
         if code is None:
-            if self.zygote.proc.poll() is not None:
+            if not self.zygote.alive:
                 raise RuntimeError(f"the zygote of daemon {self.pid} died")
             raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
         self.returncode = code
