@@ -41,7 +41,7 @@ from typing import Any
 
 from guard import rlp
 from guard.errors import ReceiptInvalid
-from guard.fields import array, child, hex_bytes, keys, text
+from guard.fields import array, child, hex_nodes, keys, text
 from guard.hashing import keccak256
 from guard.header_chain import decode_header_chain, encode_header_chain
 from guard.headers import field_bytes
@@ -130,7 +130,7 @@ def stored_word(value: bytes, where: str) -> int:
 
 
 def _nodes(values: list[Any], where: str) -> list[bytes]:
-    return [hex_bytes(v, f"{where}[{i}]") for i, v in enumerate(values)]
+    return hex_nodes(values, lambda i: f"{where}[{i}]")
 
 
 @dataclass(frozen=True)
