@@ -20,8 +20,6 @@ taken from their bytes.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -282,10 +280,12 @@ def _ancestry(
 
 
 LINKS_HELD = 64
-"""History ancestries checked lately, by content (:func:`_history_link`)."""
+"""History ancestries checked lately, by content (:func:`_history_link`); when full, the
+record starts over (a plain dict: each read or write is one step under any interpreter
+lock, so threads checking receipts at once never see it half-changed; guard imports no
+threading)."""
 
-_links: OrderedDict[tuple[int, str, object], HistoryLink] = OrderedDict()
-_links_lock = threading.Lock()
+_links: dict[tuple[int, str, object], HistoryLink] = {}
 
 
 def _history_link(ancestry: Mapping[str, Any], number: int, block_hash: str) -> HistoryLink:
@@ -298,16 +298,14 @@ def _history_link(ancestry: Mapping[str, Any], number: int, block_hash: str) -> 
     content = _content_key(ancestry)
     key = None if content is None else (number, block_hash, content)
     if key is not None:
-        with _links_lock:
-            held = _links.get(key)
+        held = _links.get(key)
         if held is not None:
             return held
     link = verify_history_ancestry(ancestry, number, block_hash, ancestry_head(ancestry))
     if key is not None:
-        with _links_lock:
-            _links[key] = link
-            while len(_links) > LINKS_HELD:
-                _links.popitem(last=False)
+        if len(_links) >= LINKS_HELD:
+            _links.clear()
+        _links[key] = link
     return link
 
 
