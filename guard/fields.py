@@ -8,7 +8,7 @@ one form: ``PATH: what is wrong``.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from guard.canonical import MAX_SAFE_INTEGER, CanonicalError, digest
@@ -16,7 +16,6 @@ from guard.errors import ReceiptInvalid
 
 _HASH32 = re.compile(r"0x[0-9a-f]{64}")
 _ADDRESS = re.compile(r"0x[0-9a-f]{40}")
-_HEX = re.compile(r"0x(?:[0-9a-f]{2})*")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
@@ -114,10 +113,32 @@ def digest_of(m: Mapping[str, Any], key: str, where: str, value: object, what: s
 
 
 def hex_bytes(value: object, what: str) -> bytes:
-    """Bytes from 0x lower-case hex."""
-    if not isinstance(value, str) or _HEX.fullmatch(value) is None:
-        raise ReceiptInvalid(f"{what}: must be 0x and lower-case hex of whole bytes")
-    return bytes.fromhex(value[2:])
+    """Bytes from 0x lower-case hex (whole bytes). Decoded, then written back (both in C): the
+    text is that form exactly when ``bytes.hex`` gives its digits back (no upper case, none
+    of the spaces ``fromhex`` skips). A receipt's proof nodes are long: a regular expression
+    over them took ~8x as long, a third of the self-check of a receipt."""
+    if isinstance(value, str) and value.startswith("0x"):
+        digits = value[2:]
+        try:
+            data = bytes.fromhex(digits)
+        except ValueError:
+            data = None
+        if data is not None and data.hex() == digits:
+            return data
+    raise ReceiptInvalid(f"{what}: must be 0x and lower-case hex of whole bytes")
+
+
+def hex_nodes(values: list[Any], name: Callable[[int], str]) -> list[bytes]:
+    """Each item of ``values`` as :func:`hex_bytes`, a failure naming item ``i`` as
+    ``name(i)`` (only written then: a receipt's proofs have many nodes)."""
+    out: list[bytes] = []
+    for i, value in enumerate(values):
+        try:
+            out.append(hex_bytes(value, ""))
+        except ReceiptInvalid:
+            hex_bytes(value, name(i))  # raises, naming the node
+            raise
+    return out
 
 
 def array(m: Mapping[str, Any], key: str, where: str, min_length: int = 0) -> list[Any]:

@@ -37,11 +37,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from guard import rlp
 from guard.errors import ReceiptInvalid
-from guard.fields import array, child, hex_bytes, keys, text
+from guard.fields import array, child, hex_nodes, keys, text
 from guard.hashing import keccak256
 from guard.header_chain import decode_header_chain, encode_header_chain
 from guard.headers import field_bytes
@@ -130,7 +131,7 @@ def stored_word(value: bytes, where: str) -> int:
 
 
 def _nodes(values: list[Any], where: str) -> list[bytes]:
-    return [hex_bytes(v, f"{where}[{i}]") for i, v in enumerate(values)]
+    return hex_nodes(values, lambda i: f"{where}[{i}]")
 
 
 @dataclass(frozen=True)
@@ -238,12 +239,18 @@ class HistoryProof:
     storage_proof: Sequence[str]
     """Nodes from the contract's ``storageRoot`` to slot ``B mod 8191``."""
 
+    @cached_property
+    def _header_chain(self) -> tuple[tuple[str, str], ...]:
+        """H's ``header_chain`` object, encoded once: every receipt of a block at one head
+        carries the same proof."""
+        return tuple(encode_header_chain([self.header]).items())
+
     def as_json(self) -> dict[str, Any]:
         """The ``proof.ancestry`` object (H's header as a one-header ``header_chain`` object:
         its RLP in base64, half the size of the JSON object)."""
         return {
             "kind": HISTORY_STORAGE,
-            "header": encode_header_chain([self.header]),
+            "header": dict(self._header_chain),
             "account_proof": list(self.account_proof),
             "storage_proof": list(self.storage_proof),
         }

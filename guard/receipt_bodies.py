@@ -62,7 +62,7 @@ class InclusionProof:
     def as_json(self) -> dict[str, Any]:
         """The ``proof`` object of a body."""
         if self.compact_headers:
-            chain: dict[str, Any] = {"header_chain": encode_header_chain(self.headers)}
+            chain: dict[str, Any] = {"header_chain": _header_chain(self.headers)}
         else:
             chain = {"headers": [_shared(h) for h in self.headers]}
         out = {
@@ -76,6 +76,14 @@ class InclusionProof:
         elif self.header_chain_reason is not None:
             out["ancestry"] = {"kind": HEADER_CHAIN, "reason": self.header_chain_reason}
         return out
+
+
+def _header_chain(headers: Sequence[Mapping[str, str]]) -> dict[str, str]:
+    """The ``header_chain`` object of ``headers``; a block's frozen header alone (the proof
+    of a history ancestry) is encoded once for every receipt of the block."""
+    if len(headers) == 1 and type(headers[0]) is FrozenJson:
+        return dict(headers[0].derived("header_chain", lambda h: encode_header_chain([h])))
+    return encode_header_chain(headers)
 
 
 def _shared(header: Mapping[str, str]) -> Mapping[str, str]:

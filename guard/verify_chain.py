@@ -26,12 +26,13 @@ from typing import Any
 
 from guard import rlp
 from guard.errors import ReceiptInvalid
-from guard.fields import array, child, hex_bytes, integer, keys, obj
+from guard.fields import array, child, hex_nodes, integer, keys, obj
 from guard.header_chain import decode_header_chain
 from guard.headers import HeaderError, field_bytes, header_hash, header_number
 from guard.history import (
     HEADER_CHAIN,
     HISTORY_STORAGE,
+    HistoryLink,
     ancestry_head,
     ancestry_kind,
     header_chain_reason,
@@ -161,7 +162,7 @@ def _root(header: Mapping[str, Any], name: str) -> bytes:
 
 def _nodes(proof: Mapping[str, Any], key: str, label: str) -> list[bytes]:
     values = array(proof, key, "proof", min_length=1)
-    return [hex_bytes(v, f"{label}: node {i}") for i, v in enumerate(values)]
+    return hex_nodes(values, lambda i: f"{label}: node {i}")
 
 
 def receipt_status(value: bytes) -> int:
@@ -274,5 +275,55 @@ def _ancestry(
             f"not {len(headers)} headers"
         )
     number, block_hash, _ = headers[0]
-    link = verify_history_ancestry(ancestry, number, block_hash, ancestry_head(ancestry))
+    link = _history_link(ancestry, number, block_hash)
     return link.head_number, link.head_hash, link.depth, HISTORY_STORAGE
+
+
+LINKS_HELD = 64
+"""History ancestries checked lately, by content (:func:`_history_link`); when full, the
+record starts over (a plain dict: each read or write is one step under any interpreter
+lock, so threads checking receipts at once never see it half-changed; guard imports no
+threading)."""
+
+_links: dict[tuple[int, str, object], HistoryLink] = {}
+
+
+def _history_link(ancestry: Mapping[str, Any], number: int, block_hash: str) -> HistoryLink:
+    """:func:`verify_history_ancestry` of block ``number`` (``block_hash``, recomputed) by
+    ``ancestry``, remembered by the ancestry's whole content: the check is a pure function
+    of it, and the receipts of one block at one head carry the same one (a hundred settlements
+    in a block: the state and storage proofs walked and H's header decoded once, not a
+    hundred times). A failure is not remembered; content that is not plain JSON is checked
+    every time."""
+    content = _content_key(ancestry)
+    key = None if content is None else (number, block_hash, content)
+    if key is not None:
+        held = _links.get(key)
+        if held is not None:
+            return held
+    link = verify_history_ancestry(ancestry, number, block_hash, ancestry_head(ancestry))
+    if key is not None:
+        if len(_links) >= LINKS_HELD:
+            _links.clear()
+        _links[key] = link
+    return link
+
+
+def _content_key(value: object) -> object | None:
+    """A hashable value equal for JSON values exactly when they are equal, types included
+    (``True`` and ``1`` differ); None for anything that is not JSON made of objects, arrays,
+    strings, integers, booleans and null."""
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is list:
+        items = [_content_key(item) for item in value]  # type: ignore[attr-defined]
+        return None if any(i is None for i in items) else ("[", *items)
+    if isinstance(value, Mapping):
+        pairs = [(k, _content_key(v)) for k, v in value.items()]
+        if any(type(k) is not str or v is None for k, v in pairs):
+            return None
+        return ("{", *sorted(pairs))
+    if kind in (int, bool) or value is None:
+        return (kind.__name__, value)
+    return None

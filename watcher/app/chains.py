@@ -147,6 +147,8 @@ class ChainRunner:
             and time.monotonic() - started < CATCH_UP_SLICE_S
             and not self.stopping.is_set()
         ):
+            if stats.decisions:  # their receipts and deliveries go while the next round runs
+                self._after_poll(name)
             stats = watcher.poll()
             blocks += stats.blocks
         health.last_success_ms = self.clock()
@@ -154,9 +156,17 @@ class ChainRunner:
         health.consecutive_errors = 0
         watcher.note_poll(None)  # rpc_unhealthy / rpc_recovered, once per period
         self.publish(name)
+        self._after_poll(name)
+        return None if stats.skipped is not None and blocks == 0 else blocks
+
+    def _after_poll(self, name: str) -> None:
+        """Run the hooks: after the poll, and after each round of its catch-up that decided
+        something, so a verdict's receipt is built (and its commit sent) while the next
+        round runs rather than after the whole catch-up slice (a round that finds another
+        block mined meanwhile, as at W = 1,000 where a poll is slow, used to hold a block's
+        hundred verdicts back from the receipts thread)."""
         for hook in self.after_poll:
             hook(name)
-        return None if stats.skipped is not None and blocks == 0 else blocks
 
     def _failed(self, name: str, exc: Exception) -> None:
         """Record a failed poll (a node's failure also counts towards ``rpc_unhealthy``)."""
