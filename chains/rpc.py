@@ -16,8 +16,7 @@ Two layers:
 Optional methods (``eth_getBlockReceipts``, ``eth_getRawTransactionByHash``,
 ``eth_getRawTransactionByBlockHashAndIndex``) are not offered by every node (Hardhat,
 Ganache, many providers). The first answer that says so is remembered per endpoint
-(:mod:`chains.capabilities`); from then on the result is built from standard calls every
-node has (:mod:`chains.fallbacks`), without asking again: no missing method stops a chain.
+(:mod:`chains.capabilities`); then the result is built from standard calls (:mod:`chains.fallbacks`).
 """
 
 from __future__ import annotations
@@ -115,19 +114,15 @@ class RpcClient:
         """Failed calls, by method."""
         self._lock = threading.Lock()
         self.block_observers: list[Callable[[Mapping[str, Any]], None]] = []
-        """Called with every block object parsed (the receipt builder keeps the tx objects of
-        recent blocks: the tracker fetched them already)."""
+        """Called with every block object parsed (the receipt builder keeps recent txs)."""
         self.rehash_observers: list[Callable[[Mapping[str, Any], bytes], None]] = []
-        """With ``check_headers``: called with the header object and RLP of every block
-        that re-hashed to its hash, before the block observers (the compact headers are
-        that RLP: chains/block_facts.py)."""
+        """With ``check_headers``: called with each header that re-hashed and its RLP."""
         self.capabilities = Capabilities()
         """Optional methods each endpoint said it does not offer."""
         self.fallbacks: Counter[str] = Counter()
         """Optional calls answered from standard calls instead, by optional method."""
         self.receipt_observers: list[Callable[[str, list[Mapping[str, Any]]], None]] = []
-        """Called with (block hash, the complete ``eth_getBlockReceipts`` answer) the engine
-        fetched: the receipt builder proves from the same answer (chains/block_facts.py)."""
+        """Called with (block hash, a whole ``eth_getBlockReceipts`` answer): for proofs."""
 
     # -- capabilities --------------------------------------------------------------------
 
@@ -159,8 +154,7 @@ class RpcClient:
             return None
 
     def distrust(self, endpoint: str, detail: str) -> NodeDataInvalid:
-        """``endpoint``'s answer failed a check: mark it ``inconsistent`` and return the error
-        to raise (nothing it said in this call is believed)."""
+        """``endpoint``'s answer failed a check: count it, return the error (believe none of it)."""
         with self._lock:
             self.errors["inconsistent"] += 1
         return NodeDataInvalid(endpoint, detail)
@@ -311,10 +305,8 @@ class RpcClient:
     def raw_blocks(
         self, numbers: Sequence[BlockTag], full: bool = False
     ) -> list[Mapping[str, Any] | None]:
-        """Blocks by number as the node's JSON objects (batched); None where there is none.
-
-        Proof building needs every header field exactly as the node gave it; the typed
-        :meth:`blocks` keeps only what head tracking needs."""
+        """Blocks by number as the node's JSON objects (batched; None where there is none):
+        every header field as the node gave it, for proofs (:meth:`blocks` keeps less)."""
         raws = self.batch([("eth_getBlockByNumber", [_tag(n), full]) for n in numbers])
         for raw in raws:
             if raw is not None and not isinstance(raw, Mapping):
@@ -368,14 +360,14 @@ class RpcClient:
         """``raw`` checked as a block object (and, with ``check_headers``, its header fields
         against its hash); every block observer sees it then, never before."""
         block = parse_block(raw, self.endpoint, method)
-        if self.check_headers:
-            checked = rehashed(raw)
-            if checked is None:
-                raise self.distrust(
-                    self.answering_endpoint(),
-                    f"{method}: block {block.header.number} ({block.header.hash}): its header "
-                    "fields do not hash to its hash",
-                )
+        checked = rehashed(raw) if self.check_headers else None
+        if self.check_headers and checked is None:
+            raise self.distrust(
+                self.answering_endpoint(),
+                f"{method}: block {block.header.number} ({block.header.hash}): its header "
+                "fields do not hash to its hash",
+            )
+        if checked is not None:
             for observe_rehashed in self.rehash_observers:
                 observe_rehashed(*checked)
         for observe in self.block_observers:

@@ -31,13 +31,7 @@ from typing import Any
 
 from sqlalchemy import URL, Engine, create_engine, event, make_url
 from sqlalchemy.engine import Connection, Dialect
-from sqlalchemy.exc import (
-    DisconnectionError,
-    IntegrityError,
-    InterfaceError,
-    OperationalError,
-    SQLAlchemyError,
-)
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import NullPool, Pool
 from sqlalchemy.sql import Select
@@ -84,12 +78,6 @@ IDLE_TXN_MS = 5000
 OUTBOX_CHANGED = "finality.outbox_changed"
 """Key in a connection's ``info`` set by a write to the delivery outbox (see
 :func:`note_outbox_changed`)."""
-
-PING_IDLE_S = 5.0
-"""A PostgreSQL connection idle in the pool for longer than this is pinged at checkout
-(:func:`_ping_when_idle`); one used more recently is not. A ping on every checkout
-(``pool_pre_ping``) was a round trip before every statement batch: an owner polling every
-0.1-0.2 s spent most of its PostgreSQL time on it."""
 
 
 def normalise_url(url: str) -> str:
@@ -283,8 +271,9 @@ def make_engine(url: str, immediate: bool) -> Engine:
     """An engine for ``url`` (already normalised): PostgreSQL ends idle transactions;
     SQLite gets WAL, a busy timeout, and ``BEGIN IMMEDIATE`` for writers."""
     if not url.startswith("sqlite"):
-        engine = create_engine(url, pool_size=5, max_overflow=5, json_serializer=json_text)
-        _ping_when_idle(engine)
+        engine = create_engine(
+            url, pool_pre_ping=True, pool_size=5, max_overflow=5, json_serializer=json_text
+        )
 
         @event.listens_for(engine, "connect")
         def _on_pg_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -314,34 +303,6 @@ def make_engine(url: str, immediate: bool) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     return engine
-
-
-def _ping_when_idle(engine: Engine) -> None:
-    """Ping a pooled connection at checkout only when it sat idle for :data:`PING_IDLE_S`.
-
-    A connection the server dropped while it sat in the pool (a restart, a network cut, an
-    idle timeout) is what a ping catches: it then fails, and the pool replaces it with a
-    fresh one before the caller sees it (``DisconnectionError`` from a checkout listener).
-    A connection used within the last seconds is handed out as it is; if the server dropped
-    it meanwhile, the statement fails like any lost connection mid-transaction would (the
-    dialect sees the disconnect, the pool is invalidated, the caller gets
-    :class:`StoreUnavailable` and retries), so nothing is written twice or lost."""
-
-    @event.listens_for(engine, "checkin")
-    def _checked_in(_dbapi_conn: Any, record: Any) -> None:
-        record.info["idle_since"] = time.monotonic()
-
-    @event.listens_for(engine, "checkout")
-    def _checked_out(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
-        since = record.info.get("idle_since")
-        if since is None or time.monotonic() - since < PING_IDLE_S:
-            return  # new, or used a moment ago
-        try:
-            alive = engine.dialect.do_ping(dbapi_conn)
-        except Exception as exc:  # the driver's error type: the connection is gone
-            raise DisconnectionError(f"pooled connection dropped: {type(exc).__name__}") from exc
-        if not alive:
-            raise DisconnectionError("pooled connection dropped")
 
 
 def open_dbs(url: str) -> tuple[Db, Db]:
