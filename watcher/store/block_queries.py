@@ -72,10 +72,18 @@ def due_span(with_finalized: bool) -> Select[Any]:
     )
 
 
+ID_BUCKETS = (1, 4, 16, 64, 256)
+"""The list sizes :func:`by_id_list` is built for: a list is padded up to the next (its last id
+repeated), a longer one read in slices of the largest."""
+
+
 @functools.cache
-def by_ids() -> Select[Any]:
-    """The chain's settlements of the ids ``q_ids`` (a list)."""
-    return _of_chain(_t.c.settlement_id.in_(bindparam("q_ids", expanding=True)))
+def by_id_list(size: int) -> Select[Any]:
+    """:meth:`~watcher.store.block_txn.BlockTxn.by_ids`: the chain's settlements of the ids
+    ``q_id0``... (``size`` of them, no literal value: compiled once, run on the driver's
+    cursor, which takes no expanding list)."""
+    ids = [_param(f"id{i}", _t.c.settlement_id) for i in range(size)]
+    return _of_chain(_t.c.settlement_id.in_(ids))
 
 
 @functools.cache

@@ -109,10 +109,27 @@ class BlockTxn:
         return [from_row(SettlementRecord, r) for r in rows]
 
     def by_ids(self, ids: Sequence[str]) -> list[SettlementRecord]:
-        """Settlements of this chain with the given ids."""
-        if not ids:
+        """Settlements of this chain with the given ids, in registration order.
+
+        Run on the driver's cursor (watcher/store/driver_sql.py), a statement per list size
+        (block_queries.ID_BUCKETS): a catch-up reads each decided settlement back, and
+        SQLAlchemy's per-statement work cost several times SQLite's answer."""
+        unique = list(dict.fromkeys(ids))
+        if not unique:
             return []
-        return self._records(queries.by_ids(), q_ids=list(ids))
+        top = queries.ID_BUCKETS[-1]
+        found: list[SettlementRecord] = []
+        for start in range(0, len(unique), top):
+            part = unique[start : start + top]
+            size = next(b for b in queries.ID_BUCKETS if b >= len(part))
+            part += [part[-1]] * (size - len(part))  # a repeated id selects nothing more
+            values = {"q_chain": self.chain, **{f"q_id{i}": sid for i, sid in enumerate(part)}}
+            build = functools.partial(queries.by_id_list, size)
+            read = statement(self.conn, ("settlements_by_ids", size), build)
+            found += [from_row(SettlementRecord, r) for r in read.rows(self.conn, values)]
+        if len(unique) > top:  # each slice in registration order, and so the whole
+            found.sort(key=lambda r: r.seq)
+        return found
 
     def anchored_above(self, number: int) -> list[SettlementRecord]:
         """Settlements whose inclusion or replacing tx sits above ``number`` (any verdict)."""

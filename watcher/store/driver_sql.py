@@ -119,6 +119,22 @@ class DriverStatement:
         finally:
             cursor.close()
 
+    def rows(self, conn: Connection, values: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Every row of a query by column name, converted as SQLAlchemy converts it."""
+        cursor = self.run(conn, values)
+        try:
+            found = cursor.fetchall()
+        finally:
+            cursor.close()
+        columns = self.columns
+        return [
+            {
+                name: value if convert is None or value is None else convert(value)
+                for (name, convert), value in zip(columns, row, strict=True)
+            }
+            for row in found
+        ]
+
     def first(self, conn: Connection, values: Mapping[str, Any]) -> dict[str, Any] | None:
         """The first row of a query by column name (None: no row), converted as SQLAlchemy
         converts it."""
