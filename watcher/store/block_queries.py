@@ -20,6 +20,7 @@ from sqlalchemy import (
     bindparam,
     delete,
     insert,
+    literal,
     or_,
     select,
     update,
@@ -58,6 +59,12 @@ def due(with_finalized: bool) -> Select[Any]:
     return _of_chain(_t.c.watching.is_(True), _t.c.kind.not_in(ADDRESS_KINDS), or_(*reasons))
 
 
+def _not_address() -> Any:
+    """Not an address watch, as literal values (not an expanding list: the driver's cursor
+    runs :func:`due_span`)."""
+    return _t.c.kind.not_in([literal(k, _t.c.kind.type) for k in ADDRESS_KINDS])
+
+
 @functools.cache
 def due_span(with_finalized: bool) -> Select[Any]:
     """:meth:`~watcher.store.block_txn.BlockTxn.due_span`: :func:`due` at ``q_head``, each
@@ -67,7 +74,7 @@ def due_span(with_finalized: bool) -> Select[Any]:
     deadline = deadline_reasons_at(_param("now", _t.c.deadline), _param("cut", _t.c.deadline))
     at_head = or_(*finality_reasons(_param("head", _t.c.confirm_height), finalized), *deadline)
     at_first = or_(*finality_reasons(_param("first", _t.c.confirm_height), finalized), *deadline)
-    return _of_chain(_t.c.watching.is_(True), _t.c.kind.not_in(ADDRESS_KINDS), at_head).add_columns(
+    return _of_chain(_t.c.watching.is_(True), _not_address(), at_head).add_columns(
         at_first.label("due_first")
     )
 

@@ -173,7 +173,8 @@ class BlockTxn:
         """:meth:`due` at ``head``, each with whether it is due at ``first`` (<= ``head``)
         already: a catch-up's stretch of blocks asks once what two :meth:`due` would tell
         (only the depth reached depends on the head)."""
-        statement = queries.due_span(finalized is not None)
+        with_finalized = finalized is not None
+        build = functools.partial(queries.due_span, with_finalized)
         at = {
             "q_head": head,
             "q_first": first,
@@ -182,7 +183,9 @@ class BlockTxn:
         }
         if finalized is not None:
             at["q_finalized"] = finalized
-        rows = self.conn.execute(statement, {"q_chain": self.chain, **at}).mappings().all()
+        # On the driver's cursor (as by_ids): asked at every run of a catch-up's blocks.
+        read = statement(self.conn, ("settlements_due_span", with_finalized), build)
+        rows = read.rows(self.conn, {"q_chain": self.chain, **at})
         return [(from_row(SettlementRecord, r), bool(r["due_first"])) for r in rows]
 
     def _update(self, settlement_id: str, **values: Any) -> None:

@@ -63,6 +63,13 @@ class DriverStatement:
             convert = bind.type.dialect_impl(dialect).bind_processor(dialect)
             if convert is not None:
                 self.binds[name] = convert
+        self.defaults = {
+            name: value if (to_driver := self.binds.get(name)) is None else to_driver(value)
+            for name, bind in compiled.binds.items()
+            if not bind.required and (value := bind.effective_value) is not None
+        }
+        """The values compiled in (a condition's literal: a verdict, a finality mode), as
+        the driver takes them: run with every call's own."""
         self.columns: tuple[tuple[str, Convert | None], ...] = tuple(
             (column.name, _result(column.type, dialect))
             for column in getattr(statement, "selected_columns", ())
@@ -77,6 +84,8 @@ class DriverStatement:
             name: value if (convert := binds.get(name)) is None else convert(value)
             for name, value in values.items()
         }
+        if self.defaults:
+            params = {**self.defaults, **params}
         if self.order:
             params = [params[name] for name in self.order]
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
