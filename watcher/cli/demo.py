@@ -94,15 +94,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     last = ""
 
     def report(current: dict[str, Any]) -> None:
+        """Say each new state once: a new verdict with the same progress text is new (an
+        AWAITING event at the last confirmation reads as the confirmed one does)."""
         nonlocal last
-        line = progress(current)
+        line = f"{current['verdict']}: {progress(current)}"
         if line != last:
-            say(args, f"{current['verdict']}: {line}")
+            say(args, line)
             last = line
 
     with cli_errors(api.base):
         report(view)
         final = api.client.wait(view["settlement_id"], on_progress=report)
+        report(final)  # the verdict waited for, if no progress event carried it
         receipt = api.client.receipt(final["settlement_id"])
     checked = verify(receipt)
     if checked.receipt is not None:

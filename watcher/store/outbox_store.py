@@ -257,6 +257,7 @@ class Outbox:
                 .where(d.c.id == delivery_id)
                 .values(state=PENDING, attempts=0, next_attempt_at=now, updated_at=now)
             )
+            note_outbox_changed(conn)
         return self.get(delivery_id)
 
     def counts(self) -> dict[tuple[str, str], int]:
