@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from chains.block_facts import header_from_compact
 from tests.integration.helpers import wait_included
 from tests.support.anvil import Anvil
 from tests.support.rigs import CHAIN, make_watcher
@@ -105,5 +106,30 @@ def test_watched_blocks_inside_a_run_decide_each_settlement_at_its_own_depth(
             facts = rig.settlement(sid).decision["evidence"]["facts"]
             assert facts["confirmations"] == depth
             assert facts["head_number"] == block + depth - 1
+    finally:
+        rig.store.close()
+
+
+def test_every_header_the_window_keeps_after_a_catch_up_carries_its_compact_fields(
+    anvil: Anvil, tmp_path: Path
+) -> None:
+    """A run of a poll makes compact headers only for the blocks the window keeps after the
+    poll (the rows of an earlier run's window are replaced within the poll): after a
+    catch-up of several polls, each ending mid-run, every stored header of the window still
+    holds the fields of its hash, so a receipt reads its header chain from the store."""
+    per_poll = RUN_BLOCKS + 30
+    rig = make_watcher(anvil, f"sqlite:///{tmp_path}/compact.db", max_blocks_per_poll=per_poll)
+    try:
+        rig.watcher.poll()
+        anvil.mine(2 * per_poll + 17)
+        rig.watcher.catch_up()
+        head = anvil.head()
+        assert rig.watcher.head is not None and rig.watcher.head.number == head
+        window = rig.config.resolved_header_window
+        rows = rig.store.compact_headers(CHAIN, 0, head)
+        assert [n for n, _, _, _ in rows] == list(range(head - window + 1, head + 1))
+        for number, block_hash, _parent, compact in rows:
+            assert compact is not None, number
+            assert header_from_compact(compact)["hash"] == block_hash
     finally:
         rig.store.close()
