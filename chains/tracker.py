@@ -36,7 +36,6 @@ from chains.errors import ChainError, ChainInconsistent
 from chains.health import redact
 from chains.models import Block, BlockHeader
 from chains.multi import MultiRpcClient
-from chains.prefetch import BlockPrefetch, blocks_of
 from chains.rebase import BelowWindow, RecordedBlocks, ReplacedBlock, nothing_recorded
 from chains.rpc import RpcClient
 from guard.types import BlockHash, BlockNumber
@@ -182,7 +181,6 @@ class HeadTracker:
         window: HeaderWindow,
         max_blocks_per_poll: int = 500,
         recorded: RecordedBlocks = nothing_recorded,
-        prefetch: bool = False,
     ) -> None:
         self.chain = chain
         self.client = client
@@ -191,9 +189,6 @@ class HeadTracker:
         """The limits of a poll that is given none."""
         self.recorded = recorded
         """The blocks the watcher recorded below the window (see the module doc)."""
-        self.ahead = BlockPrefetch(client) if prefetch else None
-        """While behind: the next poll's blocks, asked while this poll's are applied
-        (:mod:`chains.prefetch`); None: never asked ahead."""
 
     def poll(self, limits: PollLimits | None = None) -> Advance:
         """Ask the node once for ``latest`` and work out what changed, fetching within
@@ -203,10 +198,6 @@ class HeadTracker:
         advance = self._poll(lim)
         if advance.reorg is not None and advance.reorg.beyond_window and self._join_elsewhere(lim):
             advance = self._poll(lim)  # read again through the endpoint whose chain joins ours
-        if self.ahead is not None and advance.behind > 0 and advance.blocks:
-            after = advance.blocks[-1].header.number + 1
-            last = min(advance.node_head.number, after + lim.max_blocks - 1)
-            self.ahead.start(range(after, last + 1), lim.max_batch)
         return advance
 
     def _poll(self, lim: PollLimits) -> Advance:
@@ -235,22 +226,20 @@ class HeadTracker:
     def _fetch_range(
         self, first: int, node_head: int, latest: Block, lim: PollLimits
     ) -> list[Block]:
-        """Blocks ``first``.. up to ``lim.max_blocks`` of them, reusing ``latest`` and the
-        blocks asked ahead (:mod:`chains.prefetch`) when they link up to a block of this
-        poll: ``latest``, or the range's last height asked again now; else all asked now."""
+        """Blocks ``first``.. up to ``lim.max_blocks`` of them, reusing ``latest``."""
         last = min(node_head, first + lim.max_blocks - 1)
         numbers = list(range(first, last + 1))
         if last == node_head:
             numbers.pop()
-        held = self.ahead.take(first) if self.ahead is not None else {}
-        if last != node_head:
-            held.pop(last, None)  # the range's top is asked in this poll, after ``latest``
-        tail = [latest] if last == node_head else []
-        if held:
-            blocks = blocks_of(self.client, self.chain, numbers, lim.max_batch, held) + tail
-            if all(_linked(below, above) for below, above in itertools.pairwise(blocks)):
-                return blocks
-        return blocks_of(self.client, self.chain, numbers, lim.max_batch) + tail
+        fetched = self.client.blocks(numbers, True, lim.max_batch) if numbers else []
+        blocks: list[Block] = []
+        for number, block in zip(numbers, fetched, strict=True):
+            if block is None:
+                raise ChainInconsistent(f"{self.chain}: node lost block {number} below its head")
+            blocks.append(block)
+        if last == node_head:
+            blocks.append(latest)
+        return blocks
 
     def _reorg(self, head: BlockHeader, latest: Block, lim: PollLimits) -> Advance:
         start = min(head.number, latest.header.number)
@@ -362,17 +351,12 @@ class HeadTracker:
                 health.fork(health.forked)
 
 
-def _linked(below: Block, above: Block) -> bool:
-    """Whether ``above`` is the child of ``below``."""
-    return (
-        above.header.parent_hash == below.header.hash
-        and above.header.number == below.header.number + 1
-    )
-
-
 def _check_links(chain: str, blocks: list[Block]) -> None:
     for below, above in itertools.pairwise(blocks):
-        if not _linked(below, above):
+        if (
+            above.header.parent_hash != below.header.hash
+            or above.header.number != below.header.number + 1
+        ):
             raise ChainInconsistent(
                 f"{chain}: block {above.header.number} does not link to block "
                 f"{below.header.number}; the node changed branch between calls"

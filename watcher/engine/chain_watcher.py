@@ -36,7 +36,6 @@ from chains.block_facts import facts_of
 from chains.budget import CallBudget, CallsDeferred
 from chains.errors import ChainError
 from chains.models import BlockHeader
-from chains.multi import MultiRpcClient
 from chains.quorum import FinalityGate, SingleNodeGate
 from chains.rpc import RpcClient
 from chains.tracker import HeaderWindow, HeadTracker, PollLimits
@@ -118,9 +117,6 @@ class ChainWatcher:
             self.memory.window,
             config.max_blocks_per_poll,
             recorded=lambda below, limit: store.recorded_blocks(config.name, below, limit),
-            # Asked ahead only when no call budget plans each poll's calls, and through one
-            # endpoint (several: the next poll may follow another): chains/prefetch.py.
-            prefetch=budget is None and not isinstance(client, MultiRpcClient),
         )
         self.facts = facts_of(client)
         """What the tracker fetched (compact headers, block receipts, tx locations): each
