@@ -70,13 +70,17 @@ def compact_of(header: Mapping[str, Any], encoded: bytes) -> bytes:
     return bytes([COMPACT_VERSION, mask]) + encoded
 
 
+_KEPT = (*sorted(FIELD_NAMES), "hash")
+"""The keys of a block object a compact header is made from."""
+
+
 class _Unhashed:
     """A parsed block's header fields, its compact header not made yet (see the module doc)."""
 
     __slots__ = ("fields",)
 
     def __init__(self, block: Mapping[str, Any]) -> None:
-        self.fields = {k: block[k] for k in (*FIELD_NAMES, "hash") if k in block}
+        self.fields = {k: block[k] for k in _KEPT if k in block}
 
 
 def _hex(kind: str, value: bytes) -> str:
@@ -126,9 +130,9 @@ class BlockFacts:
         if not isinstance(block_hash, str):
             return
         self.tx_objects.offer(block)
-        with self._lock:
-            known = block_hash in self._headers
-        compact = None if known else _Unhashed(block)
+        # Made outside the lock even when the header is known already (a block is offered
+        # once, but for a reorg's walk or a receipt's refetch): one lock taken, not two.
+        compact = _Unhashed(block)
         txs = block.get("transactions")
         hashes = (
             [str(t["hash"] if isinstance(t, Mapping) else t) for t in txs]
@@ -136,7 +140,7 @@ class BlockFacts:
             else None
         )
         with self._lock:
-            if not known:
+            if block_hash not in self._headers:
                 self._headers[block_hash] = compact
                 while len(self._headers) > HEADERS_HELD:
                     self._headers.popitem(last=False)

@@ -115,7 +115,11 @@ class Advance:
 
 
 class HeaderWindow:
-    """Recent canonical headers by height, contiguous, at most ``capacity`` of them."""
+    """Recent canonical headers by height, contiguous, at most ``capacity`` of them.
+
+    Held in a dict in ascending order of height (every push is the next height, a rewind
+    drops the top): the head is its last entry and the bottom its first, found at once (a
+    catch-up pushes every block, and each push looked both up through every held height)."""
 
     def __init__(self, capacity: int, headers: Iterable[BlockHeader] = ()) -> None:
         if capacity < 2:
@@ -136,12 +140,12 @@ class HeaderWindow:
     @property
     def head(self) -> BlockHeader | None:
         """Highest header held, None when empty."""
-        return self._by_number[max(self._by_number)] if self._by_number else None
+        return self._by_number[next(reversed(self._by_number))] if self._by_number else None
 
     @property
     def bottom(self) -> BlockNumber | None:
         """Lowest height held, None when empty."""
-        return BlockNumber(min(self._by_number)) if self._by_number else None
+        return BlockNumber(next(iter(self._by_number))) if self._by_number else None
 
     def get(self, number: int) -> BlockHeader | None:
         """The header held at ``number``, if any."""
@@ -149,7 +153,7 @@ class HeaderWindow:
 
     def headers(self) -> list[BlockHeader]:
         """All held headers, ascending."""
-        return [self._by_number[n] for n in sorted(self._by_number)]
+        return list(self._by_number.values())
 
     def push(self, header: BlockHeader) -> None:
         """Append the next header; it must link to the head. Drops the oldest past capacity."""
@@ -163,7 +167,7 @@ class HeaderWindow:
             )
         self._by_number[header.number] = header
         while len(self._by_number) > self.capacity:
-            del self._by_number[min(self._by_number)]
+            del self._by_number[next(iter(self._by_number))]
 
     def rewind_to(self, number: int) -> None:
         """Forget every header above ``number`` (the common ancestor of a reorg)."""

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import wait_included
+from chains.block_facts import header_from_compact
+from tests.integration.helpers import random_tx_hash, wait_included
 from tests.support.anvil import Anvil
-from tests.support.rigs import CHAIN, make_watcher
+from tests.support.rigs import CHAIN, FakeClock, make_watcher
 from watcher.engine.pipeline import RUN_BLOCKS
 
 pytestmark = pytest.mark.anvil
@@ -105,5 +106,68 @@ def test_watched_blocks_inside_a_run_decide_each_settlement_at_its_own_depth(
             facts = rig.settlement(sid).decision["evidence"]["facts"]
             assert facts["confirmations"] == depth
             assert facts["head_number"] == block + depth - 1
+    finally:
+        rig.store.close()
+
+
+def test_every_header_the_window_keeps_after_a_catch_up_carries_its_compact_fields(
+    anvil: Anvil, tmp_path: Path
+) -> None:
+    """A run of a poll makes compact headers only for the blocks the window keeps after the
+    poll (the rows of an earlier run's window are replaced within the poll): after a
+    catch-up of several polls, each ending mid-run, every stored header of the window still
+    holds the fields of its hash, so a receipt reads its header chain from the store."""
+    per_poll = RUN_BLOCKS + 30
+    rig = make_watcher(anvil, f"sqlite:///{tmp_path}/compact.db", max_blocks_per_poll=per_poll)
+    try:
+        rig.watcher.poll()
+        anvil.mine(2 * per_poll + 17)
+        rig.watcher.catch_up()
+        head = anvil.head()
+        assert rig.watcher.head is not None and rig.watcher.head.number == head
+        window = rig.config.resolved_header_window
+        rows = rig.store.compact_headers(CHAIN, 0, head)
+        assert [n for n, _, _, _ in rows] == list(range(head - window + 1, head + 1))
+        for number, block_hash, _parent, compact in rows:
+            assert compact is not None, number
+            assert header_from_compact(compact)["hash"] == block_hash
+    finally:
+        rig.store.close()
+
+
+def test_deadlines_passed_while_down_are_decided_in_the_catch_up_run(
+    anvil: Anvil, tmp_path: Path
+) -> None:
+    """What is due in a run is asked through each reason's own index: a deadline passed
+    while the watcher was down times its settlement out in the run, one whose late-finality
+    watch ended meanwhile is no longer watched, and a tx included in the run is still
+    confirmed at its depth."""
+    clock = FakeClock()
+    rig = make_watcher(
+        anvil,
+        f"sqlite:///{tmp_path}/deadlines.db",
+        clock,
+        max_blocks_per_poll=1000,
+        late_watch_s=60,
+    )
+    try:
+        rig.watcher.poll()
+        late = rig.register(random_tx_hash(), timeout_s=10).settlement_id
+        never = rig.register(random_tx_hash(), timeout_s=100).settlement_id
+        clock.advance(11)
+        rig.watcher.poll()  # no new block: the deadline alone times ``late`` out
+        assert rig.view(late)["verdict"] == "TIMEOUT_TREATED_AS_FAILURE"
+        assert rig.settlement(late).watching
+        tx = anvil.send()
+        included = wait_included(anvil, tx)
+        sid = rig.register(tx).settlement_id
+        anvil.mine(RUN_BLOCKS // 10)
+        clock.advance(60 + 100)  # past ``never``'s deadline and ``late``'s late watch
+        rig.watcher.catch_up()
+        assert rig.watcher.head is not None and rig.watcher.head.number == anvil.head()
+        assert rig.view(never)["verdict"] == "TIMEOUT_TREATED_AS_FAILURE"
+        assert not rig.settlement(late).watching
+        view = rig.view(sid)
+        assert (view["verdict"], view["block_number"]) == ("FINALITY_CONFIRMED", included)
     finally:
         rig.store.close()

@@ -281,3 +281,22 @@ def test_window_refuses_a_header_that_does_not_link() -> None:
     with pytest.raises(ChainInconsistent):
         win.push(header(dict(node.chain[4], number=hex(3))))
     assert win.head is not None and win.head.number == 2
+
+
+def test_window_keeps_its_head_and_bottom_through_pushes_rewinds_and_resets() -> None:
+    """Head and bottom are the highest and lowest heights held, whatever came before: the
+    window drops its oldest past capacity, forgets above a rewind and takes a new branch."""
+    node = ScriptedNode(12)
+    win = HeaderWindow(4, reversed([header(b) for b in node.chain[:3]]))
+    for block in node.chain[3:9]:
+        win.push(header(block))
+    assert [h.number for h in win.headers()] == [5, 6, 7, 8]
+    assert (win.bottom, win.head and win.head.number) == (5, 8)
+    win.rewind_to(6)
+    assert [h.number for h in win.headers()] == [5, 6]
+    branch = dict(node.chain[7], parentHash=node.chain[6]["hash"], hash=h("b", 7))
+    win.push(header(branch))
+    assert win.head is not None and win.head.hash == h("b", 7)
+    assert (win.bottom, len(win)) == (5, 3)
+    win.rewind_to(2)
+    assert win.head is None and win.bottom is None and win.headers() == []

@@ -85,15 +85,24 @@ def fetch_run(
     poll: PollView,
     blocks: Sequence[Block],
     now: int,
+    poll_last: int | None = None,
 ) -> list[BlockInput]:
     """The inputs of consecutive ``blocks`` (no reorg among them) to be applied in one
     transaction (:func:`watcher.engine.apply.apply_run`): each as :func:`fetch_block` gives
     it with memory as it stands, except that the receipts of every block holding a watched
     tx are asked in one batch (:func:`~chains.block_checks.fetch_receipts_of`), and only
-    the blocks the header window keeps after the run carry their compact header: the run
-    stores no other (:func:`~watcher.store.block_txn.put_headers`)."""
+    the blocks the header window keeps after the poll (whose last block is ``poll_last``;
+    None: this run's last) carry their compact header. The run stores no header below its
+    own window (:func:`~watcher.store.block_txn.put_headers`), and a run the same poll
+    continues has the rows of its window replaced by the next run's within the poll: made
+    for every run's window, a compact header (a re-hash, when the client did not check the
+    header already) was made for a third of a catch-up's blocks, to be deleted a moment
+    later. A row stored without one only sends a receipt built meanwhile to the node for
+    that header (watcher/receipts/headers.py), as for a header this version cannot
+    re-hash."""
     matches = [match_block(b.txs, memory.index) for b in blocks]
-    kept_from = blocks[-1].header.number - memory.window.capacity if blocks else 0
+    last = poll_last if poll_last is not None else blocks[-1].header.number if blocks else 0
+    kept_from = last - memory.window.capacity
     wanted = [
         b.header.hash for b, m in zip(blocks, matches, strict=True) if m.matched or m.replacing
     ]
