@@ -56,6 +56,7 @@ from guard.receipts import (
 )
 from guard.settlement import Verdict
 from watcher.config.chains import ChainConfig
+from watcher.receipts.ahead import ProofsAhead
 from watcher.receipts.ancestry import Ancestry, AncestryProver
 from watcher.receipts.attestation import (
     attestation_receipt,
@@ -145,6 +146,8 @@ class ReceiptBuilder:
         """Blocks whose receipts the engine just fetched (they hold watched txs): their
         tries are built ahead (:meth:`prepare`)."""
         client.receipt_observers.append(lambda block_hash, _answer: self._fresh.append(block_hash))
+        self.ahead = ProofsAhead(self.facts)
+        """The watched txs' proofs, cut and checked while they wait for depth N."""
 
     def subject(self, rec: SettlementRecord) -> Subject:
         """The common fields for ``rec``."""
@@ -206,20 +209,25 @@ class ReceiptBuilder:
         count = max(1, min(head[0] - number + 1, required))
         key = (number, count, block_hash, head)
         ancestry, headers = self._ancestry(key)
-        if ancestry is not None and ancestry.history is not None:
-            block = self._block_of(headers[0])  # the inclusion block alone: H is in the proof
-        else:
+        block: Mapping[str, Any] | None = None
+        if ancestry is None or ancestry.history is None:
             block, headers = self._header_chain(key)
             if self.prover is not None and ancestry is None:  # the ends were not stored
                 ancestry = self.prover.prove(headers[0], headers[-1], count)
                 if ancestry.history is not None:
                     headers = headers[:1]
-        tries = self._block_tries(block)
-        try:
-            index = tries.tx_hashes.index(tx_hash)
-        except ValueError:
-            raise BranchMoved(f"tx {tx_hash} is not in block {block_hash}") from None
-        proof = inclusion_proof(tries, headers, index)
+        ahead = self.ahead.take(block_hash, tx_hash) if headers[0]["hash"] == block_hash else None
+        if ahead is not None:  # cut and checked while the tx waited (watcher/receipts/ahead.py)
+            proof = InclusionProof(
+                headers, ahead.tx_index, ahead.receipt_proof, ahead.transaction_proof
+            )
+        else:  # the inclusion block alone when H is in the history proof
+            tries = self._block_tries(self._block_of(headers[0]) if block is None else block)
+            try:
+                index = tries.tx_hashes.index(tx_hash)
+            except ValueError:
+                raise BranchMoved(f"tx {tx_hash} is not in block {block_hash}") from None
+            proof = inclusion_proof(tries, headers, index)
         return replace(
             proof,
             compact_headers=self.chain.receipt_headers == "compact",
@@ -315,7 +323,11 @@ class ReceiptBuilder:
             except (ChainError, ValueError, KeyError, TypeError):
                 continue  # built (or refused) at its first receipt, as before
             prepared += 1
-        return prepared
+        return prepared + self.ahead.prepare(self._held_tries)
+
+    def _held_tries(self, block_hash: str) -> BlockTries | None:
+        """The tries of ``block_hash`` built here or by the engine, if held (no call)."""
+        return self._tries.get(block_hash) or self.facts.tries(block_hash)
 
     def _block_tries(
         self, block: Mapping[str, Any], tx_objects: TxObjectCache | None = None
