@@ -50,6 +50,12 @@ class PreparedProof:
     transaction_proof: tuple[str, ...]
     """Nodes from ``transactionsRoot`` to the signed tx."""
 
+    @property
+    def proofs(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(receipt proof, transaction proof), in :class:`guard.receipts.InclusionProof`'s
+        order."""
+        return self.receipt_proof, self.transaction_proof
+
 
 class ProofsAhead:
     """The prepared proofs of one chain's watched txs, by block hash then tx hash."""
@@ -113,7 +119,10 @@ def _prepare_block(
             continue
         receipt_proof = tuple("0x" + n.hex() for n in tries.receipts.proof(index))
         transaction_proof = tuple("0x" + n.hex() for n in tries.transactions.proof(index))
-        proofs = {"receipt_proof": list(receipt_proof), "transaction_proof": list(transaction_proof)}
+        proofs = {
+            "receipt_proof": list(receipt_proof),
+            "transaction_proof": list(transaction_proof),
+        }
         try:
             check_tx_proofs(header, number, index, proofs)
         except ReceiptInvalid as exc:  # the tries were checked: never expected

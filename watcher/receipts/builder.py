@@ -146,8 +146,7 @@ class ReceiptBuilder:
         """Blocks whose receipts the engine just fetched (they hold watched txs): their
         tries are built ahead (:meth:`prepare`)."""
         client.receipt_observers.append(lambda block_hash, _answer: self._fresh.append(block_hash))
-        self.ahead = ProofsAhead(self.facts)
-        """The watched txs' proofs, cut and checked while they wait for depth N."""
+        self.ahead = ProofsAhead(self.facts)  # watched txs' proofs, made while they wait
 
     def subject(self, rec: SettlementRecord) -> Subject:
         """The common fields for ``rec``."""
@@ -218,9 +217,7 @@ class ReceiptBuilder:
                     headers = headers[:1]
         ahead = self.ahead.take(block_hash, tx_hash) if headers[0]["hash"] == block_hash else None
         if ahead is not None:  # cut and checked while the tx waited (watcher/receipts/ahead.py)
-            proof = InclusionProof(
-                headers, ahead.tx_index, ahead.receipt_proof, ahead.transaction_proof
-            )
+            proof = InclusionProof(headers, ahead.tx_index, *ahead.proofs)
         else:  # the inclusion block alone when H is in the history proof
             tries = self._block_tries(self._block_of(headers[0]) if block is None else block)
             try:
@@ -303,10 +300,10 @@ class ReceiptBuilder:
     def prepare(self) -> int:
         """Build the tries of the blocks whose receipts the engine fetched since the last
         call, from what the engine and tracker hold (no call: a block whose tx objects are
-        gone waits for its first receipt), keep them and store their leaves; returns how
-        many. Their receipts, N blocks later, then only cut proofs, and after a restart
-        rebuild the tries from the stored leaves instead of asking the node for the whole
-        block twice (the receipts thread runs this after its due work)."""
+        gone waits for its first receipt), keep them and store their leaves, then cut and
+        check their watched txs' proofs (watcher/receipts/ahead.py); returns how many. Their
+        receipts, N blocks later, then only take the proofs, and after a restart rebuild
+        the tries from the stored leaves (the receipts thread runs this after its due work)."""
         prepared = 0
         while self._fresh:
             block_hash = self._fresh.popleft()
@@ -323,11 +320,7 @@ class ReceiptBuilder:
             except (ChainError, ValueError, KeyError, TypeError):
                 continue  # built (or refused) at its first receipt, as before
             prepared += 1
-        return prepared + self.ahead.prepare(self._held_tries)
-
-    def _held_tries(self, block_hash: str) -> BlockTries | None:
-        """The tries of ``block_hash`` built here or by the engine, if held (no call)."""
-        return self._tries.get(block_hash) or self.facts.tries(block_hash)
+        return prepared + self.ahead.prepare(lambda h: self._tries.get(h) or self.facts.tries(h))
 
     def _block_tries(
         self, block: Mapping[str, Any], tx_objects: TxObjectCache | None = None
