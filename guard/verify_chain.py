@@ -253,6 +253,10 @@ TX_PROOFS_HELD = 4096
 watched tx's proofs when its block arrives, N blocks before the receipt (W = 1,000 at N = 12
 and a block every 0.5 s holds about 1,300 at once); the oldest go first."""
 
+TX_BYTES_HELD = 4096
+"""The largest tx remembered (a blob tx with its sidecar is over 128 KiB): what the memo
+holds stays under 16 MiB."""
+
 _tx_proofs: dict[bytes, ProvenTx] = {}
 
 
@@ -283,7 +287,7 @@ def check_tx_proofs(
         if held is not None:
             return held
     proven = _check_tx_proofs(header, number, tx_index, proof)
-    if content is not None:
+    if content is not None and len(proven.tx_bytes) <= TX_BYTES_HELD:
         while len(_tx_proofs) >= TX_PROOFS_HELD:
             try:  # the oldest first; another thread may have changed the dict meanwhile
                 _tx_proofs.pop(next(iter(_tx_proofs)), None)
