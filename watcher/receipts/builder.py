@@ -299,11 +299,10 @@ class ReceiptBuilder:
 
     def prepare(self) -> int:
         """Build the tries of the blocks whose receipts the engine fetched since the last
-        call, from what the engine and tracker hold (no call: a block whose tx objects are
-        gone waits for its first receipt), keep them and store their leaves, then cut and
-        check their watched txs' proofs (watcher/receipts/ahead.py); returns how many. Their
-        receipts, N blocks later, then only take the proofs, and after a restart rebuild
-        the tries from the stored leaves (the receipts thread runs this after its due work)."""
+        call from what the engine and tracker hold (no call), keep them and store their
+        leaves, then cut and check their watched txs' proofs (watcher/receipts/ahead.py);
+        returns how many. Their receipts, N blocks later, take the proofs; after a restart
+        the tries come from the stored leaves (the receipts thread runs this after its work)."""
         prepared = 0
         while self._fresh:
             block_hash = self._fresh.popleft()
@@ -357,19 +356,7 @@ class ReceiptBuilder:
             self._tries.popitem(last=False)
 
     def _stored_tries(self, header: Mapping[str, Any]) -> BlockTries | None:
-        """The block's tries from its stored leaves, if a receipt was built from it before
-        and they still rebuild the header's roots (else None: the node is asked)."""
-        if self.leaves is None:
-            return None
-        held = self.leaves.get(self.chain.name, str(header["hash"]))
-        if held is None:
-            return None
-        transactions, receipts = Trie(held.tx_leaves), Trie(held.receipt_leaves)
-        if "0x" + transactions.root.hex() != header["transactionsRoot"]:
-            return None
-        if "0x" + receipts.root.hex() != header["receiptsRoot"]:
-            return None
-        return BlockTries(str(header["hash"]), held.tx_hashes, receipts, transactions, "stored")
+        return None if self.leaves is None else stored_tries(self.leaves, self.chain.name, header)
 
     def _timeout(
         self, rec: SettlementRecord, subject: Subject, now: int, state: str | None
@@ -397,3 +384,17 @@ class ReceiptBuilder:
             deadline=rec.deadline,
         )
         return binding_body(self.subject(rec), now, terms)
+
+
+def stored_tries(leaves: LeavesStore, chain: str, header: Mapping[str, Any]) -> BlockTries | None:
+    """The block's tries from its stored leaves, if a receipt was built from it before and
+    they still rebuild the header's roots (else None: the node is asked)."""
+    held = leaves.get(chain, str(header["hash"]))
+    if held is None:
+        return None
+    transactions, receipts = Trie(held.tx_leaves), Trie(held.receipt_leaves)
+    if "0x" + transactions.root.hex() != header["transactionsRoot"]:
+        return None
+    if "0x" + receipts.root.hex() != header["receiptsRoot"]:
+        return None
+    return BlockTries(str(header["hash"]), held.tx_hashes, receipts, transactions, "stored")
