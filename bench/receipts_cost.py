@@ -70,6 +70,8 @@ def run_daemon(
             Path(tmp), proxy.url, confirmations=n, poll_interval_s=block_time, start=True, **ws
         )
         try:
+            assert daemon.proc is not None
+            started_cpu = process_cpu_s(daemon.proc.pid)
             http = httpx.Client(base_url=daemon.url, timeout=30.0)
             busy: list[str] = []
 
@@ -99,6 +101,7 @@ def run_daemon(
                 ids = dict(zip([t[0] for t in before], pool.map(registered, before), strict=True))
                 mined = send_spread(anvil, clock, txs)
                 ids.update(zip([t[0] for t in after], pool.map(registered, after), strict=True))
+            registered_cpu = process_cpu_s(daemon.proc.pid)
             in_hand = clients.wait(len(txs))
             latencies = [
                 in_hand[tx] - max(clock.wait_for(mined[tx] + n - 1), registered_at[tx])
@@ -116,12 +119,12 @@ def run_daemon(
             retried = [line for line in daemon.log().splitlines() if "not built yet" in line]
             if retried:
                 print(f"   ({len(retried)} receipts retried, e.g. {retried[0][-160:]})")
-            assert daemon.proc is not None
             cpu_s = process_cpu_s(daemon.proc.pid)
         finally:
             daemon.close()
     run = Run(proxy.total(), clock.head() - first_block, latencies, dict(proxy.calls), stages)
     run.cpu_s = cpu_s
+    run.cpu_marks = (started_cpu, registered_cpu)
     proxy.close()
     clock.stop()
     return run
@@ -205,9 +208,13 @@ def report(label: str, ours: Run, peers: dict[str, Run], w: int, facts: bool) ->
         f"{'met' if met else 'NOT met'}"
     )
     print(f"   daemon calls by method: {dict(sorted(ours.by_method.items()))}")
+    started, registered = ours.cpu_marks
     print(
         f"   daemon CPU (user + system, start-up included): {ours.cpu_s:.2f} s, "
-        f"{ours.cpu_s / w * 1e3:.1f} ms per settlement"
+        f"{ours.cpu_s / w * 1e3:.1f} ms per settlement; start-up {started:.2f} s, "
+        f"registrations {registered - started:.2f} s, from the last registration on "
+        f"{ours.cpu_s - registered:.2f} s ({(ours.cpu_s - registered) / w * 1e3:.1f} ms per "
+        "settlement: mostly verdicts, receipts and their waiting reads)"
     )
     if ours.stages.get("verdict"):
         print(

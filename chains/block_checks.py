@@ -81,6 +81,7 @@ def checked_receipts(
     (:func:`fetch_receipts_of`; checked here as if asked now). Raises NodeDataInvalid when
     the node's data does not check out, BranchMoved when the node's answers belong to
     another branch (wait and retry)."""
+    facts.offer_watched(block_hash, list(tx_hashes))  # proven ahead (watcher/receipts)
     if not client.check_headers:
         if fetched is None:
             return client.block_receipts(block_hash, tx_hashes)

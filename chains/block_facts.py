@@ -30,6 +30,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
+from itertools import islice
 from typing import Any
 
 from chains.block_tries import BlockTries
@@ -118,6 +119,7 @@ class BlockFacts:
         self._tx_blocks: OrderedDict[str, tuple[int, list[str]]] = OrderedDict()
         self._tx_at: dict[str, str] = {}
         self._tries: OrderedDict[str, BlockTries] = OrderedDict()
+        self._watched: OrderedDict[str, dict[str, None]] = OrderedDict()
         self.tx_objects = TxObjectCache()
         """The tx objects of recent full blocks (their txs are checked against
         ``transactionsRoot`` without fetching them again)."""
@@ -185,7 +187,25 @@ class BlockFacts:
             while len(self._tries) > RECEIPTS_HELD:
                 self._tries.popitem(last=False)
 
+    def offer_watched(self, block_hash: str, tx_hashes: list[str]) -> None:
+        """The txs of ``block_hash`` whose receipts a caller asked for (the engine's watched
+        ones): the receipt builder proves them ahead, while they wait for depth N."""
+        with self._lock:
+            held = self._watched.get(block_hash)
+            if held is None:
+                held = self._watched[block_hash] = {}
+                while len(self._watched) > TX_BLOCKS_HELD:
+                    self._watched.popitem(last=False)
+            held.update(dict.fromkeys(tx_hashes))
+
     # -- read ----------------------------------------------------------------------------------
+
+    def watched(self, last: int) -> list[tuple[str, list[str]]]:
+        """(block hash, the txs asked for in it) of the ``last`` newest blocks with watched
+        txs, newest first."""
+        with self._lock:
+            newest = islice(reversed(self._watched.items()), last)
+            return [(block_hash, list(txs)) for block_hash, txs in newest]
 
     def tries(self, block_hash: str) -> BlockTries | None:
         """The checked tries of ``block_hash``, if the engine built them."""

@@ -268,6 +268,22 @@ def canonical_json(value: object, *, floats: bool = False) -> bytes:
         raise CanonicalError(f"$: string is not valid Unicode (lone surrogate): {exc}") from exc
 
 
+def json_key(value: object) -> bytes | None:
+    """A key that two values share exactly when they are the same JSON, types included
+    (``True`` is not ``1``, an array is an exact ``list``): SHA-256 of their canonical text.
+    For memos of pure checks over a receipt's parts (guard/verify_chain.py): the text is what
+    a digest is computed over anyway, written by the fast C-backed writer, and a
+    :class:`FrozenJson` part brings its text ready. None for anything the fast writer leaves
+    to the general path (a float, a big integer, a non-ASCII key, a tuple, another mapping):
+    such a value is simply checked every time."""
+    out: list[str] = []
+    try:
+        _fast(value, out)
+    except (_Slow, TypeError):
+        return None
+    return hashlib.sha256("".join(out).encode("utf-8", "surrogatepass")).digest()
+
+
 def digest(value: object) -> str:
     """``sha256:`` + hex SHA-256 of the canonical JSON of ``value``."""
     return "sha256:" + hashlib.sha256(canonical_json(value)).hexdigest()

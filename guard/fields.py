@@ -18,6 +18,9 @@ _HASH32 = re.compile(r"0x[0-9a-f]{64}")
 _ADDRESS = re.compile(r"0x[0-9a-f]{40}")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
+NOT_HEX = "must be 0x and lower-case hex of whole bytes"
+"""What :func:`hex_bytes` says of a value that is not (one sentence for every hex field)."""
+
 
 def path(where: str, key: str) -> str:
     """``where.key`` (or ``key`` at the top level)."""
@@ -125,7 +128,7 @@ def hex_bytes(value: object, what: str) -> bytes:
             data = None
         if data is not None and data.hex() == digits:
             return data
-    raise ReceiptInvalid(f"{what}: must be 0x and lower-case hex of whole bytes")
+    raise ReceiptInvalid(f"{what}: {NOT_HEX}")
 
 
 def hex_nodes(values: list[Any], name: Callable[[int], str]) -> list[bytes]:
@@ -136,8 +139,7 @@ def hex_nodes(values: list[Any], name: Callable[[int], str]) -> list[bytes]:
         try:
             out.append(hex_bytes(value, ""))
         except ReceiptInvalid:
-            hex_bytes(value, name(i))  # raises, naming the node
-            raise
+            raise ReceiptInvalid(f"{name(i)}: {NOT_HEX}") from None
     return out
 
 

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from guard import rlp
+from guard.canonical import FrozenJson
 from guard.errors import ReceiptInvalid
 from guard.hashing import keccak256
 from guard.headers import ADDRESS, BLOOM, HASH32, NONCE, QUANTITY, REQUIRED_FIELDS, header_fields
@@ -48,6 +49,16 @@ def encode_header_chain(headers: Sequence[Mapping[str, object]]) -> dict[str, st
             fields[0] = b""
         out += rlp.encode(fields)
     return {"format": FORMAT, "rlp": base64.b64encode(bytes(out)).decode("ascii")}
+
+
+def one_header_chain(header: Mapping[str, object]) -> dict[str, str]:
+    """The ``header_chain`` object of ``header`` alone (a history proof's block H, or the
+    inclusion block of a receipt whose ancestry is a history proof). A block's frozen header
+    object (guard/canonical.FrozenJson) goes into every receipt of the block: its encoding is
+    kept on it and computed once; a fresh dict is returned each time (the caller's to change)."""
+    if type(header) is FrozenJson:
+        return dict(header.derived("header_chain", lambda h: encode_header_chain([h])))
+    return encode_header_chain([header])
 
 
 def _split(data: bytes, where: str) -> list[bytes]:

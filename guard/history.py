@@ -37,14 +37,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 from guard import rlp
 from guard.errors import ReceiptInvalid
 from guard.fields import array, child, hex_nodes, keys, text
 from guard.hashing import keccak256
-from guard.header_chain import decode_header_chain, encode_header_chain
+from guard.header_chain import decode_header_chain, one_header_chain
 from guard.headers import field_bytes
 from guard.mpt import ProofError, verify_proof
 
@@ -233,24 +232,19 @@ class HistoryProof:
     """The ``history_storage`` ancestry a builder puts in a receipt (guard/receipt_bodies)."""
 
     header: Mapping[str, str]
-    """Block H's header object (:func:`guard.headers.header_json`); carried compact."""
+    """Block H's header object (:func:`guard.headers.header_json`); carried compact (a
+    frozen one, as the builder's, is encoded once for every receipt of the block)."""
     account_proof: Sequence[str]
     """Nodes (0x hex RLP) from H's ``stateRoot`` to the history contract's account."""
     storage_proof: Sequence[str]
     """Nodes from the contract's ``storageRoot`` to slot ``B mod 8191``."""
-
-    @cached_property
-    def _header_chain(self) -> tuple[tuple[str, str], ...]:
-        """H's ``header_chain`` object, encoded once: every receipt of a block at one head
-        carries the same proof."""
-        return tuple(encode_header_chain([self.header]).items())
 
     def as_json(self) -> dict[str, Any]:
         """The ``proof.ancestry`` object (H's header as a one-header ``header_chain`` object:
         its RLP in base64, half the size of the JSON object)."""
         return {
             "kind": HISTORY_STORAGE,
-            "header": dict(self._header_chain),
+            "header": one_header_chain(self.header),  # encoded once for a frozen header
             "account_proof": list(self.account_proof),
             "storage_proof": list(self.storage_proof),
         }

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from guard.canonical import FrozenJson
-from guard.header_chain import encode_header_chain
+from guard.header_chain import encode_header_chain, one_header_chain
 from guard.headers import header_number
 from guard.history import HEADER_CHAIN, HistoryProof
 from guard.receipt_format import (
@@ -81,8 +81,8 @@ class InclusionProof:
 def _header_chain(headers: Sequence[Mapping[str, str]]) -> dict[str, str]:
     """The ``header_chain`` object of ``headers``; a block's frozen header alone (the proof
     of a history ancestry) is encoded once for every receipt of the block."""
-    if len(headers) == 1 and type(headers[0]) is FrozenJson:
-        return dict(headers[0].derived("header_chain", lambda h: encode_header_chain([h])))
+    if len(headers) == 1:
+        return one_header_chain(headers[0])
     return encode_header_chain(headers)
 
 

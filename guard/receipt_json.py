@@ -44,6 +44,8 @@ def check_plain_json(value: object, what: str = "receipt") -> Mapping[str, Any]:
     nesting can exhaust the interpreter's stack."""
     if not isinstance(value, Mapping):
         raise ReceiptInvalid(f"{what}: must be a JSON object, got {type(value).__name__}")
+    if _plain(value, 1):
+        return value
     pending: list[tuple[object, str, int]] = [(value, "", 1)]
     while pending:
         item, where, depth = pending.pop()
@@ -63,6 +65,41 @@ def check_plain_json(value: object, what: str = "receipt") -> Mapping[str, Any]:
             raise ReceiptInvalid(f"{where or what}: nested deeper than {MAX_DEPTH} levels")
         pending.extend((child, path, depth + 1) for child, path in children)
     return value
+
+
+def _plain(item: object, depth: int) -> bool:
+    """Whether ``item`` (at nesting ``depth``) passes every check of the walk below, on the
+    common path: the exact JSON types, no place named, nothing built per value (the walk
+    wrote a path for every value of every receipt: a third of a receipt's self-check). False
+    leaves the verdict, and the name of the offending place, to the walk; it never accepts
+    what the walk refuses. Recursive, but never deeper than :data:`MAX_DEPTH`."""
+    if type(item) is str:
+        return item.isascii() or _utf8(item)
+    if type(item) is int:
+        return -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER
+    if item is None or type(item) is bool:
+        return True
+    if isinstance(item, dict):
+        if item and depth >= MAX_DEPTH:
+            return False
+        return all(
+            type(key) is str and (key.isascii() or _utf8(key)) and _plain(child, depth + 1)
+            for key, child in item.items()
+        )
+    if type(item) is list:
+        if item and depth >= MAX_DEPTH:
+            return False
+        return all(_plain(child, depth + 1) for child in item)
+    return False
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` has a UTF-8 form (no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_scalar(item: object, where: str) -> None:

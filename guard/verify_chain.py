@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from guard import rlp
+from guard.canonical import json_key
 from guard.errors import ReceiptInvalid
 from guard.fields import array, child, hex_nodes, integer, keys, obj
 from guard.header_chain import decode_header_chain
@@ -217,6 +218,88 @@ def verify_inclusion(proof: Mapping[str, Any]) -> Inclusion:
     headers = proof_headers(proof)
     number, block_hash, header = headers[0]
     head_number, head_hash, depth, ancestry = _ancestry(proof, headers)
+    tx = check_tx_proofs(header, number, tx_index, proof)
+    return Inclusion(
+        block_number=number,
+        block_hash=block_hash,
+        tx_index=tx_index,
+        status=tx.status,
+        tx_bytes=tx.tx_bytes,
+        tx_hash=tx.tx_hash,
+        form=tx.form,
+        head_number=head_number,
+        head_hash=head_hash,
+        depth=depth,
+        ancestry=ancestry,
+    )
+
+
+@dataclass(frozen=True)
+class ProvenTx:
+    """What a tx's two proofs showed against its block's roots."""
+
+    status: int
+    """Its receipt's status (1 success, 0 reverted)."""
+    tx_bytes: bytes
+    """The signed tx the transaction proof leads to."""
+    tx_hash: str
+    """Its hash."""
+    form: str
+    """``canonical``, or ``network`` (a blob tx with its sidecar)."""
+
+
+TX_PROOFS_HELD = 4096
+"""Tx proofs checked lately, by content (:func:`check_tx_proofs`): a daemon checks each
+watched tx's proofs when its block arrives, N blocks before the receipt (W = 1,000 at N = 12
+and a block every 0.5 s holds about 1,300 at once); the oldest go first."""
+
+TX_BYTES_HELD = 4096
+"""The largest tx remembered (a blob tx with its sidecar is over 128 KiB): what the memo
+holds stays under 16 MiB."""
+
+_tx_proofs: dict[bytes, ProvenTx] = {}
+
+
+def check_tx_proofs(
+    header: Mapping[str, Any], number: int, tx_index: int, proof: Mapping[str, Any]
+) -> ProvenTx:
+    """The ``receipt_proof`` and ``transaction_proof`` of ``proof`` for the ``tx_index``-th
+    tx, checked against the roots of ``header`` (block ``number``, its hash already
+    recomputed); :class:`ReceiptInvalid` names the first failure.
+
+    Remembered by the content it depends on (both roots, the index, both node lists:
+    guard/canonical.json_key), as a pure function of it: the issuing daemon checks a watched
+    tx's proofs as soon as its block is seen (watcher/receipts/builder.py, ``prepare``), and
+    the self-check of its receipt, N blocks later, finds the same content checked instead of
+    walking the tries again. A failure is not remembered; content that is not plain JSON is
+    checked every time."""
+    content = json_key(
+        [
+            header.get("receiptsRoot"),
+            header.get("transactionsRoot"),
+            tx_index,
+            proof.get("receipt_proof"),
+            proof.get("transaction_proof"),
+        ]
+    )
+    if content is not None:
+        held = _tx_proofs.get(content)
+        if held is not None:
+            return held
+    proven = _check_tx_proofs(header, number, tx_index, proof)
+    if content is not None and len(proven.tx_bytes) <= TX_BYTES_HELD:
+        while len(_tx_proofs) >= TX_PROOFS_HELD:
+            try:  # the oldest first; another thread may have changed the dict meanwhile
+                _tx_proofs.pop(next(iter(_tx_proofs)), None)
+            except (RuntimeError, StopIteration):
+                break
+        _tx_proofs[content] = proven
+    return proven
+
+
+def _check_tx_proofs(
+    header: Mapping[str, Any], number: int, tx_index: int, proof: Mapping[str, Any]
+) -> ProvenTx:
     key = rlp.encode(rlp.encode_uint(tx_index))
     try:
         receipt = verify_proof(
@@ -242,19 +325,7 @@ def verify_inclusion(proof: Mapping[str, Any]) -> Inclusion:
     except TransactionError as exc:
         raise ReceiptInvalid(f"transaction proof: the value is not a transaction: {exc}") from exc
     network = canonical_bytes(tx_bytes) != tx_bytes  # a blob tx with its sidecar
-    return Inclusion(
-        block_number=number,
-        block_hash=block_hash,
-        tx_index=tx_index,
-        status=status,
-        tx_bytes=tx_bytes,
-        tx_hash=tx_hash,
-        form="network" if network else "canonical",
-        head_number=head_number,
-        head_hash=head_hash,
-        depth=depth,
-        ancestry=ancestry,
-    )
+    return ProvenTx(status, tx_bytes, tx_hash, "network" if network else "canonical")
 
 
 def _ancestry(
@@ -285,17 +356,17 @@ record starts over (a plain dict: each read or write is one step under any inter
 lock, so threads checking receipts at once never see it half-changed; guard imports no
 threading)."""
 
-_links: dict[tuple[int, str, object], HistoryLink] = {}
+_links: dict[tuple[int, str, bytes], HistoryLink] = {}
 
 
 def _history_link(ancestry: Mapping[str, Any], number: int, block_hash: str) -> HistoryLink:
     """:func:`verify_history_ancestry` of block ``number`` (``block_hash``, recomputed) by
-    ``ancestry``, remembered by the ancestry's whole content: the check is a pure function
-    of it, and the receipts of one block at one head carry the same one (a hundred settlements
-    in a block: the state and storage proofs walked and H's header decoded once, not a
-    hundred times). A failure is not remembered; content that is not plain JSON is checked
-    every time."""
-    content = _content_key(ancestry)
+    ``ancestry``, remembered by the ancestry's whole content (guard/canonical.json_key): the
+    check is a pure function of it, and the receipts of one block at one head carry the same
+    one (a hundred settlements in a block: the state and storage proofs walked and H's header
+    decoded once, not a hundred times). A failure is not remembered; content that is not
+    plain JSON is checked every time."""
+    content = json_key(ancestry)
     key = None if content is None else (number, block_hash, content)
     if key is not None:
         held = _links.get(key)
@@ -307,23 +378,3 @@ def _history_link(ancestry: Mapping[str, Any], number: int, block_hash: str) -> 
             _links.clear()
         _links[key] = link
     return link
-
-
-def _content_key(value: object) -> object | None:
-    """A hashable value equal for JSON values exactly when they are equal, types included
-    (``True`` and ``1`` differ); None for anything that is not JSON made of objects, arrays,
-    strings, integers, booleans and null."""
-    kind = type(value)
-    if kind is str:
-        return value
-    if kind is list:
-        items = [_content_key(item) for item in value]  # type: ignore[attr-defined]
-        return None if any(i is None for i in items) else ("[", *items)
-    if isinstance(value, Mapping):
-        pairs = [(k, _content_key(v)) for k, v in value.items()]
-        if any(type(k) is not str or v is None for k, v in pairs):
-            return None
-        return ("{", *sorted(pairs))
-    if kind in (int, bool) or value is None:
-        return (kind.__name__, value)
-    return None

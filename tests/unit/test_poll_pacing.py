@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import random
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -50,13 +50,20 @@ class Run:
 
 
 def simulate(
-    arrivals: Sequence[int], pacer: PollPacer | None, start: int = 0, until: int | None = None
+    arrivals: Sequence[int],
+    pacer: PollPacer | None,
+    start: int = 0,
+    until: int | None = None,
+    late: Mapping[int, int] | None = None,
 ) -> Run:
-    """Polls from ``start`` on an interval trigger, moved by ``pacer`` (None: not paced)."""
+    """Polls from ``start`` on an interval trigger, moved by ``pacer`` (None: not paced);
+    ``late``: poll number -> ms the scheduler starts it late (the trigger then counts the
+    next interval from the late start, as it does after a moved run)."""
     end = until if until is not None else arrivals[-1] + 2 * INTERVAL
     polls: list[tuple[int, int]] = []
     seen, at = 0, start
     while at <= end:
+        at += (late or {}).get(len(polls), 0)
         arrived = bisect.bisect_right(arrivals, at)
         polls.append((at, arrived - seen))
         scheduled = at + INTERVAL  # what the trigger gives the next run, at submission
@@ -248,6 +255,24 @@ def test_one_late_poll_keeps_the_phase_and_two_in_a_row_start_over() -> None:
     assert pacer.after_poll(at + 3 * INTERVAL, 2, at + 4 * INTERVAL) is None
     assert pacer.after_poll(at + 4 * INTERVAL, 2, at + 5 * INTERVAL) is None
     assert not pacer.settled and pacer.streak == 0
+
+
+def test_polls_the_scheduler_started_late_leave_the_phase_where_it_was() -> None:
+    """A busy machine starts a poll late (or the poll before it overran, so its move came
+    late): it still finds its block, and the next polls come back to the phase that found
+    the blocks before, not an interval after the late start (a settled daemon's retry run
+    133 ms late used to pin the phase there: every verdict 0.16 s later, for good)."""
+    arrivals = regular(phase=321, count=120)
+    pacer = PollPacer(INTERVAL)
+    settled = simulate(arrivals, pacer, until=arrivals[59])
+    assert pacer.settled and max(settled.lags[-10:]) <= pacer.step_ms
+    pacer = PollPacer(INTERVAL)
+    late = {n: 133 for n in range(60, 120, 7)}  # every seventh poll, from the 60th
+    run = simulate(arrivals, pacer, late=late)
+    after = run.lags[60:]
+    assert len([lag for lag in after if lag > pacer.step_ms]) <= len(late)  # those polls only
+    assert statistics.median(after) <= pacer.step_ms
+    assert pacer.retries <= len(run.polls) // RETRY_SHARE + RETRY_BURST
 
 
 def test_late_blocks_cost_at_most_the_documented_retry_budget() -> None:

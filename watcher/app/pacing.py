@@ -135,35 +135,53 @@ class PollPacer:
         """Retries that may be spent now (see :data:`RETRY_SHARE`)."""
         self.retries = 0
         """Extra polls after an empty one: the calls pacing cost."""
+        self._expected_ms: int | None = None
+        """When the poll in flight was meant to run (the last answer, or the schedule)."""
 
     def after_poll(self, at_ms: int, blocks: int | None, next_ms: int) -> int | None:
         """A poll started at ``at_ms`` found ``blocks`` new blocks (None: it did not run or
         failed), and the interval would run the next at ``next_ms``: the time to run it
         instead, or None to keep the schedule."""
+        expected = self._expected_ms
+        late = expected is not None and at_ms - expected > self.step_ms
+        moved = self._after(at_ms, blocks, next_ms, expected if late else None)
+        self._expected_ms = next_ms if moved is None else moved
+        return moved
+
+    def _after(
+        self, at_ms: int, blocks: int | None, next_ms: int, intended: int | None
+    ) -> int | None:
+        """:meth:`after_poll`; ``intended``: when the poll was meant to run, if the scheduler
+        started it more than a step late (a busy machine, or a poll before it that overran):
+        what it found then says nothing about the phase, which stays where it was meant."""
         probed, self._probing = self._probing, False
         self._budget = min(float(RETRY_BURST), self._budget + 1 / RETRY_SHARE)
         if blocks is None:
             self._reset()
             return None
         if self._due_ms is not None:
-            return self._after_retry(at_ms, blocks, self._due_ms)
+            return self._after_retry(at_ms, blocks, self._due_ms, intended, next_ms)
         if blocks == 1:
             self._caught_up = False
             if probed:  # the block came earlier than the phase: probe more often
                 self.probe_every = max(PROBE_EVERY, self.probe_every // 2)
-            self._found_ms = at_ms
+            self._found_ms = at_ms if intended is None else intended
             self.streak += 1
             self._since_probe += 1
             if self.streak < REGULAR or (self.settled and self._since_probe < self.probe_every):
-                return None
+                return self._anchored(intended, at_ms, next_ms)
             if self._budget < 1:  # no retry left to pay for a move that finds nothing
-                return None
+                return self._anchored(intended, at_ms, next_ms)
             # A probe that found its block was late by half a step or more: probe again
             # at once (a block time a little shorter than the interval is followed).
             self._since_probe = self.probe_every - 1 if self.settled else 0
             self._probing = self.settled
             move = self.step_ms // 2 if self.settled else SEARCH_STEPS * self.step_ms
-            return self._moved(next_ms - move)
+            base = next_ms if intended is None else self._phase_after(intended, at_ms)
+            return self._moved(base - move)
+        if blocks > 1 and intended is not None:
+            # Started late, it found the block it was meant for and the next: the phase stays.
+            return self._anchored(intended, at_ms, next_ms)
         if blocks == 0 and self.streak >= REGULAR and self._found_ms is not None:
             if self.settled:
                 # At the block's edge already (a probe), or a block came late (jitter): probe
@@ -187,14 +205,17 @@ class PollPacer:
         self._reset()  # two blocks or more (late, or faster blocks), or an irregular chain
         return None
 
-    def _after_retry(self, at_ms: int, blocks: int, due_ms: int) -> int | None:
-        """The retry of an empty poll found ``blocks``: settled here if it found its block;
-        else retried again, or, a step past the phase that found the last one, a missed slot
-        (or a stall): that phase again an interval on, the chain regular again first."""
+    def _after_retry(
+        self, at_ms: int, blocks: int, due_ms: int, intended: int | None, next_ms: int
+    ) -> int | None:
+        """The retry of an empty poll found ``blocks``: settled here if it found its block
+        (where it was meant to run, if it ran late); else retried again, or, a step past the
+        phase that found the last one, a missed slot (or a stall): that phase again an
+        interval on, the chain regular again first."""
         if blocks == 1:
-            self._due_ms, self._found_ms = None, at_ms
+            self._due_ms, self._found_ms = None, at_ms if intended is None else intended
             self.settled, self._since_probe = True, 0
-            return None
+            return self._anchored(intended, at_ms, next_ms)
         if blocks == 0 and at_ms < due_ms + self.step_ms and self._budget >= 1:
             return self._retry_at(at_ms, due_ms)
         self._due_ms, self.streak = None, 0
@@ -212,6 +233,19 @@ class PollPacer:
         if at_ms < due_ms:
             return self._moved(min(at_ms + self.step_ms, due_ms))
         return self._moved(due_ms + self.step_ms)
+
+    def _phase_after(self, intended: int, at_ms: int) -> int:
+        """The first time after ``at_ms`` in the phase of ``intended`` (whole intervals on)."""
+        return intended + ((at_ms - intended) // self.interval_ms + 1) * self.interval_ms
+
+    def _anchored(self, intended: int | None, at_ms: int, next_ms: int) -> int | None:
+        """After a poll started late (``intended`` not None), the next one in the phase it was
+        meant for, not an interval after its late start (where the trigger puts it after a
+        moved run); None when that is the schedule already."""
+        if intended is None:
+            return None
+        phase = self._phase_after(intended, at_ms)
+        return None if abs(next_ms - phase) <= self.step_ms // 2 else self._moved(phase)
 
     def _moved(self, at_ms: int) -> int:
         self.moves += 1

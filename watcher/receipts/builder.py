@@ -56,6 +56,7 @@ from guard.receipts import (
 )
 from guard.settlement import Verdict
 from watcher.config.chains import ChainConfig
+from watcher.receipts.ahead import ProofsAhead
 from watcher.receipts.ancestry import Ancestry, AncestryProver
 from watcher.receipts.attestation import (
     attestation_receipt,
@@ -145,6 +146,7 @@ class ReceiptBuilder:
         """Blocks whose receipts the engine just fetched (they hold watched txs): their
         tries are built ahead (:meth:`prepare`)."""
         client.receipt_observers.append(lambda block_hash, _answer: self._fresh.append(block_hash))
+        self.ahead = ProofsAhead(self.facts)  # watched txs' proofs, made while they wait
 
     def subject(self, rec: SettlementRecord) -> Subject:
         """The common fields for ``rec``."""
@@ -206,20 +208,23 @@ class ReceiptBuilder:
         count = max(1, min(head[0] - number + 1, required))
         key = (number, count, block_hash, head)
         ancestry, headers = self._ancestry(key)
-        if ancestry is not None and ancestry.history is not None:
-            block = self._block_of(headers[0])  # the inclusion block alone: H is in the proof
-        else:
+        block: Mapping[str, Any] | None = None
+        if ancestry is None or ancestry.history is None:
             block, headers = self._header_chain(key)
             if self.prover is not None and ancestry is None:  # the ends were not stored
                 ancestry = self.prover.prove(headers[0], headers[-1], count)
                 if ancestry.history is not None:
                     headers = headers[:1]
-        tries = self._block_tries(block)
-        try:
-            index = tries.tx_hashes.index(tx_hash)
-        except ValueError:
-            raise BranchMoved(f"tx {tx_hash} is not in block {block_hash}") from None
-        proof = inclusion_proof(tries, headers, index)
+        ahead = self.ahead.take(block_hash, tx_hash) if headers[0]["hash"] == block_hash else None
+        if ahead is not None:  # cut and checked while the tx waited (watcher/receipts/ahead.py)
+            proof = InclusionProof(headers, ahead.tx_index, *ahead.proofs)
+        else:  # the inclusion block alone when H is in the history proof
+            tries = self._block_tries(self._block_of(headers[0]) if block is None else block)
+            try:
+                index = tries.tx_hashes.index(tx_hash)
+            except ValueError:
+                raise BranchMoved(f"tx {tx_hash} is not in block {block_hash}") from None
+            proof = inclusion_proof(tries, headers, index)
         return replace(
             proof,
             compact_headers=self.chain.receipt_headers == "compact",
@@ -294,11 +299,10 @@ class ReceiptBuilder:
 
     def prepare(self) -> int:
         """Build the tries of the blocks whose receipts the engine fetched since the last
-        call, from what the engine and tracker hold (no call: a block whose tx objects are
-        gone waits for its first receipt), keep them and store their leaves; returns how
-        many. Their receipts, N blocks later, then only cut proofs, and after a restart
-        rebuild the tries from the stored leaves instead of asking the node for the whole
-        block twice (the receipts thread runs this after its due work)."""
+        call from what the engine and tracker hold (no call), keep them and store their
+        leaves, then cut and check their watched txs' proofs (watcher/receipts/ahead.py);
+        returns how many. Their receipts, N blocks later, take the proofs; after a restart
+        the tries come from the stored leaves (the receipts thread runs this after its work)."""
         prepared = 0
         while self._fresh:
             block_hash = self._fresh.popleft()
@@ -315,7 +319,7 @@ class ReceiptBuilder:
             except (ChainError, ValueError, KeyError, TypeError):
                 continue  # built (or refused) at its first receipt, as before
             prepared += 1
-        return prepared
+        return prepared + self.ahead.prepare(lambda h: self._tries.get(h) or self.facts.tries(h))
 
     def _block_tries(
         self, block: Mapping[str, Any], tx_objects: TxObjectCache | None = None
@@ -352,19 +356,7 @@ class ReceiptBuilder:
             self._tries.popitem(last=False)
 
     def _stored_tries(self, header: Mapping[str, Any]) -> BlockTries | None:
-        """The block's tries from its stored leaves, if a receipt was built from it before
-        and they still rebuild the header's roots (else None: the node is asked)."""
-        if self.leaves is None:
-            return None
-        held = self.leaves.get(self.chain.name, str(header["hash"]))
-        if held is None:
-            return None
-        transactions, receipts = Trie(held.tx_leaves), Trie(held.receipt_leaves)
-        if "0x" + transactions.root.hex() != header["transactionsRoot"]:
-            return None
-        if "0x" + receipts.root.hex() != header["receiptsRoot"]:
-            return None
-        return BlockTries(str(header["hash"]), held.tx_hashes, receipts, transactions, "stored")
+        return None if self.leaves is None else stored_tries(self.leaves, self.chain.name, header)
 
     def _timeout(
         self, rec: SettlementRecord, subject: Subject, now: int, state: str | None
@@ -392,3 +384,17 @@ class ReceiptBuilder:
             deadline=rec.deadline,
         )
         return binding_body(self.subject(rec), now, terms)
+
+
+def stored_tries(leaves: LeavesStore, chain: str, header: Mapping[str, Any]) -> BlockTries | None:
+    """The block's tries from its stored leaves, if a receipt was built from it before and
+    they still rebuild the header's roots (else None: the node is asked)."""
+    held = leaves.get(chain, str(header["hash"]))
+    if held is None:
+        return None
+    transactions, receipts = Trie(held.tx_leaves), Trie(held.receipt_leaves)
+    if "0x" + transactions.root.hex() != header["transactionsRoot"]:
+        return None
+    if "0x" + receipts.root.hex() != header["receiptsRoot"]:
+        return None
+    return BlockTries(str(header["hash"]), held.tx_hashes, receipts, transactions, "stored")
