@@ -107,8 +107,12 @@ class Sender:
         seed: int | None = None,
         destinations: AllowList | None = None,
         resolver: Resolver = resolve,
+        idle_s: float = IDLE_S,
     ) -> None:
         self.store = store
+        self.idle_s = idle_s
+        """Longest the dispatcher sleeps when nothing is due (:data:`IDLE_S`): a test makes it
+        long to tell a wake-up by a poll or a worker from this tick."""
         self.destinations = destinations or AllowList()
         """Where rows may go besides public addresses (``Config.destinations()``), checked
         again at every attempt (watcher/delivery/outbound.py)."""
@@ -156,6 +160,12 @@ class Sender:
         for thread in self._threads:
             thread.start()
 
+    @property
+    def seen_changes(self) -> int:
+        """:attr:`Outbox.changes` when the dispatcher last began to look (-1 before it first
+        looks): :meth:`after_poll` wakes it only once the outbox moved past this."""
+        return self._seen_changes
+
     def after_poll(self, chain: str) -> None:
         """Look now, not at the next idle tick, if the outbox changed since the dispatcher
         last looked (:attr:`Outbox.changes`) or log channels tail the events: an idle poll
@@ -197,7 +207,7 @@ class Sender:
         while not self._stopping.is_set():
             self.wake.clear()
             self._seen_changes = self.outbox.changes  # before the claim: it sees them all
-            wait = IDLE_S
+            wait = self.idle_s
             try:
                 self._record()
                 self.event_log.tick()
@@ -220,9 +230,9 @@ class Sender:
                         continue  # there may be more due right now
                     due_at = self.outbox.next_due_at(now)
                     if due_at is not None:
-                        wait = min(IDLE_S, max(0.005, (due_at - self.clock()) / 1000))
+                        wait = min(self.idle_s, max(0.005, (due_at - self.clock()) / 1000))
             except StoreError as exc:
-                log.warning("delivery: store unavailable, retrying in %.0f s: %s", IDLE_S, exc)
+                log.warning("delivery: store unavailable, retrying in %.0f s: %s", self.idle_s, exc)
             self.wake.wait(wait)
 
     def _hand_out(self, rec: DeliveryRecord, now: int) -> None:
