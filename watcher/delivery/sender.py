@@ -110,9 +110,7 @@ class Sender:
         idle_s: float = IDLE_S,
     ) -> None:
         self.store = store
-        self.idle_s = idle_s
-        """Longest the dispatcher sleeps when nothing is due (:data:`IDLE_S`): a test makes it
-        long to tell a wake-up by a poll or a worker from this tick."""
+        self.idle_s = idle_s  # the dispatcher's longest sleep: :data:`IDLE_S` (longer in a test)
         self.destinations = destinations or AllowList()
         """Where rows may go besides public addresses (``Config.destinations()``), checked
         again at every attempt (watcher/delivery/outbound.py)."""
@@ -138,7 +136,7 @@ class Sender:
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
         self._threads: list[threading.Thread] = []
-        self._seen_changes = -1  # Outbox.changes when the dispatcher last began to look
+        self.seen_changes = -1  # Outbox.changes when the dispatcher last began to look
 
     # -- component -----------------------------------------------------------------------
 
@@ -160,17 +158,11 @@ class Sender:
         for thread in self._threads:
             thread.start()
 
-    @property
-    def seen_changes(self) -> int:
-        """:attr:`Outbox.changes` when the dispatcher last began to look (-1 before it first
-        looks): :meth:`after_poll` wakes it only once the outbox moved past this."""
-        return self._seen_changes
-
     def after_poll(self, chain: str) -> None:
         """Look now, not at the next idle tick, if the outbox changed since the dispatcher
         last looked (:attr:`Outbox.changes`) or log channels tail the events: an idle poll
         enqueues nothing, and a claim after each was a write transaction for nothing."""
-        if self.event_log.channels or self.outbox.changes != self._seen_changes:
+        if self.event_log.channels or self.outbox.changes != self.seen_changes:
             self.wake.set()
 
     def stop(self) -> None:
@@ -206,7 +198,7 @@ class Sender:
         capacity = AHEAD * workers
         while not self._stopping.is_set():
             self.wake.clear()
-            self._seen_changes = self.outbox.changes  # before the claim: it sees them all
+            self.seen_changes = self.outbox.changes  # before the claim: it sees them all
             wait = self.idle_s
             try:
                 self._record()
@@ -386,11 +378,7 @@ class Sender:
         if rec.attempts in (1, 3) or rec.attempts % 10 == 0:
             log.info(
                 "delivery %d to %s failed (attempt %d): %s; retry in %.1f s",
-                rec.id,
-                rec.url,
-                rec.attempts,
-                error,
-                delay / 1000,
+                *(rec.id, rec.url, rec.attempts, error, delay / 1000),
             )
         return Outcome(rec, PENDING, now, status, error, now + delay)
 
