@@ -25,7 +25,7 @@ test:  ## install everything, lint, type-check, run the whole test suite
 # Bytecode is cached even where the shell says not to (PYTHONDONTWRITEBYTECODE): compiling
 # the project and its tests again costs more CPU than the tests themselves. One process, no
 # xdist: two workers each import and collect the tier (about 4 s of CPU apiece), so on this
-# shared machine `-n 2` took 43 s and 24-27 s of CPU where one process takes 24-31 s and 15-16 s.
+# shared machine `-n 2` took 43 s and 24-27 s of CPU where one process took 20-31 s and 14-16 s.
 test-fast:  ## the fast tier: no process, no network, no database server
 	env -u PYTHONDONTWRITEBYTECODE .venv/bin/pytest -q -p no:cacheprovider -m fast tests/unit \
 		$(wildcard tests/integration/test_apply_block*.py tests/integration/test_fetch_block*.py)
