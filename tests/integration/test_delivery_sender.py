@@ -167,10 +167,11 @@ def test_a_replay_is_sent_when_the_next_poll_wakes_the_dispatcher_not_at_its_tic
         sid = confirm(store, receiver.url("/commit"))
         sender = start_sender(max_attempts=1, idle_s=3600.0)
         dead = wait_state(store, sid, "dead")
-        wait_for(
+        wait_for(  # the worker's wake-up after its attempt consumed too: nothing wakes it now
             lambda: (
                 sender.outcomes[("commit", "dead")] == 1
                 and sender.seen_changes == sender.outbox.changes
+                and not sender.wake.is_set()
             ),
             10,
             what="the dispatcher idle after burying the row",
