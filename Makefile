@@ -23,9 +23,11 @@ test:  ## install everything, lint, type-check, run the whole test suite
 # block step over a store with no node (the `fast` marker, set by tests/conftest.py from
 # the path); under 30 s on this machine (docs/testing.md). Lint and the rest: `make test`.
 # Bytecode is cached even where the shell says not to (PYTHONDONTWRITEBYTECODE): compiling
-# the project and its tests again costs more CPU than the tests themselves.
+# the project and its tests again costs more CPU than the tests themselves. One process, no
+# xdist: two workers each import and collect the tier (about 4 s of CPU apiece), so on this
+# shared machine `-n 2` took 43 s and 24-27 s of CPU where one process took 20-31 s and 14-16 s.
 test-fast:  ## the fast tier: no process, no network, no database server
-	env -u PYTHONDONTWRITEBYTECODE .venv/bin/pytest -q -p no:cacheprovider -m fast -n 2 tests/unit \
+	env -u PYTHONDONTWRITEBYTECODE .venv/bin/pytest -q -p no:cacheprovider -m fast tests/unit \
 		$(wildcard tests/integration/test_apply_block*.py tests/integration/test_fetch_block*.py)
 
 bench:  ## the benchmarks (by hand; prints ratios against the naive approach)

@@ -20,7 +20,7 @@ from watcher.clock import wall_clock_ms
 from watcher.config.chains import ChainConfig
 from watcher.config.sections import DeliveryConfig
 from watcher.delivery.plan import OutboxPlan
-from watcher.delivery.sender import Sender, backoff_ms
+from watcher.delivery.sender import IDLE_S, Sender, backoff_ms
 from watcher.destinations import AllowList
 from watcher.settlements import Registration, register
 from watcher.store import Store
@@ -47,7 +47,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 def start_sender(store: Store) -> Iterator[Callable[..., Sender]]:
     senders: list[Sender] = []
 
-    def start(**config: Any) -> Sender:
+    def start(idle_s: float = IDLE_S, **config: Any) -> Sender:
         values: dict[str, Any] = {
             "secret": SECRET,
             "max_attempts": 4,
@@ -58,7 +58,8 @@ def start_sender(store: Store) -> Iterator[Callable[..., Sender]]:
             "receipt_wait_s": 0.0,
         }
         values.update(config)
-        sender = Sender(store, DeliveryConfig.model_validate(values), seed=1, destinations=LOCAL)
+        settings = DeliveryConfig.model_validate(values)
+        sender = Sender(store, settings, seed=1, destinations=LOCAL, idle_s=idle_s)
         senders.append(sender)
         sender.start()
         return sender
@@ -152,6 +153,39 @@ def test_dead_after_max_attempts_then_replay_delivers(
         assert len(receiver.effects("/commit", "commit")) == 1
         assert {r.key for r in receiver.received()} == {dead.idempotency_key}
         assert sender.outcomes[("commit", "dead")] == 1
+        assert sender.outcomes[("commit", "delivered")] == 1
+
+
+def test_a_replay_is_sent_when_the_next_poll_wakes_the_dispatcher_not_at_its_tick(
+    store: Store, start_sender: Callable[..., Sender]
+) -> None:
+    """A replay through the store (the CLI's or another process's API) moves the outbox's
+    commit count; the daemon's next poll (``after_poll``) sees it and wakes the dispatcher.
+    The dispatcher's idle tick is an hour here: only that wake-up can deliver the row."""
+    with Receiver(SECRET) as receiver:
+        receiver.fail_with = 500
+        sid = confirm(store, receiver.url("/commit"))
+        sender = start_sender(max_attempts=1, idle_s=3600.0)
+        dead = wait_state(store, sid, "dead")
+        wait_for(  # the worker's wake-up after its attempt consumed too: nothing wakes it now
+            lambda: (
+                sender.outcomes[("commit", "dead")] == 1
+                and sender.seen_changes == sender.outbox.changes
+                and not sender.wake.is_set()
+            ),
+            10,
+            what="the dispatcher idle after burying the row",
+        )
+        sender.after_poll("local")
+        assert not sender.wake.is_set()  # a poll that changed nothing wakes nothing
+
+        receiver.fail_with = None
+        before = sender.outbox.changes
+        store.outbox().replay(dead.id, wall_clock_ms())
+        assert sender.outbox.changes == before + 1
+        sender.after_poll("local")
+        wait_state(store, sid, "delivered")
+        assert len(receiver.effects("/commit", "commit")) == 1
         assert sender.outcomes[("commit", "delivered")] == 1
 
 

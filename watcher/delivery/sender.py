@@ -107,8 +107,10 @@ class Sender:
         seed: int | None = None,
         destinations: AllowList | None = None,
         resolver: Resolver = resolve,
+        idle_s: float = IDLE_S,
     ) -> None:
         self.store = store
+        self.idle_s = idle_s  # the dispatcher's longest sleep: :data:`IDLE_S` (longer in a test)
         self.destinations = destinations or AllowList()
         """Where rows may go besides public addresses (``Config.destinations()``), checked
         again at every attempt (watcher/delivery/outbound.py)."""
@@ -134,7 +136,7 @@ class Sender:
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
         self._threads: list[threading.Thread] = []
-        self._seen_changes = -1  # Outbox.changes when the dispatcher last began to look
+        self.seen_changes = -1  # Outbox.changes when the dispatcher last began to look
 
     # -- component -----------------------------------------------------------------------
 
@@ -160,7 +162,7 @@ class Sender:
         """Look now, not at the next idle tick, if the outbox changed since the dispatcher
         last looked (:attr:`Outbox.changes`) or log channels tail the events: an idle poll
         enqueues nothing, and a claim after each was a write transaction for nothing."""
-        if self.event_log.channels or self.outbox.changes != self._seen_changes:
+        if self.event_log.channels or self.outbox.changes != self.seen_changes:
             self.wake.set()
 
     def stop(self) -> None:
@@ -196,8 +198,8 @@ class Sender:
         capacity = AHEAD * workers
         while not self._stopping.is_set():
             self.wake.clear()
-            self._seen_changes = self.outbox.changes  # before the claim: it sees them all
-            wait = IDLE_S
+            self.seen_changes = self.outbox.changes  # before the claim: it sees them all
+            wait = self.idle_s
             try:
                 self._record()
                 self.event_log.tick()
@@ -220,9 +222,9 @@ class Sender:
                         continue  # there may be more due right now
                     due_at = self.outbox.next_due_at(now)
                     if due_at is not None:
-                        wait = min(IDLE_S, max(0.005, (due_at - self.clock()) / 1000))
+                        wait = min(self.idle_s, max(0.005, (due_at - self.clock()) / 1000))
             except StoreError as exc:
-                log.warning("delivery: store unavailable, retrying in %.0f s: %s", IDLE_S, exc)
+                log.warning("delivery: store unavailable, retrying in %.0f s: %s", self.idle_s, exc)
             self.wake.wait(wait)
 
     def _hand_out(self, rec: DeliveryRecord, now: int) -> None:
@@ -376,11 +378,7 @@ class Sender:
         if rec.attempts in (1, 3) or rec.attempts % 10 == 0:
             log.info(
                 "delivery %d to %s failed (attempt %d): %s; retry in %.1f s",
-                rec.id,
-                rec.url,
-                rec.attempts,
-                error,
-                delay / 1000,
+                *(rec.id, rec.url, rec.attempts, error, delay / 1000),
             )
         return Outcome(rec, PENDING, now, status, error, now + delay)
 
