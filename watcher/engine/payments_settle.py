@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from guard.deposit import decide_deposit, lost_transfer
+from guard.deposit_batch import DepositItem, decide_deposits
 from guard.event_kinds import LIFECYCLE_EVENT, EventKind
 from guard.late_watch import still_watched
 from guard.payment import DEPOSIT_KIND, PaymentSpec, RulePosition, Transfer, decide_payment
@@ -116,8 +117,9 @@ def decide_payment_settlements(
     statements); any other change goes the one-by-one way."""
     out: list[Decided] = []
     plain: list[_Outcome] = []
-    for rec, spec, transfers, reversed_ in due:
-        outcome = _evaluate(rec, spec, transfers, pos, now, rules, reversed_)
+    ripe = _ripe_deposits(due, pos, now, rules)
+    for at, (rec, spec, transfers, reversed_) in enumerate(due):
+        outcome = ripe.get(at) or _evaluate(rec, spec, transfers, pos, now, rules, reversed_)
         if outcome is None:
             out.append(UNCHANGED)
             continue
@@ -131,6 +133,53 @@ def decide_payment_settlements(
         else:
             _store_one(txn, outcome, rules)
     _store_plain_deposits(txn, plain, rules)
+    return out
+
+
+def _ripe_deposits(
+    due: Sequence[tuple[SettlementRecord, PaymentSpecRecord, list[TransferRecord], bool]],
+    pos: ChainPosition,
+    now: int,
+    rules: Rules,
+) -> dict[int, _Outcome]:
+    """The outcomes of the deposits of ``due`` that become final now, by their place in
+    ``due``: waiting, not reversed, not held by a finality gate, their one transfer's block
+    final by their rule. The guard decides them a block at a time
+    (:func:`guard.deposit_batch.decide_deposits`: the first of a block alone, the others
+    from its decision with their own facts); one it does not confirm is left to
+    :func:`_evaluate`. Their stored decision is a wait (its verdict column says so), so the
+    transition is an advance whatever else it held: it is not read back."""
+    chosen: dict[tuple[str, RulePosition], list[tuple[int, DepositItem]]] = {}
+    for at, (rec, spec, transfers, reversed_) in enumerate(due):
+        if (
+            rec.kind != DEPOSIT_KIND
+            or reversed_
+            or len(transfers) != 1
+            or rec.verdict != Verdict.AWAITING_FINALITY
+            or _hold(rec, rules) is not None
+        ):
+            continue
+        where = rule_position(rec, pos)
+        if where.basis(transfers[0].block_number) is None:
+            continue
+        settlement = Settlement(
+            SettlementId(rec.settlement_id), True, UnixMillis(rec.initiated_at), rec.timeout_ms
+        )
+        item = DepositItem(settlement, spec_of(spec), [transfer_of(transfers[0])])
+        chosen.setdefault((rec.chain, where), []).append((at, item))
+    out: dict[int, _Outcome] = {}
+    for (chain, where), items in chosen.items():
+        fresh = decide_deposits(chain, [i for _, i in items], where, rules.policy, now)
+        for (at, _item), decided in zip(items, fresh, strict=True):
+            if decided.verdict is not Verdict.FINALITY_CONFIRMED:
+                continue
+            rec, spec, transfers, _ = due[at]
+            waiting = Decision(
+                Verdict.AWAITING_FINALITY, "", decided.settlement_id, decided.deadline, 0, 0, None
+            )
+            transition = settle_transition(waiting, decided)
+            watching = still_watched(transition, rec.deadline, rules.late_watch_ms, now)
+            out[at] = _Outcome(rec, spec, transfers, waiting, decided, transition, watching)
     return out
 
 
