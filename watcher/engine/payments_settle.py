@@ -12,7 +12,7 @@ block.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,11 +32,12 @@ from guard.settlement import (
     settle_transition,
 )
 from guard.types import SettlementId, UnixMillis
-from watcher.engine.decisions import record_event, store_decision
+from watcher.engine.decisions import store_decision
 from watcher.engine.invoice_states import follow_invoice
 from watcher.engine.observe import ChainPosition
 from watcher.engine.settle import UNCHANGED, Decided, Rules
 from watcher.store.block_txn import BlockTxn
+from watcher.store.deposits_store import subscriptions_of
 from watcher.store.payment_records import PaymentSpecRecord, TransferRecord
 from watcher.store.records import SettlementRecord
 
@@ -228,31 +229,59 @@ def _subject(rec: SettlementRecord, spec: PaymentSpecRecord) -> dict[str, Any]:
 
 
 def _store_one(txn: BlockTxn, o: _Outcome, rules: Rules) -> None:
-    """Store one outcome with its events (the shared decision path) and its kind's own."""
+    """Store one outcome with its events (the shared decision path) and its kind's own: a
+    deposit that became final records ``deposit_confirmed`` in place of the lifecycle
+    event."""
     rec, spec, transfers = o.rec, o.spec, o.transfers
     kept = o.transition.decision
     subject = _subject(rec, spec)
     where = f"chain {rules.chain}"
     args = (o.previous, o.fresh, o.transition, o.watching, rules.plan, subject, where)
-    became_terminal = store_decision(txn, rec, *args)
-    if rec.kind == DEPOSIT_KIND and became_terminal and kept.verdict is Verdict.FINALITY_CONFIRMED:
-        confirmed = {**subject, "tx_hash": transfers[-1].tx_hash if transfers else None}
-        record_event(
-            txn, rules.plan, EventKind.DEPOSIT_CONFIRMED, "info", confirmed, rec.settlement_id
-        )
+    confirmed = None
+    if rec.kind == DEPOSIT_KIND:
+        subs = subscriptions_of(txn, [rec.settlement_id])
+        confirmed = (EventKind.DEPOSIT_CONFIRMED, _confirmed(o, subs))
+    store_decision(txn, rec, *args, confirmed=confirmed)
     if rec.kind != DEPOSIT_KIND:
         follow_invoice(
             txn, rules.plan, rec.settlement_id, kept.verdict, int(spec.amount), transfers
         )
 
 
+def _confirmed(o: _Outcome, subscriptions: Mapping[str, str]) -> dict[str, Any]:
+    """What ``deposit_confirmed`` says: the deposit (its subscription, address, asset,
+    amount, sender, tx, log and block) and the decision's verdict and digest."""
+    kept, spec = o.transition.decision, o.spec
+    sid = o.rec.settlement_id
+    payload: dict[str, Any] = {
+        "settlement_id": sid,
+        "subscription_id": subscriptions.get(sid),
+        "address": spec.to_address,
+        "asset": spec.asset,
+        "amount": spec.amount,
+        "from": spec.sender,
+    }
+    if o.transfers:
+        t = o.transfers[-1]
+        payload.update(
+            tx_hash=t.tx_hash,
+            log_index=t.log_index,
+            block_number=t.block_number,
+            block_hash=t.block_hash,
+        )
+    payload.update(verdict=kept.verdict.value, digest=kept.digest)
+    return payload
+
+
 def _store_plain_deposits(txn: BlockTxn, plain: Sequence[_Outcome], rules: Rules) -> None:
     """Store deposits' outcomes that set off no alert of their own (see
     :func:`decide_payment_settlements`), as :func:`store_decision` would, in two
-    statements: the decisions, then the events (the lifecycle event of a verdict that just
-    became terminal, and ``deposit_confirmed``), each event's deliveries in order."""
+    statements: the decisions, then the events (``deposit_confirmed`` for a deposit that
+    became final, the lifecycle event of one that failed), each event's deliveries in
+    order."""
     if not plain:
         return
+    subs = subscriptions_of(txn, [o.rec.settlement_id for o in plain])
     rows = []
     events: list[tuple[str, str, dict[str, Any], str | None]] = []
     lifecycle: dict[int, tuple[SettlementRecord, str]] = {}  # event position → its verdict
@@ -265,15 +294,11 @@ def _store_plain_deposits(txn: BlockTxn, plain: Sequence[_Outcome], rules: Rules
         if not (moved and terminal and not o.previous.verdict.terminal):
             continue
         sid = o.rec.settlement_id
-        kind = LIFECYCLE_EVENT[kept.verdict]
-        severity = "info" if kind == "settlement_confirmed" else "warning"
         lifecycle[len(events)] = (o.rec, kept.verdict.value)
-        events.append((kind, severity, as_json, sid))
         if kept.verdict is Verdict.FINALITY_CONFIRMED:
-            tx_hash = o.transfers[-1].tx_hash if o.transfers else None
-            events.append(
-                ("deposit_confirmed", "info", {**_subject(o.rec, o.spec), "tx_hash": tx_hash}, sid)
-            )
+            events.append((EventKind.DEPOSIT_CONFIRMED, "info", _confirmed(o, subs), sid))
+        else:
+            events.append((LIFECYCLE_EVENT[kept.verdict], "warning", as_json, sid))
     txn.save_decisions(rows)
     wanted = bool(rules.plan.routes) or any(rec.commit_url for rec, _ in lifecycle.values())
     if not wanted:  # no alert route and no commit_url: nothing refers to the events' ids

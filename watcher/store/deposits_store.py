@@ -240,3 +240,12 @@ def deposits_in(txn: BlockTxn, ids: Sequence[str]) -> dict[str, DepositRecord]:
     t = s.deposits
     rows = txn.conn.execute(select(t).where(t.c.settlement_id.in_(list(ids)))).mappings().all()
     return {r["settlement_id"]: from_row(DepositRecord, r) for r in rows}
+
+
+def subscriptions_of(txn: BlockTxn, ids: Sequence[str]) -> dict[str, str]:
+    """The subscription of each deposit of ``ids`` (those that are deposits)."""
+    if not ids:
+        return {}
+    t = s.deposits
+    query = select(t.c.settlement_id, t.c.subscription_id).where(t.c.settlement_id.in_(list(ids)))
+    return {sid: sub for sid, sub in txn.conn.execute(query).all()}
