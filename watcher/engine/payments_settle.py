@@ -151,6 +151,8 @@ def _ripe_deposits(
     :func:`_evaluate`. Their stored decision is a wait (its verdict column says so), so the
     transition is an advance whatever else it held: it is not read back."""
     chosen: dict[tuple[str, RulePosition], list[tuple[int, DepositItem]]] = {}
+    places: dict[tuple[str, int], RulePosition] = {}  # the position under each rule
+    bases: dict[tuple[tuple[str, int], int], str | None] = {}  # a block's basis under one
     for at, (rec, spec, transfers, reversed_) in enumerate(due):
         if (
             rec.kind != DEPOSIT_KIND
@@ -160,8 +162,11 @@ def _ripe_deposits(
             or _hold(rec, rules) is not None
         ):
             continue
-        where = rule_position(rec, pos)
-        if where.basis(transfers[0].block_number) is None:
+        rule = (rec.finality_mode, rec.required_confirmations)
+        where = places.get(rule) or places.setdefault(rule, rule_position(rec, pos))
+        block = (rule, transfers[0].block_number)
+        final = bases[block] if block in bases else bases.setdefault(block, where.basis(block[1]))
+        if final is None:
             continue
         settlement = Settlement(
             SettlementId(rec.settlement_id), True, UnixMillis(rec.initiated_at), rec.timeout_ms

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import insert, or_, select, update
 
@@ -201,18 +202,36 @@ def known_deposits(txn: BlockTxn, ids: Sequence[str]) -> set[str]:
     return {r[0] for r in rows.all()}
 
 
+def deposit_row(new: NewSettlement) -> dict[str, Any]:
+    """The settlement row of a new deposit (``evm_deposit``)."""
+    return {**settlement_values(new), "kind": DEPOSIT_KIND}
+
+
+def deposit_rows_alike(
+    first: dict[str, Any], others: Sequence[tuple[str, str, dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The settlement rows of deposits registered alike with ``first`` (:func:`deposit_row`:
+    same subscription, same instant), each (settlement id, digest, decision JSON) of its own
+    first decision: every other column is ``first``'s (a row is a copy of its dict, not a
+    record built and converted again per deposit)."""
+    return [
+        {**first, "settlement_id": sid, "tx_hash": sid, "digest": digest, "decision": decision}
+        for sid, digest, decision in others
+    ]
+
+
 def insert_new_deposits(
-    txn: BlockTxn, rows: Sequence[tuple[NewSettlement, NewPaymentSpec, NewDeposit]]
+    txn: BlockTxn, rows: Sequence[tuple[dict[str, Any], NewPaymentSpec, NewDeposit]]
 ) -> None:
-    """Store deposits (their ids must be new: see :func:`known_deposits`): three
-    ``executemany`` on the driver's cursor (watcher/store/driver_sql.py), not SQLAlchemy's
-    per-row parameter processing (a block of 1,000 deposits spent a third of its insert time
-    there)."""
+    """Store deposits (their ids must be new: see :func:`known_deposits`), each its
+    settlement row (:func:`deposit_row`), spec and deposit: three ``executemany`` on the
+    driver's cursor (watcher/store/driver_sql.py), not SQLAlchemy's per-row parameter
+    processing (a block of 1,000 deposits spent a third of its insert time there)."""
     if not rows:
         return
     chain = txn.chain
-    settlements = [{**settlement_values(n), "kind": DEPOSIT_KIND} for n, _, _ in rows]
-    specs = [payment_spec_values(n.settlement_id, n.chain, spec) for n, spec, _ in rows]
+    settlements = [row for row, _, _ in rows]
+    specs = [payment_spec_values(r["settlement_id"], chain, spec) for r, spec, _ in rows]
     deposits = [
         {
             "settlement_id": d.settlement_id,
