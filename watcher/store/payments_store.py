@@ -15,18 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import and_, delete, insert, select
+from sqlalchemy import and_, delete, insert, or_, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
 from chains.quorum import Anchor
-from guard.payment import PAYMENT_KIND
+from guard.payment import ADDRESS_KINDS, DEPOSIT_KIND, PAYMENT_KIND
 from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
+from watcher.store.conditions import deadline_reasons
 from watcher.store.db import Db
 from watcher.store.driver_sql import insert_many
 from watcher.store.errors import SettlementNotFound, StoreConflict, StoreError
-from watcher.store.payment_reads import due_rows, spec_rows, transfer_rows
 from watcher.store.payment_records import (
     NewPaymentSpec,
     NewTransfer,
@@ -199,22 +199,17 @@ def _transfers(conn: Connection, ids: Sequence[str]) -> dict[str, list[TransferR
 
 
 def specs_in(txn: BlockTxn, ids: Sequence[str]) -> dict[str, PaymentSpecRecord]:
-    """The specs of the payments ``ids`` (on the driver's cursor: watcher/store/payment_reads.py)."""
+    """The specs of the payments ``ids``."""
     if not ids:
         return {}
-    return {r["settlement_id"]: from_row(PaymentSpecRecord, r) for r in spec_rows(txn, ids)}
+    t = s.payment_specs
+    rows = txn.conn.execute(select(t).where(t.c.settlement_id.in_(list(ids)))).mappings().all()
+    return {r["settlement_id"]: from_row(PaymentSpecRecord, r) for r in rows}
 
 
 def transfers_in(txn: BlockTxn, ids: Sequence[str]) -> dict[str, list[TransferRecord]]:
-    """The counted transfers of the payments ``ids``, by settlement, in chain order (on the
-    driver's cursor: watcher/store/payment_reads.py)."""
-    out: dict[str, list[TransferRecord]] = {}
-    if not ids:
-        return out
-    for row in transfer_rows(txn, ids):
-        rec = from_row(TransferRecord, row)
-        out.setdefault(rec.settlement_id, []).append(rec)
-    return out
+    """The counted transfers of the payments ``ids``, by settlement, in chain order."""
+    return _transfers(txn.conn, ids)
 
 
 def add_transfers(txn: BlockTxn, block_number: int, transfers: Sequence[NewTransfer]) -> None:
@@ -291,5 +286,28 @@ def payments_due(
     The transfers are looked up per watched payment (``EXISTS`` on the settlement's own
     transfers, by index), not scanned: the transfers of final deposits stay while their
     blocks are canonical, so a scan grew with every deposit ever seen."""
-    rows = due_rows(txn, late_watch_ms, head, finalized, safe)  # on the driver's cursor
+    t, x = s.settlements, s.payment_transfers
+    own = x.c.settlement_id == t.c.settlement_id
+    with_transfers = select(x.c.id).where(own).exists()
+    ripe = [x.c.block_number + t.c.required_confirmations - 1 <= head]
+    ripe += [x.c.block_number <= h for h in (finalized, safe) if h is not None]
+    ripe_transfer = select(x.c.id).where(own, or_(*ripe)).exists()
+    rows = (
+        txn.conn.execute(
+            select(t)
+            .where(
+                t.c.chain == txn.chain,
+                t.c.kind.in_(ADDRESS_KINDS),
+                t.c.watching.is_(True),
+                or_(
+                    and_(t.c.kind == PAYMENT_KIND, with_transfers),
+                    and_(t.c.kind == DEPOSIT_KIND, ripe_transfer),
+                    *deadline_reasons(txn.now, late_watch_ms),
+                ),
+            )
+            .order_by(t.c.seq)
+        )
+        .mappings()
+        .all()
+    )
     return [from_row(SettlementRecord, r) for r in rows]
