@@ -19,7 +19,7 @@ POLICY = SettlementPolicy(max_wait_ms=86_400_000)
 TOKEN = "0x" + "70" * 20
 
 
-def _item(i: int, block: int = 100, initiated: int = 1_000, **change: object) -> DepositItem:
+def _item(i: int, block: int = 100, initiated: int = 1_000, **change: int | str) -> DepositItem:
     token = i % 2 == 1
     value = int(change.get("value", 10**18 + i if i % 3 else 2**60 + i))  # beyond 2**53 too
     amount = int(change.get("amount", value))
