@@ -75,19 +75,13 @@ def store_decision(
     became ``FINALITY_CONFIRMED`` (a deposit's ``deposit_confirmed``)."""
     kept = transition.decision
     terminal = kept.verdict.terminal
-    txn.save_decision(
-        rec,
-        kept.verdict.value,
-        kept.digest,
-        decision_as_json(kept),
-        watching=watching,
-        terminal=terminal,
-    )
+    as_json = decision_as_json(kept)
+    txn.save_decision(rec, kept.verdict.value, kept.digest, as_json, watching, terminal)
     sid = rec.settlement_id
     if transition.finality_violation:
         # Recorded before anything the reversal sets off: the violation delivered to the
         # commit_url is keyed by this event's id, and precedes a discard decided with it.
-        payload = {**subject, "previous": rec.decision, "now": decision_as_json(kept)}
+        payload = {**subject, "previous": rec.decision, "now": as_json}
         violation_id = record_event(
             txn, plan, EventKind.FINALITY_VIOLATION, "critical", payload, sid
         )
@@ -100,7 +94,7 @@ def store_decision(
         # lifecycle event before the late-finality alert.
         kind: str = LIFECYCLE_EVENT[kept.verdict]
         severity = "info" if kind == "settlement_confirmed" else "warning"
-        payload = decision_as_json(kept)
+        payload = as_json
         if confirmed is not None and kept.verdict is Verdict.FINALITY_CONFIRMED:
             kind, payload = confirmed
         event_id = record_event(txn, plan, kind, severity, payload, sid)
