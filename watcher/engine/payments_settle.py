@@ -243,7 +243,7 @@ def _store_one(txn: BlockTxn, o: _Outcome, rules: Rules) -> None:
     where = f"chain {rules.chain}"
     args = (o.previous, o.fresh, o.transition, o.watching, rules.plan, subject, where)
     confirmed = None
-    if rec.kind == DEPOSIT_KIND:
+    if rec.kind == DEPOSIT_KIND and kept.verdict is Verdict.FINALITY_CONFIRMED:
         subs = subscriptions_of(txn, [rec.settlement_id])
         confirmed = (EventKind.DEPOSIT_CONFIRMED, _confirmed(o, subs))
     store_decision(txn, rec, *args, confirmed=confirmed)
