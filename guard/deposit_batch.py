@@ -131,11 +131,12 @@ def _encode(value: object) -> str:
 @dataclass(frozen=True)
 class _Template:
     """A group's decision with its deposit's own values taken out: the canonical text's
-    pieces between them (in text order: ``order`` maps each gap to a value)."""
+    pieces between them, in text order."""
 
     decided: Decision
     pieces: tuple[str, ...]
-    order: tuple[int, ...]
+    gaps: tuple[tuple[int, str], ...]
+    """Each value's place in :func:`_own`, with the piece of text after it."""
     slots: tuple[tuple[str, object, int | None], ...]
     """Each evidence fact: its key, the group's value, and where the deposit's own value is
     in :func:`_own` (None: the group's; :data:`_MOVED`: the transfer)."""
@@ -177,21 +178,19 @@ class _Template:
         pieces.append(text[start:])
         where = {k: 1 + n for n, k in enumerate(_FACTS)} | {"transfers": _MOVED}
         slots = tuple((k, v, where.get(k)) for k, v in evidence.facts)
-        order = tuple(i for _, i in cuts)
+        gaps = tuple(zip((i for _, i in cuts), pieces[1:], strict=True))
         template = cls(
-            decided, tuple(pieces), order, slots, moved[0], evidence.kind, evidence.observed_at
+            decided, tuple(pieces), gaps, slots, moved[0], evidence.kind, evidence.observed_at
         )
         return template if template.decide(item) == decided else None
 
     def decide(self, item: DepositItem) -> Decision:
         """``item``'s decision from the template."""
         own = _own(item)
-        text = self.pieces[0] + "".join(
-            [_encode(own[i]) + piece for i, piece in zip(self.order, self.pieces[1:], strict=True)]
-        )
+        text = self.pieces[0] + "".join([_encode(own[i]) + piece for i, piece in self.gaps])
         moved = {**self.transfer, **dict(zip(_TRANSFER, own[1 + len(_FACTS) :], strict=True))}
         facts = tuple(
-            (k, [moved] if i == _MOVED else v if i is None else own[i]) for k, v, i in self.slots
+            [(k, [moved] if i == _MOVED else v if i is None else own[i]) for k, v, i in self.slots]
         )
         d, spec, sid = self.decided, item.spec, item.settlement.settlement_id
         asset = "wei" if spec.asset == NATIVE else f"units of token {spec.asset}"
