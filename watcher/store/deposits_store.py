@@ -4,8 +4,8 @@ A subscription row and its addresses are written by the API (:class:`DepositQuer
 of :class:`~watcher.store.store.Store`); the engine reads the addresses of active
 subscriptions by insertion order (its index grows with new rows, one indexed query a poll)
 and writes deposits inside a block's transaction (:func:`insert_new_deposits`): an
-``evm_deposit`` settlement row, its ``payment_specs`` row (the exact amount, asset, address
-and sender that arrived) and its ``deposits`` row, only for ids not stored yet, so a
+``evm_deposit`` settlement row and its ``deposits`` row (with its spec: the exact amount,
+asset, address and sender that arrived), only for ids not stored yet, so a
 transfer seen again (a re-processed block, another instance, a re-inclusion after a reorg)
 adds no deposit.
 """
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import insert, or_, select, update
+from sqlalchemy.engine import Connection
 
 from guard.payment import DEPOSIT_KIND
 from watcher.store import schema as s
@@ -32,7 +33,7 @@ from watcher.store.deposit_records import (
 from watcher.store.driver_sql import insert_many
 from watcher.store.errors import SettlementNotFound
 from watcher.store.owned import owned_row
-from watcher.store.payment_records import NewPaymentSpec, payment_spec_values
+from watcher.store.payment_records import NewPaymentSpec, PaymentSpecRecord
 from watcher.store.records import NewSettlement, SettlementRecord, from_row
 from watcher.store.settlements_store import settlement_values
 
@@ -224,14 +225,13 @@ def insert_new_deposits(
     txn: BlockTxn, rows: Sequence[tuple[dict[str, Any], NewPaymentSpec, NewDeposit]]
 ) -> None:
     """Store deposits (their ids must be new: see :func:`known_deposits`), each its
-    settlement row (:func:`deposit_row`), spec and deposit: three ``executemany`` on the
+    settlement row (:func:`deposit_row`) and its deposit row holding its spec (the amount and
+    sender that arrived: no ``payment_specs`` row since 0021): two ``executemany`` on the
     driver's cursor (watcher/store/driver_sql.py), not SQLAlchemy's per-row parameter
     processing (a block of 1,000 deposits spent a third of its insert time there)."""
     if not rows:
         return
     chain = txn.chain
-    settlements = [row for row, _, _ in rows]
-    specs = [payment_spec_values(r["settlement_id"], chain, spec) for r, spec, _ in rows]
     deposits = [
         {
             "settlement_id": d.settlement_id,
@@ -241,15 +241,29 @@ def insert_new_deposits(
             "ordinal": d.ordinal,
             "address": d.address,
             "asset": d.asset,
+            "amount": spec.amount,
+            "sender": spec.sender,
         }
-        for _, _, d in rows
+        for _, spec, d in rows
     ]
-    for table, values in (
-        (s.settlements, settlements),
-        (s.payment_specs, specs),
-        (s.deposits, deposits),
-    ):
-        insert_many(txn.conn, table, values)
+    insert_many(txn.conn, s.settlements, [row for row, _, _ in rows])
+    insert_many(txn.conn, s.deposits, deposits)
+
+
+def deposit_specs(conn: Connection, ids: Sequence[str]) -> dict[str, PaymentSpecRecord]:
+    """The specs of those of ``ids`` that are deposits, from their own rows (since 0021 a
+    deposit has no ``payment_specs`` row: its spec is its address, asset, amount and
+    sender, exactly what arrived)."""
+    if not ids:
+        return {}
+    d = s.deposits
+    query = select(
+        d.c.settlement_id, d.c.chain, d.c.address, d.c.asset, d.c.amount, d.c.sender
+    ).where(d.c.settlement_id.in_(list(ids)))
+    return {
+        sid: PaymentSpecRecord(sid, chain, address, asset, amount, sender, None, None)
+        for sid, chain, address, asset, amount, sender in conn.execute(query).all()
+    }
 
 
 def deposits_in(txn: BlockTxn, ids: Sequence[str]) -> dict[str, DepositRecord]:
