@@ -123,6 +123,10 @@ def test_a_subscription_sees_deposits_and_commits_each_once(
         assert receipt["payment"]["transfers"][0]["value"] == deposit["amount"]
         commits = wait_for(partial(effects_of, receiver, did), 20, what="its commit")
         assert [c["type"] for c in commits] == ["commit"]
+        # The commit carries the deposit's decision (deposit_confirmed names only its digest).
+        assert commits[0]["decision"]["verdict"] == "FINALITY_CONFIRMED"
+        assert commits[0]["decision"]["evidence"]["facts"]["amount"] == deposit["amount"]
+        assert commits[0]["receipt"] is not None
     gone = cli(daemon, "subscriptions", "delete", sid)
     assert gone["active"] is False
 

@@ -80,8 +80,11 @@ def test_many_addresses_each_transfer_seen_once_then_final_with_a_receipt_provin
     payer = rig.anvil.accounts[1].lower()
     by_value = {}
     for d in final:
-        assert event_kinds(rig, d.settlement_id).count("deposit_seen") == 1
-        assert "deposit_confirmed" in event_kinds(rig, d.settlement_id)
+        # One event per deposit state: seen, then confirmed (no settlement_confirmed beside).
+        assert event_kinds(rig, d.settlement_id) == ["deposit_seen", "deposit_confirmed"]
+        (said,) = [e.payload for e in rig.events(d.settlement_id) if e.kind == "deposit_confirmed"]
+        assert said["subscription_id"] == sub and said["verdict"] == "FINALITY_CONFIRMED"
+        assert said["digest"] == d.digest and said["amount"] == facts(rig, d)[0][2]
         receipt = receipts.latest(d.settlement_id)
         verify_receipt(receipt)
         (transfer,) = receipt["payment"]["transfers"]

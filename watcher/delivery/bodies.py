@@ -89,6 +89,8 @@ class BodyAssembler:
             return self._assemble_violation(rec, settlement, now)
         event = self.outbox.event(rec.event_id) if rec.event_id is not None else None
         decision, decided_at = (event[0], event[1]) if event else (settlement.decision, 0)
+        if "directive" not in decision:  # a deposit's deposit_confirmed: verdict and digest
+            decision = settlement.decision
         kind = RECEIPT_KINDS.get(str(decision.get("verdict")))
         digest = decision.get("digest")
         receipt = None

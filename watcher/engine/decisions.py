@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from guard.event_kinds import LIFECYCLE_EVENT, EventKind
-from guard.settlement import Decision, Transition, TransitionKind, decision_as_json
+from guard.settlement import Decision, Transition, TransitionKind, Verdict, decision_as_json
 from watcher.delivery.plan import OutboxPlan
 from watcher.store import BlockTxn, SettlementRecord
 
@@ -65,26 +65,23 @@ def store_decision(
     plan: OutboxPlan,
     subject: dict[str, Any],
     where: str,
+    confirmed: tuple[str, dict[str, Any]] | None = None,
 ) -> bool:
     """Write ``transition``'s decision and its events; True if the verdict became terminal.
 
     ``subject`` is what alerts say the settlement is (id, tx hash, and for sources the
-    source, kind and ref); ``where`` names the chain or source in log lines."""
+    source, kind and ref); ``where`` names the chain or source in log lines; ``confirmed``:
+    the event (kind, payload) recorded in place of ``settlement_confirmed`` when the verdict
+    became ``FINALITY_CONFIRMED`` (a deposit's ``deposit_confirmed``)."""
     kept = transition.decision
     terminal = kept.verdict.terminal
-    txn.save_decision(
-        rec,
-        kept.verdict.value,
-        kept.digest,
-        decision_as_json(kept),
-        watching=watching,
-        terminal=terminal,
-    )
+    as_json = decision_as_json(kept)
+    txn.save_decision(rec, kept.verdict.value, kept.digest, as_json, watching, terminal)
     sid = rec.settlement_id
     if transition.finality_violation:
         # Recorded before anything the reversal sets off: the violation delivered to the
         # commit_url is keyed by this event's id, and precedes a discard decided with it.
-        payload = {**subject, "previous": rec.decision, "now": decision_as_json(kept)}
+        payload = {**subject, "previous": rec.decision, "now": as_json}
         violation_id = record_event(
             txn, plan, EventKind.FINALITY_VIOLATION, "critical", payload, sid
         )
@@ -95,9 +92,12 @@ def store_decision(
     if became_terminal:
         # A timeout decided together with late finality is still a timeout, and gets its
         # lifecycle event before the late-finality alert.
-        kind = LIFECYCLE_EVENT[kept.verdict]
+        kind: str = LIFECYCLE_EVENT[kept.verdict]
         severity = "info" if kind == "settlement_confirmed" else "warning"
-        event_id = record_event(txn, plan, kind, severity, decision_as_json(kept), sid)
+        payload = as_json
+        if confirmed is not None and kept.verdict is Verdict.FINALITY_CONFIRMED:
+            kind, payload = confirmed
+        event_id = record_event(txn, plan, kind, severity, payload, sid)
         plan.on_verdict(txn, rec, kept.verdict.value, event_id)
     if transition.kind is TransitionKind.LATE_FINALITY:
         # The guard carries finality seen at or after the deadline as ``late_finality`` (a

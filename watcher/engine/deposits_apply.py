@@ -13,8 +13,10 @@ then decides the deposit: seen, final, reorged out).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from guard.payment import DEPOSIT_KIND
+from guard.settlement import decision_as_json
 from guard.types import SettlementId
 from watcher.config.chains import ChainConfig
 from watcher.delivery.plan import OutboxPlan
@@ -23,7 +25,12 @@ from watcher.engine.deposits_scan import DepositCandidate
 from watcher.settlements import Awaiting, awaiting_row, first_decisions_of
 from watcher.store.block_txn import BlockTxn
 from watcher.store.deposit_records import SubscriptionRecord
-from watcher.store.deposits_store import insert_new_deposits, known_deposits
+from watcher.store.deposits_store import (
+    deposit_row,
+    deposit_rows_alike,
+    insert_new_deposits,
+    known_deposits,
+)
 from watcher.store.payment_records import NewPaymentSpec, NewTransfer, TransferRecord
 
 
@@ -51,13 +58,19 @@ def deposit_writes(
     ids = [SettlementId(cand.deposit.settlement_id) for cand, _ in fresh]
     firsts = first_decisions_of(alike, ids, txn.now)
     rows = []
+    made: dict[str, dict[str, Any]] = {}  # per subscription, its first new deposit's row
     for (cand, sub), sid, first in zip(fresh, ids, firsts, strict=True):
         dep, t = cand.deposit, cand.transfer
-        awaiting = Awaiting(chain, sub.confirmations, None, None, sub.commit_url)
-        new = awaiting_row(awaiting, sid, sid, sub.owner, txn.now, first, kind=DEPOSIT_KIND)
+        row = made.get(sub.subscription_id)
+        if row is None or row["verdict"] != first.verdict.value:
+            awaiting = Awaiting(chain, sub.confirmations, None, None, sub.commit_url)
+            new = awaiting_row(awaiting, sid, sid, sub.owner, txn.now, first, kind=DEPOSIT_KIND)
+            row = made[sub.subscription_id] = deposit_row(new)
+        else:  # registered alike: only the id and the first decision differ
+            (row,) = deposit_rows_alike(row, [(sid, first.digest, decision_as_json(first))])
         spec = NewPaymentSpec(dep.address, dep.asset, t.value, t.sender, t.block_number - 1)
-        rows.append((new, spec, dep, t))
-    insert_new_deposits(txn, [(new, spec, dep) for new, spec, dep, _ in rows])
+        rows.append((row, spec, dep, t))
+    insert_new_deposits(txn, [(row, spec, dep) for row, spec, dep, _ in rows])
     seen = [
         (
             "deposit_seen",

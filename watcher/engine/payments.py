@@ -29,7 +29,7 @@ from watcher.engine.payments_settle import decide_payment_settlements
 from watcher.engine.rules import ChainRules, Tally
 from watcher.engine.values import BlockInput
 from watcher.store.block_txn import BlockTxn
-from watcher.store.deposits_store import deposits_in
+from watcher.store.deposits_store import deposit_specs, deposits_in
 from watcher.store.payment_records import NewTransfer, PaymentState, TransferRecord
 from watcher.store.payments_store import (
     add_transfers,
@@ -82,7 +82,10 @@ def _payment_writes(
     if not due:
         return []
     ids = list(due)
-    specs, transfers = specs_in(txn, ids), transfers_in(txn, ids)
+    deposits = [i for i, r in due.items() if r.kind == DEPOSIT_KIND]  # their spec: their row
+    specs = specs_in(txn, [i for i, r in due.items() if r.kind != DEPOSIT_KIND])
+    specs.update(deposit_specs(txn.conn, deposits))
+    transfers = transfers_in(txn, ids)
     deciding = rules.deciding(inp.approval, reversal)
     items = [(r, specs[i], transfers.get(i, []), i in reversed_ids) for i, r in due.items()]
     for decided in decide_payment_settlements(txn, items, pos, inp.now, deciding):

@@ -12,11 +12,12 @@ block.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from guard.deposit import decide_deposit, lost_transfer
+from guard.deposit_batch import DepositItem, decide_deposits
 from guard.event_kinds import LIFECYCLE_EVENT, EventKind
 from guard.late_watch import still_watched
 from guard.payment import DEPOSIT_KIND, PaymentSpec, RulePosition, Transfer, decide_payment
@@ -31,11 +32,12 @@ from guard.settlement import (
     settle_transition,
 )
 from guard.types import SettlementId, UnixMillis
-from watcher.engine.decisions import record_event, store_decision
+from watcher.engine.decisions import store_decision
 from watcher.engine.invoice_states import follow_invoice
 from watcher.engine.observe import ChainPosition
 from watcher.engine.settle import UNCHANGED, Decided, Rules
 from watcher.store.block_txn import BlockTxn
+from watcher.store.deposits_store import subscriptions_of
 from watcher.store.payment_records import PaymentSpecRecord, TransferRecord
 from watcher.store.records import SettlementRecord
 
@@ -116,8 +118,9 @@ def decide_payment_settlements(
     statements); any other change goes the one-by-one way."""
     out: list[Decided] = []
     plain: list[_Outcome] = []
-    for rec, spec, transfers, reversed_ in due:
-        outcome = _evaluate(rec, spec, transfers, pos, now, rules, reversed_)
+    ripe = _ripe_deposits(due, pos, now, rules)
+    for at, (rec, spec, transfers, reversed_) in enumerate(due):
+        outcome = ripe.get(at) or _evaluate(rec, spec, transfers, pos, now, rules, reversed_)
         if outcome is None:
             out.append(UNCHANGED)
             continue
@@ -131,6 +134,58 @@ def decide_payment_settlements(
         else:
             _store_one(txn, outcome, rules)
     _store_plain_deposits(txn, plain, rules)
+    return out
+
+
+def _ripe_deposits(
+    due: Sequence[tuple[SettlementRecord, PaymentSpecRecord, list[TransferRecord], bool]],
+    pos: ChainPosition,
+    now: int,
+    rules: Rules,
+) -> dict[int, _Outcome]:
+    """The outcomes of the deposits of ``due`` that become final now, by their place in
+    ``due``: waiting, not reversed, not held by a finality gate, their one transfer's block
+    final by their rule. The guard decides them a block at a time
+    (:func:`guard.deposit_batch.decide_deposits`: the first of a block alone, the others
+    from its decision with their own facts); one it does not confirm is left to
+    :func:`_evaluate`. Their stored decision is a wait (its verdict column says so), so the
+    transition is an advance whatever else it held: it is not read back."""
+    chosen: dict[tuple[str, RulePosition], list[tuple[int, DepositItem]]] = {}
+    places: dict[tuple[str, int], RulePosition] = {}  # the position under each rule
+    bases: dict[tuple[tuple[str, int], int], str | None] = {}  # a block's basis under one
+    for at, (rec, spec, transfers, reversed_) in enumerate(due):
+        if (
+            rec.kind != DEPOSIT_KIND
+            or reversed_
+            or len(transfers) != 1
+            or rec.verdict != Verdict.AWAITING_FINALITY
+            or _hold(rec, rules) is not None
+        ):
+            continue
+        rule = (rec.finality_mode, rec.required_confirmations)
+        where = places.get(rule) or places.setdefault(rule, rule_position(rec, pos))
+        block = (rule, transfers[0].block_number)
+        final = bases[block] if block in bases else bases.setdefault(block, where.basis(block[1]))
+        if final is None:
+            continue
+        settlement = Settlement(
+            SettlementId(rec.settlement_id), True, UnixMillis(rec.initiated_at), rec.timeout_ms
+        )
+        item = DepositItem(settlement, spec_of(spec), [transfer_of(transfers[0])])
+        chosen.setdefault((rec.chain, where), []).append((at, item))
+    out: dict[int, _Outcome] = {}
+    for (chain, where), items in chosen.items():
+        fresh = decide_deposits(chain, [i for _, i in items], where, rules.policy, now)
+        for (at, _item), decided in zip(items, fresh, strict=True):
+            if decided.verdict is not Verdict.FINALITY_CONFIRMED:
+                continue
+            rec, spec, transfers, _ = due[at]
+            waiting = Decision(
+                Verdict.AWAITING_FINALITY, "", decided.settlement_id, decided.deadline, 0, 0, None
+            )
+            transition = settle_transition(waiting, decided)
+            watching = still_watched(transition, rec.deadline, rules.late_watch_ms, now)
+            out[at] = _Outcome(rec, spec, transfers, waiting, decided, transition, watching)
     return out
 
 
@@ -179,31 +234,59 @@ def _subject(rec: SettlementRecord, spec: PaymentSpecRecord) -> dict[str, Any]:
 
 
 def _store_one(txn: BlockTxn, o: _Outcome, rules: Rules) -> None:
-    """Store one outcome with its events (the shared decision path) and its kind's own."""
+    """Store one outcome with its events (the shared decision path) and its kind's own: a
+    deposit that became final records ``deposit_confirmed`` in place of the lifecycle
+    event."""
     rec, spec, transfers = o.rec, o.spec, o.transfers
     kept = o.transition.decision
     subject = _subject(rec, spec)
     where = f"chain {rules.chain}"
     args = (o.previous, o.fresh, o.transition, o.watching, rules.plan, subject, where)
-    became_terminal = store_decision(txn, rec, *args)
-    if rec.kind == DEPOSIT_KIND and became_terminal and kept.verdict is Verdict.FINALITY_CONFIRMED:
-        confirmed = {**subject, "tx_hash": transfers[-1].tx_hash if transfers else None}
-        record_event(
-            txn, rules.plan, EventKind.DEPOSIT_CONFIRMED, "info", confirmed, rec.settlement_id
-        )
+    confirmed = None
+    if rec.kind == DEPOSIT_KIND and kept.verdict is Verdict.FINALITY_CONFIRMED:
+        subs = subscriptions_of(txn, [rec.settlement_id])
+        confirmed = (EventKind.DEPOSIT_CONFIRMED, _confirmed(o, subs))
+    store_decision(txn, rec, *args, confirmed=confirmed)
     if rec.kind != DEPOSIT_KIND:
         follow_invoice(
             txn, rules.plan, rec.settlement_id, kept.verdict, int(spec.amount), transfers
         )
 
 
+def _confirmed(o: _Outcome, subscriptions: Mapping[str, str]) -> dict[str, Any]:
+    """What ``deposit_confirmed`` says: the deposit (its subscription, address, asset,
+    amount, sender, tx, log and block) and the decision's verdict and digest."""
+    kept, spec = o.transition.decision, o.spec
+    sid = o.rec.settlement_id
+    payload: dict[str, Any] = {
+        "settlement_id": sid,
+        "subscription_id": subscriptions.get(sid),
+        "address": spec.to_address,
+        "asset": spec.asset,
+        "amount": spec.amount,
+        "from": spec.sender,
+    }
+    if o.transfers:
+        t = o.transfers[-1]
+        payload.update(
+            tx_hash=t.tx_hash,
+            log_index=t.log_index,
+            block_number=t.block_number,
+            block_hash=t.block_hash,
+        )
+    payload.update(verdict=kept.verdict.value, digest=kept.digest)
+    return payload
+
+
 def _store_plain_deposits(txn: BlockTxn, plain: Sequence[_Outcome], rules: Rules) -> None:
     """Store deposits' outcomes that set off no alert of their own (see
     :func:`decide_payment_settlements`), as :func:`store_decision` would, in two
-    statements: the decisions, then the events (the lifecycle event of a verdict that just
-    became terminal, and ``deposit_confirmed``), each event's deliveries in order."""
+    statements: the decisions, then the events (``deposit_confirmed`` for a deposit that
+    became final, the lifecycle event of one that failed), each event's deliveries in
+    order."""
     if not plain:
         return
+    subs = subscriptions_of(txn, [o.rec.settlement_id for o in plain])
     rows = []
     events: list[tuple[str, str, dict[str, Any], str | None]] = []
     lifecycle: dict[int, tuple[SettlementRecord, str]] = {}  # event position → its verdict
@@ -216,15 +299,11 @@ def _store_plain_deposits(txn: BlockTxn, plain: Sequence[_Outcome], rules: Rules
         if not (moved and terminal and not o.previous.verdict.terminal):
             continue
         sid = o.rec.settlement_id
-        kind = LIFECYCLE_EVENT[kept.verdict]
-        severity = "info" if kind == "settlement_confirmed" else "warning"
         lifecycle[len(events)] = (o.rec, kept.verdict.value)
-        events.append((kind, severity, as_json, sid))
         if kept.verdict is Verdict.FINALITY_CONFIRMED:
-            tx_hash = o.transfers[-1].tx_hash if o.transfers else None
-            events.append(
-                ("deposit_confirmed", "info", {**_subject(o.rec, o.spec), "tx_hash": tx_hash}, sid)
-            )
+            events.append((EventKind.DEPOSIT_CONFIRMED, "info", _confirmed(o, subs), sid))
+        else:
+            events.append((LIFECYCLE_EVENT[kept.verdict], "warning", as_json, sid))
     txn.save_decisions(rows)
     wanted = bool(rules.plan.routes) or any(rec.commit_url for rec, _ in lifecycle.values())
     if not wanted:  # no alert route and no commit_url: nothing refers to the events' ids

@@ -4,8 +4,8 @@ A subscription row and its addresses are written by the API (:class:`DepositQuer
 of :class:`~watcher.store.store.Store`); the engine reads the addresses of active
 subscriptions by insertion order (its index grows with new rows, one indexed query a poll)
 and writes deposits inside a block's transaction (:func:`insert_new_deposits`): an
-``evm_deposit`` settlement row, its ``payment_specs`` row (the exact amount, asset, address
-and sender that arrived) and its ``deposits`` row, only for ids not stored yet, so a
+``evm_deposit`` settlement row and its ``deposits`` row (with its spec: the exact amount,
+asset, address and sender that arrived), only for ids not stored yet, so a
 transfer seen again (a re-processed block, another instance, a re-inclusion after a reorg)
 adds no deposit.
 """
@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import insert, or_, select, update
+from sqlalchemy.engine import Connection
 
 from guard.payment import DEPOSIT_KIND
 from watcher.store import schema as s
@@ -31,7 +33,7 @@ from watcher.store.deposit_records import (
 from watcher.store.driver_sql import insert_many
 from watcher.store.errors import SettlementNotFound
 from watcher.store.owned import owned_row
-from watcher.store.payment_records import NewPaymentSpec, payment_spec_values
+from watcher.store.payment_records import NewPaymentSpec, PaymentSpecRecord
 from watcher.store.records import NewSettlement, SettlementRecord, from_row
 from watcher.store.settlements_store import settlement_values
 
@@ -201,18 +203,35 @@ def known_deposits(txn: BlockTxn, ids: Sequence[str]) -> set[str]:
     return {r[0] for r in rows.all()}
 
 
+def deposit_row(new: NewSettlement) -> dict[str, Any]:
+    """The settlement row of a new deposit (``evm_deposit``)."""
+    return {**settlement_values(new), "kind": DEPOSIT_KIND}
+
+
+def deposit_rows_alike(
+    first: dict[str, Any], others: Sequence[tuple[str, str, dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The settlement rows of deposits registered alike with ``first`` (:func:`deposit_row`:
+    same subscription, same instant), each (settlement id, digest, decision JSON) of its own
+    first decision: every other column is ``first``'s (a row is a copy of its dict, not a
+    record built and converted again per deposit)."""
+    return [
+        {**first, "settlement_id": sid, "tx_hash": sid, "digest": digest, "decision": decision}
+        for sid, digest, decision in others
+    ]
+
+
 def insert_new_deposits(
-    txn: BlockTxn, rows: Sequence[tuple[NewSettlement, NewPaymentSpec, NewDeposit]]
+    txn: BlockTxn, rows: Sequence[tuple[dict[str, Any], NewPaymentSpec, NewDeposit]]
 ) -> None:
-    """Store deposits (their ids must be new: see :func:`known_deposits`): three
-    ``executemany`` on the driver's cursor (watcher/store/driver_sql.py), not SQLAlchemy's
-    per-row parameter processing (a block of 1,000 deposits spent a third of its insert time
-    there)."""
+    """Store deposits (their ids must be new: see :func:`known_deposits`), each its
+    settlement row (:func:`deposit_row`) and its deposit row holding its spec (the amount and
+    sender that arrived: no ``payment_specs`` row since 0021): two ``executemany`` on the
+    driver's cursor (watcher/store/driver_sql.py), not SQLAlchemy's per-row parameter
+    processing (a block of 1,000 deposits spent a third of its insert time there)."""
     if not rows:
         return
     chain = txn.chain
-    settlements = [{**settlement_values(n), "kind": DEPOSIT_KIND} for n, _, _ in rows]
-    specs = [payment_spec_values(n.settlement_id, n.chain, spec) for n, spec, _ in rows]
     deposits = [
         {
             "settlement_id": d.settlement_id,
@@ -222,15 +241,29 @@ def insert_new_deposits(
             "ordinal": d.ordinal,
             "address": d.address,
             "asset": d.asset,
+            "amount": spec.amount,
+            "sender": spec.sender,
         }
-        for _, _, d in rows
+        for _, spec, d in rows
     ]
-    for table, values in (
-        (s.settlements, settlements),
-        (s.payment_specs, specs),
-        (s.deposits, deposits),
-    ):
-        insert_many(txn.conn, table, values)
+    insert_many(txn.conn, s.settlements, [row for row, _, _ in rows])
+    insert_many(txn.conn, s.deposits, deposits)
+
+
+def deposit_specs(conn: Connection, ids: Sequence[str]) -> dict[str, PaymentSpecRecord]:
+    """The specs of those of ``ids`` that are deposits, from their own rows (since 0021 a
+    deposit has no ``payment_specs`` row: its spec is its address, asset, amount and
+    sender, exactly what arrived)."""
+    if not ids:
+        return {}
+    d = s.deposits
+    query = select(
+        d.c.settlement_id, d.c.chain, d.c.address, d.c.asset, d.c.amount, d.c.sender
+    ).where(d.c.settlement_id.in_(list(ids)))
+    return {
+        sid: PaymentSpecRecord(sid, chain, address, asset, amount, sender, None, None)
+        for sid, chain, address, asset, amount, sender in conn.execute(query).all()
+    }
 
 
 def deposits_in(txn: BlockTxn, ids: Sequence[str]) -> dict[str, DepositRecord]:
@@ -240,3 +273,12 @@ def deposits_in(txn: BlockTxn, ids: Sequence[str]) -> dict[str, DepositRecord]:
     t = s.deposits
     rows = txn.conn.execute(select(t).where(t.c.settlement_id.in_(list(ids)))).mappings().all()
     return {r["settlement_id"]: from_row(DepositRecord, r) for r in rows}
+
+
+def subscriptions_of(txn: BlockTxn, ids: Sequence[str]) -> dict[str, str]:
+    """The subscription of each deposit of ``ids`` (those that are deposits)."""
+    if not ids:
+        return {}
+    t = s.deposits
+    query = select(t.c.settlement_id, t.c.subscription_id).where(t.c.settlement_id.in_(list(ids)))
+    return {sid: sub for sid, sub in txn.conn.execute(query).all()}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any, cast
 
 import orjson
@@ -102,24 +103,23 @@ class DriverStatement:
         if not rows:
             return
         binds, order = self.binds, self.order
-        converts = [(name, binds.get(name)) for name in (order or rows[0])]
-        params: list[Any]
-        if order:
-            params = [
-                tuple(
-                    row[name] if convert is None else convert(row[name])
-                    for name, convert in converts
-                )
-                for row in rows
-            ]
-        else:
-            params = [
-                {
-                    name: row[name] if convert is None else convert(row[name])
-                    for name, convert in converts
-                }
-                for row in rows
-            ]
+        names = tuple(order or rows[0])
+        converts = [(at, convert) for at, name in enumerate(names) if (convert := binds.get(name))]
+        # A row's values taken in one C call (itemgetter), then only the columns with a
+        # conversion (JSON, on SQLite) converted: a block of 1,000 deposits binds ~75,000
+        # values, and a generator per row, converting each, was most of its Python time.
+        take = itemgetter(*names)
+        params: list[Any] = [take(row) for row in rows]
+        if len(names) == 1:
+            params = [(value,) for value in params]
+        if converts:
+            for i, values in enumerate(params):
+                values = list(values)
+                for at, convert in converts:
+                    values[at] = convert(values[at])
+                params[i] = values
+        if not order:
+            params = [dict(zip(names, values, strict=True)) for values in params]
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
             cursor.executemany(self.sql, params)

@@ -25,6 +25,7 @@ from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
 from watcher.store.conditions import deadline_reasons
 from watcher.store.db import Db
+from watcher.store.deposits_store import deposit_specs
 from watcher.store.driver_sql import insert_many
 from watcher.store.errors import SettlementNotFound, StoreConflict, StoreError
 from watcher.store.payment_records import (
@@ -110,6 +111,9 @@ class PaymentQueries:
         with self._reader.connect() as conn:
             row = conn.execute(select(t).where(t.c.settlement_id == settlement_id)).mappings()
             found = row.first()
+            deposit = deposit_specs(conn, [settlement_id]) if found is None else {}
+        if found is None and settlement_id in deposit:
+            return deposit[settlement_id]  # a deposit's spec is in its own row
         if found is None:
             raise SettlementNotFound(settlement_id)
         return from_row(PaymentSpecRecord, found)
@@ -204,7 +208,10 @@ def specs_in(txn: BlockTxn, ids: Sequence[str]) -> dict[str, PaymentSpecRecord]:
         return {}
     t = s.payment_specs
     rows = txn.conn.execute(select(t).where(t.c.settlement_id.in_(list(ids)))).mappings().all()
-    return {r["settlement_id"]: from_row(PaymentSpecRecord, r) for r in rows}
+    found = {r["settlement_id"]: from_row(PaymentSpecRecord, r) for r in rows}
+    if len(found) < len(set(ids)):  # deposits keep their spec in their own row
+        found.update(deposit_specs(txn.conn, [i for i in ids if i not in found]))
+    return found
 
 
 def transfers_in(txn: BlockTxn, ids: Sequence[str]) -> dict[str, list[TransferRecord]]:

@@ -36,10 +36,12 @@ from watcher.store.records import SignerRecord as SignerRecord
 
 TERMINAL_EVENTS = (
     *LIFECYCLE_EVENT.values(),
+    EventKind.DEPOSIT_CONFIRMED,
     EventKind.FINALITY_VIOLATION,
     EventKind.DECISION_RESTATED,
 )
-"""Event kinds after which a settlement may need a receipt or a revocation."""
+"""Event kinds after which a settlement may need a receipt or a revocation (a deposit that
+became final records ``deposit_confirmed``, not ``settlement_confirmed``)."""
 
 
 def current_receipts(receipts: Sequence[ReceiptRecord]) -> list[ReceiptRecord]:

@@ -30,7 +30,7 @@ from watcher.store.schema_deposits import subscriptions as subscriptions
 from watcher.store.schema_types import AutoId, Hash
 from watcher.store.schema_types import metadata as metadata
 
-SCHEMA_REVISION = "0020_partial_indexes"
+SCHEMA_REVISION = "0021_deposit_specs"
 """Alembic revision this code writes and reads."""
 
 

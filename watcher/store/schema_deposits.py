@@ -57,10 +57,13 @@ deposits = Table(
     Column("ordinal", Integer, nullable=False),
     Column("address", String(42), nullable=False),
     Column("asset", String(42), nullable=False),
+    Column("amount", String(80)),
+    Column("sender", String(42)),
     Index("ix_deposits_subscription", "subscription_id"),
 )
-"""One transfer seen to a subscription's address: an ``evm_deposit`` settlement (its spec in
-``payment_specs``, its transfer in ``payment_transfers`` while its block is canonical).
+"""One transfer seen to a subscription's address: an ``evm_deposit`` settlement, its spec
+here (since 0021: ``address``, ``asset``, ``amount`` and ``sender``, exactly what arrived; no
+``payment_specs`` row), its transfer in ``payment_transfers`` while its block is canonical.
 ``ordinal`` tells apart several transfers of one tx to the same address and asset; the
 settlement id is derived from (subscription, tx, asset, address, ordinal), so a deposit is
 stored once however often its tx is seen."""
