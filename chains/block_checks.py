@@ -74,13 +74,19 @@ def checked_receipts(
     block_hash: str,
     tx_hashes: Sequence[str],
     fetched: RawReceipts | None = None,
+    listed: Sequence[str] | None = None,
 ) -> list[TxReceipt]:
     """The receipts of ``tx_hashes`` in block ``block_hash``, checked against the block's
     roots (see the module doc); those of another block are left out, as a block the node no
     longer has gives none. ``fetched``: the block's raw receipts already asked for
-    (:func:`fetch_receipts_of`; checked here as if asked now). Raises NodeDataInvalid when
-    the node's data does not check out, BranchMoved when the node's answers belong to
-    another branch (wait and retry)."""
+    (:func:`fetch_receipts_of`; checked here as if asked now). ``listed``: the block's tx
+    hashes in order as the caller's parsed copy of it lists them, used when the facts'
+    index (the last :data:`~chains.block_facts.TX_BLOCKS_HELD` blocks) let the block go: a
+    catch-up's run holds up to a poll of blocks, and without them most of its watched
+    blocks were asked for again by hash. The list is believed no more than the facts' one:
+    both tries are rebuilt from it and checked against the header's roots. Raises
+    NodeDataInvalid when the node's data does not check out, BranchMoved when the node's
+    answers belong to another branch (wait and retry)."""
     if not client.check_headers:
         if fetched is None:
             return client.block_receipts(block_hash, tx_hashes)
@@ -89,6 +95,8 @@ def checked_receipts(
         return _wanted(client, fetched, block_hash, tx_hashes)
     compact = facts.header(block_hash)
     hashes = facts.tx_hashes(block_hash)
+    if hashes is None and listed:
+        hashes = list(listed)
     if compact is None or hashes is None:
         full = client.call("eth_getBlockByHash", [block_hash, True])
         if full is None:
