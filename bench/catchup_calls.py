@@ -18,11 +18,12 @@ import os
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from eth_account import Account
-from eth_utils import to_checksum_address
+from eth_utils.address import to_checksum_address
 
 from bench.proxy import CountingProxy
 from tests.support.anvil import Anvil
@@ -41,7 +42,10 @@ class CatchUpCalls:
     calls: Counter[str]
     """JSON-RPC calls by method (a batch of k counts k)."""
     blocks_twice: dict[str, int]
-    """Block (hash) → times asked, for each block asked more than once."""
+    """Block (hash) → times asked with its txs, for each asked so more than once."""
+    headers_again: dict[str, int]
+    """Block → times asked in any form, for each asked more than once otherwise (a
+    receipt's header chain read from the node: watcher/receipts/headers.py)."""
     receipts_twice: dict[str, int]
     """Block → ``eth_getBlockReceipts`` of it, for each asked more than once."""
     blocks: int
@@ -68,14 +72,16 @@ def signed_txs(anvil: Anvil, count: int) -> list[tuple[str, str]]:
             "maxPriorityFeePerGas": 1,
         }
         signed = Account.sign_transaction(tx, DEV_KEY)
-        out.append(("0x" + signed.hash.hex().removeprefix("0x"), "0x" + signed.raw_transaction.hex()))
+        out.append(
+            ("0x" + signed.hash.hex().removeprefix("0x"), "0x" + signed.raw_transaction.hex())
+        )
     return out
 
 
-def wait(check: object, timeout: float, what: str) -> None:
+def wait(check: Callable[[], bool], timeout: float, what: str) -> None:
     """Until ``check()`` is true (polls the world; fails after ``timeout`` s)."""
     deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
+    while not check():
         if time.monotonic() > deadline:
             raise TimeoutError(what)
         time.sleep(0.1)
@@ -121,7 +127,12 @@ def measure(workdir: Path, blocks: int, txs: int, timeout: float = 600.0) -> Cat
             calls = Counter(proxy.calls)
         return CatchUpCalls(
             calls=calls,
-            blocks_twice=twice(anvil, log),
+            blocks_twice=asked_twice(anvil, log, full=True),
+            headers_again={
+                k: n
+                for k, n in asked_twice(anvil, log).items()
+                if k not in asked_twice(anvil, log, full=True)
+            },
             receipts_twice=_more_than_once(
                 str(p[0]).lower() for m, p in log if m == "eth_getBlockReceipts"
             ),
@@ -135,13 +146,19 @@ def measure(workdir: Path, blocks: int, txs: int, timeout: float = 600.0) -> Cat
         anvil.stop()
 
 
-def twice(anvil: Anvil, log: list[tuple[str, list[object]]]) -> dict[str, int]:
-    """Each block asked for more than once (by number or by hash, full or not), by hash;
-    a tag (``latest``, ``finalized``) counts as what it asks for, not as a block."""
+def asked_twice(
+    anvil: Anvil, log: Sequence[tuple[str, list[object]]], *, full: bool | None = None
+) -> dict[str, int]:
+    """Each block asked for more than once (by number or by hash), by hash: among the asks
+    with full txs (``full=True``: the tracker's and the engine's), with hashes only
+    (``False``: a receipt's header chain read from the node), or all (None). A tag
+    (``latest``, ``finalized``) counts as what it asks for, not as a block."""
     by_number: dict[int, str] = {}
     asked: list[str] = []
     for method, params in log:
         if method not in BLOCK_METHODS or not params:
+            continue
+        if full is not None and (len(params) > 1 and params[1] is True) != full:
             continue
         key = str(params[0]).lower()
         if method == "eth_getBlockByNumber":
@@ -155,8 +172,8 @@ def twice(anvil: Anvil, log: list[tuple[str, list[object]]]) -> dict[str, int]:
     return _more_than_once(asked)
 
 
-def _more_than_once(keys: object) -> dict[str, int]:
-    counted = Counter(keys)  # type: ignore[call-overload]
+def _more_than_once(keys: Iterable[str]) -> dict[str, int]:
+    counted = Counter(keys)
     return {k: n for k, n in counted.items() if n > 1}
 
 
@@ -168,13 +185,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         result = measure(Path(tmp), args.blocks, args.txs)
     load = os.getloadavg()[0]
-    print(f"catch-up of {result.blocks} blocks, {result.watched_blocks} watched blocks, "
-          f"{result.seconds:.1f} s wall, load {load:.1f}")
+    print(
+        f"catch-up of {result.blocks} blocks, {result.watched_blocks} watched blocks, "
+        f"{result.seconds:.1f} s wall, load {load:.1f}"
+    )
     for method, n in sorted(result.calls.items()):
         print(f"  {method:32} {n}")
     print(f"  total {sum(result.calls.values())}")
-    print(f"blocks asked more than once: {len(result.blocks_twice)} "
-          f"({sum(result.blocks_twice.values()) - len(result.blocks_twice)} extra asks)")
+    print(f"blocks asked with their txs more than once: {len(result.blocks_twice)}")
+    print(f"blocks asked again for their header alone: {len(result.headers_again)}")
     print(f"blocks whose receipts were asked more than once: {len(result.receipts_twice)}")
 
 
