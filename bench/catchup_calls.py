@@ -18,7 +18,7 @@ import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,13 +125,13 @@ def measure(workdir: Path, blocks: int, txs: int, timeout: float = 600.0) -> Cat
         with proxy._lock:
             log = list(proxy.log)
             calls = Counter(proxy.calls)
+        hash_of = block_hashes(anvil, head)
+        full_twice = asked_twice(log, hash_of, full=True)
         return CatchUpCalls(
             calls=calls,
-            blocks_twice=asked_twice(anvil, log, full=True),
+            blocks_twice=full_twice,
             headers_again={
-                k: n
-                for k, n in asked_twice(anvil, log).items()
-                if k not in asked_twice(anvil, log, full=True)
+                k: n for k, n in asked_twice(log, hash_of).items() if k not in full_twice
             },
             receipts_twice=_more_than_once(
                 str(p[0]).lower() for m, p in log if m == "eth_getBlockReceipts"
@@ -146,14 +146,22 @@ def measure(workdir: Path, blocks: int, txs: int, timeout: float = 600.0) -> Cat
         anvil.stop()
 
 
+def block_hashes(anvil: Anvil, last: int) -> dict[int, str]:
+    """Number → hash (lower case) of blocks 0 .. ``last`` (asked of the node directly)."""
+    return {
+        n: str(anvil.rpc("eth_getBlockByNumber", hex(n), False)["hash"]).lower()
+        for n in range(last + 1)
+    }
+
+
 def asked_twice(
-    anvil: Anvil, log: Sequence[tuple[str, list[object]]], *, full: bool | None = None
+    log: Sequence[tuple[str, list[object]]], hash_of: Mapping[int, str], *, full: bool | None = None
 ) -> dict[str, int]:
-    """Each block asked for more than once (by number or by hash), by hash: among the asks
-    with full txs (``full=True``: the tracker's and the engine's), with hashes only
-    (``False``: a receipt's header chain read from the node), or all (None). A tag
-    (``latest``, ``finalized``) counts as what it asks for, not as a block."""
-    by_number: dict[int, str] = {}
+    """Each block asked for more than once (by number, ``hash_of`` naming its hash, or by
+    hash), by hash: among the asks with full txs (``full=True``: the tracker's and the
+    engine's), with hashes only (``False``: a receipt's header chain read from the node), or
+    all (None). A tag (``latest``, ``finalized``) counts as what it asks for, not as a
+    block."""
     asked: list[str] = []
     for method, params in log:
         if method not in BLOCK_METHODS or not params:
@@ -164,10 +172,7 @@ def asked_twice(
         if method == "eth_getBlockByNumber":
             if not key.startswith("0x"):
                 continue
-            number = int(key, 16)
-            if number not in by_number:
-                by_number[number] = str(anvil.rpc("eth_getBlockByNumber", key, False)["hash"])
-            key = by_number[number].lower()
+            key = hash_of[int(key, 16)]
         asked.append(key)
     return _more_than_once(asked)
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bench.catchup_calls import asked_twice
+from bench.catchup_calls import asked_twice, block_hashes
 from bench.proxy import CountingProxy
 from tests.integration.helpers import wait_included
 from tests.support.anvil import Anvil
@@ -71,16 +71,15 @@ def test_a_catch_up_asks_for_each_block_with_its_txs_once(
     finally:
         proxy.close()
 
-    twice = asked_twice(anvil, log, full=True)
+    hash_of = block_hashes(anvil, target)
+    twice = asked_twice(log, hash_of, full=True)
     assert twice == {}, f"{len(twice)} blocks asked for with their txs more than once"
-    asked = {str(p[0]) for m, p in log if m == "eth_getBlockByNumber" and p[1] is True}
+    asked = {str(p[0]) for m, p in log if m == "eth_getBlockByNumber" and p[-1] is True}
     # (the last one is the node's ``latest``, read by that tag)
     missed = set(range(target - TXS * GAP + 1, target)) - {
         int(n, 16) for n in asked if n.startswith("0x")
     }
     assert not missed, f"blocks never read: {sorted(missed)[:5]}"
     receipts = {str(p[0]).lower() for m, p in log if m == "eth_getBlockReceipts"}
-    watched = {
-        str(anvil.rpc("eth_getBlockByNumber", hex(b), False)["hash"]) for b in blocks.values()
-    }
+    watched = {hash_of[b] for b in blocks.values()}
     assert watched <= receipts, "a watched block's receipts were never checked"
