@@ -93,20 +93,10 @@ def checked_receipts(
         for observe in client.receipt_observers:
             observe(block_hash, fetched)
         return _wanted(client, fetched, block_hash, tx_hashes)
-    compact = facts.header(block_hash)
-    hashes = facts.tx_hashes(block_hash)
-    if hashes is None and listed:
-        hashes = list(listed)
-    if compact is None or hashes is None:
-        full = client.call("eth_getBlockByHash", [block_hash, True])
-        if full is None:
-            return []
-        client.parse_block(full, "eth_getBlockByHash")  # checks it; the facts then hold it
-        compact, hashes = facts.header(block_hash), facts.tx_hashes(block_hash)
-        if compact is None or hashes is None:
-            raise client.distrust(
-                client.answering_endpoint(), f"block {block_hash}: not kept after its check"
-            )
+    known = _header_and_txs(client, facts, block_hash, listed)
+    if known is None:
+        return []
+    compact, hashes = known
     held = facts.receipts(block_hash)
     if held is not None:
         answers = list(held)
@@ -132,6 +122,30 @@ def checked_receipts(
         for observe in client.receipt_observers:
             observe(block_hash, answers)
     return _wanted(client, answers, block_hash, tx_hashes)
+
+
+def _header_and_txs(
+    client: RpcClient, facts: BlockFacts, block_hash: str, listed: Sequence[str] | None
+) -> tuple[bytes, list[str]] | None:
+    """The compact header and the tx hashes of ``block_hash`` (``listed`` when the facts let
+    the list go: :func:`checked_receipts`); the block asked for by hash (and checked as it is
+    parsed) only when they are not known. None: the node no longer has the block."""
+    compact = facts.header(block_hash)
+    hashes = facts.tx_hashes(block_hash)
+    if hashes is None and listed:
+        hashes = list(listed)
+    if compact is not None and hashes is not None:
+        return compact, hashes
+    full = client.call("eth_getBlockByHash", [block_hash, True])
+    if full is None:
+        return None
+    client.parse_block(full, "eth_getBlockByHash")  # checks it; the facts then hold it
+    compact, hashes = facts.header(block_hash), facts.tx_hashes(block_hash)
+    if compact is None or hashes is None:
+        raise client.distrust(
+            client.answering_endpoint(), f"block {block_hash}: not kept after its check"
+        )
+    return compact, hashes
 
 
 def check_senders(
