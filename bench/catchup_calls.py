@@ -26,6 +26,7 @@ from eth_account import Account
 from eth_utils.address import to_checksum_address
 
 from bench.proxy import CountingProxy
+from guard.settlement import Verdict
 from tests.support.anvil import Anvil
 from tests.support.daemon import Daemon
 
@@ -115,7 +116,7 @@ def measure(workdir: Path, blocks: int, txs: int, timeout: float = 600.0) -> Cat
             if daemon.head() != head:
                 return False
             views = [daemon.settlement(i) for i in ids.values()]
-            return all(v["verdict"] == "FINALITY_CONFIRMED" for v in views)
+            return all(v["verdict"] == Verdict.FINALITY_CONFIRMED.value for v in views)
 
         wait(done, timeout, "the catch-up did not end")
         seconds = time.monotonic() - started
