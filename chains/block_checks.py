@@ -74,13 +74,19 @@ def checked_receipts(
     block_hash: str,
     tx_hashes: Sequence[str],
     fetched: RawReceipts | None = None,
+    listed: Sequence[str] | None = None,
 ) -> list[TxReceipt]:
     """The receipts of ``tx_hashes`` in block ``block_hash``, checked against the block's
     roots (see the module doc); those of another block are left out, as a block the node no
     longer has gives none. ``fetched``: the block's raw receipts already asked for
-    (:func:`fetch_receipts_of`; checked here as if asked now). Raises NodeDataInvalid when
-    the node's data does not check out, BranchMoved when the node's answers belong to
-    another branch (wait and retry)."""
+    (:func:`fetch_receipts_of`; checked here as if asked now). ``listed``: the block's tx
+    hashes in order as the caller's parsed copy of it lists them, used when the facts'
+    index (the last :data:`~chains.block_facts.TX_BLOCKS_HELD` blocks) let the block go: a
+    catch-up's run holds up to a poll of blocks, and without them most of its watched
+    blocks were asked for again by hash. The list is believed no more than the facts' one:
+    both tries are rebuilt from it and checked against the header's roots. Raises
+    NodeDataInvalid when the node's data does not check out, BranchMoved when the node's
+    answers belong to another branch (wait and retry)."""
     facts.offer_watched(block_hash, list(tx_hashes))  # proven ahead (watcher/receipts)
     if not client.check_headers:
         if fetched is None:
@@ -88,18 +94,10 @@ def checked_receipts(
         for observe in client.receipt_observers:
             observe(block_hash, fetched)
         return _wanted(client, fetched, block_hash, tx_hashes)
-    compact = facts.header(block_hash)
-    hashes = facts.tx_hashes(block_hash)
-    if compact is None or hashes is None:
-        full = client.call("eth_getBlockByHash", [block_hash, True])
-        if full is None:
-            return []
-        client.parse_block(full, "eth_getBlockByHash")  # checks it; the facts then hold it
-        compact, hashes = facts.header(block_hash), facts.tx_hashes(block_hash)
-        if compact is None or hashes is None:
-            raise client.distrust(
-                client.answering_endpoint(), f"block {block_hash}: not kept after its check"
-            )
+    known = _header_and_txs(client, facts, block_hash, listed)
+    if known is None:
+        return []
+    compact, hashes = known
     held = facts.receipts(block_hash)
     if held is not None:
         answers = list(held)
@@ -125,6 +123,30 @@ def checked_receipts(
         for observe in client.receipt_observers:
             observe(block_hash, answers)
     return _wanted(client, answers, block_hash, tx_hashes)
+
+
+def _header_and_txs(
+    client: RpcClient, facts: BlockFacts, block_hash: str, listed: Sequence[str] | None
+) -> tuple[bytes, list[str]] | None:
+    """The compact header and the tx hashes of ``block_hash`` (``listed`` when the facts let
+    the list go: :func:`checked_receipts`); the block asked for by hash (and checked as it is
+    parsed) only when they are not known. None: the node no longer has the block."""
+    compact = facts.header(block_hash)
+    hashes = facts.tx_hashes(block_hash)
+    if hashes is None and listed:
+        hashes = list(listed)
+    if compact is not None and hashes is not None:
+        return compact, hashes
+    full = client.call("eth_getBlockByHash", [block_hash, True])
+    if full is None:
+        return None
+    client.parse_block(full, "eth_getBlockByHash")  # checks it; the facts then hold it
+    compact, hashes = facts.header(block_hash), facts.tx_hashes(block_hash)
+    if compact is None or hashes is None:
+        raise client.distrust(
+            client.answering_endpoint(), f"block {block_hash}: not kept after its check"
+        )
+    return compact, hashes
 
 
 def check_senders(

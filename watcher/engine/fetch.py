@@ -221,6 +221,7 @@ def _receipts(
         block.header.hash,
         wanted or [tx.hash for _, tx in matches.replacing],
         fetched,
+        listed=[tx.hash for tx in block.txs],  # a catch-up's block may be out of the facts
     )
     found: dict[str, TxReceipt] = {r.tx_hash: r for r in checked}
     # Who sent them is what inclusions and replacements are matched on: checked too.

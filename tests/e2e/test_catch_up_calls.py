@@ -1,0 +1,85 @@
+"""A daemon's catch-up asks the node for each block once.
+
+The daemon as shipped (a process, every header re-hashed and every watched block's receipts
+checked against its roots) is down while 600 blocks are made, 20 of them carrying a watched
+tx; restarted behind a real counting proxy (bench/proxy.py), it catches up in polls of 500
+blocks. The tracker reads each block with its txs once; the receipts check of a watched
+block must use the block the catch-up already holds, not ask for it again by hash (it did
+for a block more than the facts' index of 128 blocks before its poll's end). Every watched
+tx still ends ``FINALITY_CONFIRMED`` at its block.
+
+Not asserted here: a finality receipt built after its block's header left the store's
+window reads the header chain from the node (hashes only) and may ask the block's receipts
+again (watcher/receipts/headers.py; ``python -m bench.catchup_calls`` counts both).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from bench.catchup_calls import asked_twice, block_hashes
+from bench.proxy import CountingProxy
+from tests.integration.helpers import wait_included
+from tests.support.anvil import Anvil
+from tests.support.daemon import Daemon
+from tests.support.rigs import chain_config, register_tx
+from watcher.store import Store
+
+pytestmark = pytest.mark.anvil
+
+TXS = 20
+GAP = 30
+"""Blocks per watched tx (the first holds it): 600 blocks missed, more than one poll."""
+
+
+def test_a_catch_up_asks_for_each_block_with_its_txs_once(
+    anvil: Anvil, make_daemon: Callable[..., Daemon]
+) -> None:
+    proxy = CountingProxy(anvil.url)
+    try:
+        daemon = make_daemon(proxy.url, heads="poll")
+        anvil.mine(3)
+        daemon.wait_head(anvil.head())
+        daemon.terminate()
+        txs = []
+        for value in range(1, TXS + 1):
+            txs.append(anvil.send(value=value))
+            anvil.mine(GAP - 1)
+        blocks = {tx: wait_included(anvil, tx) for tx in txs}
+        target = anvil.head()
+        store = Store.open(daemon.store_url)
+        try:
+            now = time.time_ns() // 1_000_000
+            config = chain_config(anvil)
+            ids = {tx: register_tx(store, config, tx, now).settlement_id for tx in txs}
+        finally:
+            store.close()
+        with proxy._lock:
+            proxy.calls.clear()
+            proxy.log.clear()
+
+        daemon.start()
+        for tx, sid in ids.items():
+            view = daemon.wait_verdict(sid, "FINALITY_CONFIRMED", timeout=60.0)
+            assert view["block_number"] == blocks[tx]
+        daemon.wait_head(target)
+        with proxy._lock:
+            log = list(proxy.log)
+    finally:
+        proxy.close()
+
+    hash_of = block_hashes(anvil, target)
+    twice = asked_twice(log, hash_of, full=True)
+    assert twice == {}, f"{len(twice)} blocks asked for with their txs more than once"
+    asked = {str(p[0]) for m, p in log if m == "eth_getBlockByNumber" and p[-1] is True}
+    # (the last one is the node's ``latest``, read by that tag)
+    missed = set(range(target - TXS * GAP + 1, target)) - {
+        int(n, 16) for n in asked if n.startswith("0x")
+    }
+    assert not missed, f"blocks never read: {sorted(missed)[:5]}"
+    receipts = {str(p[0]).lower() for m, p in log if m == "eth_getBlockReceipts"}
+    watched = {hash_of[b] for b in blocks.values()}
+    assert watched <= receipts, "a watched block's receipts were never checked"
