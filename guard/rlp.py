@@ -67,50 +67,53 @@ def decode_uint(data: bytes, what: str = "integer") -> int:
 
 def decode(data: bytes) -> Item:
     """The item ``data`` encodes; :class:`RlpError` unless it is exactly one canonical item."""
-    item, end = _decode_at(data, 0)
+    item, end = _decode_at(data, 0, len(data))
     if end != len(data):
         raise RlpError(f"{len(data) - end} trailing byte(s) after the item")
     return item
 
 
-def _decode_at(data: bytes, pos: int) -> tuple[Item, int]:
-    """Decode the item starting at ``pos``; return it and the position after it."""
-    if pos >= len(data):
+def _decode_at(data: bytes, pos: int, limit: int) -> tuple[Item, int]:
+    """Decode the item starting at ``pos`` and ending by ``limit`` (the end of the list it
+    sits in: bounds are passed, not sliced, so a list's children cost no copy of it); return
+    it and the position after it."""
+    if pos >= limit:
         raise RlpError("input ends where an item should start")
     prefix = data[pos]
     if prefix < 0x80:
         return data[pos : pos + 1], pos + 1
     if prefix < 0xC0:
-        start, length = _span(data, pos, prefix, 0x80)
+        start, length = _span(data, pos, prefix, 0x80, limit)
         end = start + length
         if length == 1 and data[start] < 0x80:
             raise RlpError("a single byte below 0x80 must be encoded as itself")
         return data[start:end], end
-    start, length = _span(data, pos, prefix, 0xC0)
+    start, length = _span(data, pos, prefix, 0xC0, limit)
     end = start + length
     items: list[Item] = []
     cursor = start
     while cursor < end:
-        child, cursor = _decode_at(data[:end], cursor)
+        child, cursor = _decode_at(data, cursor, end)
         items.append(child)
     return items, end
 
 
-def _span(data: bytes, pos: int, prefix: int, offset: int) -> tuple[int, int]:
-    """(payload start, payload length) of the string or list whose prefix is at ``pos``."""
+def _span(data: bytes, pos: int, prefix: int, offset: int, limit: int) -> tuple[int, int]:
+    """(payload start, payload length) of the string or list whose prefix is at ``pos``,
+    within ``data[:limit]``."""
     short = prefix - offset
     if short < 56:
         start, length = pos + 1, short
     else:
         size = short - 55
-        raw = data[pos + 1 : pos + 1 + size]
-        if len(raw) != size:
+        if pos + 1 + size > limit:
             raise RlpError("input ends inside a length")
+        raw = data[pos + 1 : pos + 1 + size]
         if raw[0] == 0:
             raise RlpError("length has a leading zero byte")
         start, length = pos + 1 + size, int.from_bytes(raw, "big")
         if length < 56:
             raise RlpError("long form used for a length below 56")
-    if start + length > len(data):
+    if start + length > limit:
         raise RlpError(f"item of {length} bytes runs past the end of the input")
     return start, length
