@@ -185,13 +185,16 @@ def concerns(event: Event, view: View) -> bool:
 def unseen(event: Event, view: View) -> bool:
     """Whether a ``head`` frame of its chain may have included ``view``'s tx, not in a block
     yet: no stored event marks an inclusion, so without a read here the client learnt of it
-    only when the stream next reconnected (up to ``SSE_MAX_S``, 15 s, late). One read per new
-    head, and only while the tx waits for a block."""
+    only when the stream next reconnected (up to ``SSE_MAX_S``, 15 s, late). One read per
+    head above the one the view was read at, and only while the tx waits for a block."""
+    head, seen = event.get("head_number"), view.get("head_number")
     return (
         event.get("kind") == "head"
         and event.get("chain") == view.get("chain")
         and view.get("block_number") is None
         and view.get("verdict") not in TERMINAL
+        and isinstance(head, int)
+        and (not isinstance(seen, int) or head > seen)
     )
 
 
