@@ -13,7 +13,7 @@ import pytest
 
 from tests.e2e.helpers import Miner
 from tests.support.anvil import Anvil
-from tests.support.daemon import Daemon, run_cli
+from tests.support.daemon import Daemon, run_cli, wait_for
 
 HOP_BY_HOP = {"connection", "transfer-encoding", "content-length", "keep-alive"}
 
@@ -76,10 +76,15 @@ def proxy(module_daemon: Daemon) -> Iterator[CountingProxy]:
 
 
 def test_watch_waits_on_the_event_stream_without_polling_the_settlement(
-    module_anvil: Anvil, proxy: CountingProxy
+    module_anvil: Anvil, module_daemon: Daemon, proxy: CountingProxy
 ) -> None:
     tx = module_anvil.send()
-    module_anvil.receipt(tx)
+    block = int(module_anvil.receipt(tx)["blockNumber"], 16)
+    # Known to be in its block before the command starts: while a tx is in no block yet, a
+    # waiting client reads it again at each new head (no event marks an inclusion), and how
+    # many heads that takes is the daemon's poll timing, not what this test counts.
+    sid = module_daemon.register(tx, confirmations=8)["settlement_id"]
+    wait_for(lambda: module_daemon.settlement(sid)["block_number"] == block, 30, what="inclusion")
     with Miner(module_anvil, interval=0.4):  # depth 8 takes about 3 s
         done = run_cli("watch", tx, "--confirmations", "8", "--api", proxy.url)
     assert done.returncode == 0, done.stderr

@@ -397,6 +397,33 @@ def test_markup_in_a_reference_and_in_dependent_state_is_shown_as_text(
         own_origin_only(tab, daemon)
 
 
+def test_a_live_event_does_not_take_a_focused_link_from_a_keyboard_user(
+    browser: Browser, daemon: Daemon, module_anvil: Anvil
+) -> None:
+    """Blocks mined while a link in the list has focus: the list is redrawn, and Enter still
+    opens that link's settlement (focus is not dropped onto the page's body)."""
+    sid, _ = mined_settlement(daemon, module_anvil)
+    with console_tab(browser, daemon.url, BACKEND) as tab:
+        tab.page.goto("/ui/#/settlements")
+        link = tab.page.get_by_role("link", name=sid)
+        link.wait_for(timeout=WAIT_MS)
+        link.focus()
+        before = link.element_handle()
+        seen = tab.page.locator("#stream-state").get_attribute("data-last-event")
+        module_anvil.mine(2)  # head events: the page redraws its list from them
+        tab.page.wait_for_function(
+            "([old, seen]) => !old.isConnected"
+            " && document.getElementById('stream-state').dataset.lastEvent !== seen",
+            arg=[before, seen],
+            timeout=WAIT_MS,
+        )
+        focused = tab.page.evaluate("document.activeElement.getAttribute('href')")
+        assert focused == f"#/settlement/{sid}"
+        tab.page.keyboard.press("Enter")
+        tab.page.get_by_role("heading", name=f"Settlement {sid}").wait_for(timeout=WAIT_MS)
+        own_origin_only(tab, daemon)
+
+
 def test_the_charts_and_instances_pages_draw_from_the_api(browser: Browser, daemon: Daemon) -> None:
     stats = daemon.get("/v1/stats/time-to-final").json()["chains"]
     assert stats, "an earlier test made settlements final"

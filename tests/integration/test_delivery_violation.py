@@ -24,7 +24,7 @@ from tests.integration.receipts_helpers import Receipts, receipts_for
 from tests.support.anvil import Anvil
 from tests.support.daemon import wait_for
 from tests.support.receiver import Receiver
-from tests.support.rigs import Rig, RigFactory
+from tests.support.rigs import FakeClock, Rig, RigFactory
 from watcher.clock import wall_clock_ms
 from watcher.config.sections import DeliveryConfig
 from watcher.delivery.plan import OutboxPlan
@@ -49,7 +49,7 @@ def receiver() -> Iterator[Receiver]:
 
 @pytest.fixture
 def rig(anvil: Anvil, make_rig: RigFactory) -> Rig:
-    r = make_rig(anvil, confirmations=2)
+    r = make_rig(anvil, confirmations=2, clock=FakeClock(wall_clock_ms()))
     r.watcher.plan = OutboxPlan()
     r.watcher.poll()
     anvil.mine(3)  # room below the reorgs
@@ -99,6 +99,16 @@ def start_sender(rig: Rig) -> Iterator[Callable[[], Sender]]:
         sender.stop()
 
 
+def now(rig: Rig) -> None:
+    """The rig's clock to the wall's instant (forward only; seconds since the rig began).
+    The sender runs on the wall clock (the receiver checks its signatures' times against
+    it) and waits for a body's receipt from the verdict's instant, which the rig's clock
+    gives: a verdict at the rig's default instant, years ago, was past ``receipt_wait_s`` at
+    once, so a body not signed at the sender's first look was looked at again only 5 s
+    later (and a violation went without waiting for its revocation)."""
+    rig.clock.now = max(rig.clock.now, wall_clock_ms())
+
+
 def register(rig: Rig, tx: str, receiver: Receiver) -> str:
     reg = Registration(
         rig.config, tx, commit_url=receiver.url("/commit"), dependent_state={"order": 7}
@@ -111,6 +121,7 @@ def confirm(rig: Rig, receiver: Receiver, sender: int = 2) -> tuple[str, str]:
     """A tx confirmed at N=2 with a commit row queued: (tx hash, settlement id)."""
     tx = rig.anvil.send(sender=sender, to=3)
     wait_included(rig.anvil, tx)
+    now(rig)
     sid = register(rig, tx, receiver)
     rig.watcher.catch_up()
     rig.mine_and_poll(1)
@@ -256,6 +267,7 @@ def test_a_provisional_registration_gets_the_violation_too(
 ) -> None:
     tx = rig.anvil.send(sender=2, to=3)
     wait_included(rig.anvil, tx)
+    now(rig)
     reg = Registration(rig.config, tx, commit_url=receiver.url("/commit"))
     rec, _ = rig.store.register(replace(new_settlement(reg, rig.clock()), provisional=True))
     rig.watcher.catch_up()

@@ -28,6 +28,17 @@ def test_a_head_frame_moves_the_depth_without_a_read() -> None:
     assert step.shown == {**VIEW, "confirmations": 5}
 
 
+def test_a_head_frame_reads_a_settlement_not_in_a_block_yet() -> None:
+    """No stored event marks an inclusion: a new head is when a pending tx may be in one."""
+    pending = {**VIEW, "block_number": None, "confirmations": 0, "head_number": 100}
+    assert wait_step({"kind": "head", "chain": "local", "head_number": 101}, pending).read
+    assert not wait_step({"kind": "head", "chain": "other", "head_number": 101}, pending).read
+    # the head it was read at, or an older one: nothing the read did not already see
+    assert not wait_step({"kind": "head", "chain": "local", "head_number": 100}, pending).read
+    failed = {**pending, "verdict": "TIMEOUT_TREATED_AS_FAILURE"}
+    assert not wait_step({"kind": "head", "chain": "local", "head_number": 101}, failed).read
+
+
 def test_other_frames_change_nothing() -> None:
     for event in (
         {"id": 9, "settlement_id": "stl_2", "chain": "local", "kind": "settlement_confirmed"},

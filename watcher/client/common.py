@@ -182,6 +182,22 @@ def concerns(event: Event, view: View) -> bool:
     return chain is not None and event.get("settlement_id") is None and event.get("chain") == chain
 
 
+def unseen(event: Event, view: View) -> bool:
+    """Whether a ``head`` frame of its chain may have included ``view``'s tx, not in a block
+    yet: no stored event marks an inclusion, so without a read here the client learnt of it
+    only when the stream next reconnected (up to ``SSE_MAX_S``, 15 s, late). One read per
+    head above the one the view was read at, and only while the tx waits for a block."""
+    head, seen = event.get("head_number"), view.get("head_number")
+    return (
+        event.get("kind") == "head"
+        and event.get("chain") == view.get("chain")
+        and view.get("block_number") is None
+        and view.get("verdict") not in TERMINAL
+        and isinstance(head, int)
+        and (not isinstance(seen, int) or head > seen)
+    )
+
+
 def at_head(event: Event, view: View) -> View | None:
     """``view`` at the head a ``head`` frame of its chain announces (its depth, ``head -
     block + 1``, shown as progress), or None when the frame says nothing new about it (another
@@ -210,7 +226,7 @@ class WaitStep:
 
 def wait_step(event: Event, view: View | None) -> WaitStep:
     """The :class:`WaitStep` for ``event`` while waiting on ``view`` (None: not read yet)."""
-    if event.get("opened") or (view is not None and concerns(event, view)):
+    if event.get("opened") or (view is not None and (concerns(event, view) or unseen(event, view))):
         return WaitStep(True, None)
     return WaitStep(False, None if view is None else at_head(event, view))
 

@@ -17,6 +17,7 @@ let current = null; // { page, ctx, data }
 let adminAnswer = null;
 let loading = false;
 let eventTimer = null;
+let again = null; // { asked }: a refresh wanted while one was loading
 
 function showProblem(message) {
   problem.textContent = message || "";
@@ -45,7 +46,7 @@ function show(moved = false) {
   mark(name);
   const ctx = {
     arg,
-    reload: () => refresh(),
+    reload: () => refresh(true),
     admin: async () => (adminAnswer ??= await isAdmin()),
     say: (text) => { const said = document.getElementById("said"); if (said) said.textContent = text; },
   };
@@ -58,25 +59,55 @@ function show(moved = false) {
   refresh();
 }
 
-async function refresh() {
-  if (!current || loading) return;
+// A refresh never takes a keyboard user's focus away (a live event may come at any time):
+// when focus is inside the data, the new data is shown only if it holds the same element
+// (same tag, link and label, the n-th such), and focus moves there in the same task, so a
+// key pressed next acts on it; otherwise the data stays as it is and the timed refresh
+// shows the new one once focus has left. `asked`: the operator's own action (a filter, a
+// page button, a replay) reloads even if the element they used is gone from the new data.
+async function refresh(asked = false) {
+  if (!current) return;
+  if (loading) {
+    again ||= { asked };
+    again.asked ||= asked;
+    return;
+  }
   loading = true;
   const shown = current;
   try {
     const node = await shown.page.load(shown.ctx);
-    if (current === shown) {
-      shown.data.replaceChildren(node);
-      showProblem("");
-    }
+    if (current === shown) put(shown.data, node, asked);
+    if (current === shown) showProblem("");
   } catch (e) {
     if (current === shown) {
       const message = e instanceof ApiRefusal ? e.message : `The API could not be read: ${e.message}`;
       showProblem(message);
-      shown.data.replaceChildren(el("p", { text: message }));
+      put(shown.data, el("p", { text: message }), asked);
     }
   } finally {
     loading = false;
   }
+  // A refresh asked for while this one was loading (a filter typed meanwhile) is not lost.
+  if (again) {
+    const { asked: wanted } = again;
+    again = null;
+    refresh(wanted);
+  }
+}
+
+function put(data, node, asked) {
+  const focused = data.contains(document.activeElement) ? document.activeElement : null;
+  const same = focused && counterpart(data, node, focused);
+  if (focused && !same && !asked) return;
+  data.replaceChildren(node);
+  same?.focus();
+}
+
+function counterpart(data, node, focused) {
+  const key = (e) => [e.getAttribute("href"), e.getAttribute("aria-label"), e.id, e.textContent].join("\n");
+  const want = key(focused);
+  const alike = (root) => [...(root.querySelectorAll?.(focused.tagName) ?? [])].filter((e) => key(e) === want);
+  return alike(node)[alike(data).indexOf(focused)] ?? null;
 }
 
 function onEvent(kind, event) {
