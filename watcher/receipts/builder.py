@@ -31,9 +31,7 @@ from chains.errors import ChainError
 from chains.proofs import (
     BlockTries,
     BranchMoved,
-    ProofUnavailable,
     TxObjectCache,
-    fetch_block_tries,
     fetch_headers,
     fetch_receipts_and_block,
     head_at,
@@ -66,7 +64,7 @@ from watcher.receipts.attestation import (
 from watcher.receipts.consensus import ConsensusSection
 from watcher.receipts.headers import HeaderRows, head_stored, stored_chain, stored_ends
 from watcher.receipts.spans import HeaderSpans
-from watcher.receipts.stored_tries import stored_tries
+from watcher.receipts.stored_tries import fetched_tries, stored_tries
 from watcher.receipts.terms import timeout_terms
 from watcher.store import SettlementRecord
 from watcher.store.leaves_store import BlockLeaves, LeavesStore
@@ -319,27 +317,32 @@ class ReceiptBuilder:
             txs = self.tx_objects.get(block_hash)
             if block_hash in self._tries or compact is None or txs is None:
                 continue
-            if self.facts.tries(block_hash) is None and self.facts.receipts(block_hash) is None:
-                continue  # let go meanwhile (a catch-up): not asked again ahead of its receipt
+            known = (self.facts.tries(block_hash), self.facts.receipts(block_hash))  # read once:
+            if known == (None, None):  # let go meanwhile (a catch-up): never asked again here
+                continue
             held = TxObjectCache()  # exactly these objects: never a fetch if they go meanwhile
             held.offer(txs)
             try:
                 header = header_from_compact(compact)
                 hashes = [str(t["hash"]) for t in txs["transactions"]]
-                self._block_tries({**header, "transactions": hashes}, held)
+                self._block_tries({**header, "transactions": hashes}, held, known)
             except (ChainError, ValueError, KeyError, TypeError):
                 continue  # built (or refused) at its first receipt, as before
             prepared += 1
         return prepared + self.ahead.prepare(lambda h: self._tries.get(h) or self.facts.tries(h))
 
     def _block_tries(
-        self, block: Mapping[str, Any], tx_objects: TxObjectCache | None = None
+        self,
+        block: Mapping[str, Any],
+        tx_objects: TxObjectCache | None = None,
+        known: tuple[BlockTries | None, list[Mapping[str, Any]] | None] | None = None,
     ) -> BlockTries:
         key = str(block["hash"])
         tries = self._tries.pop(key, None) or self._stored_tries(block)
         if tries is None:
             cache = self.tx_objects if tx_objects is None else tx_objects
-            tries = self.facts.tries(key) or self._fetched_tries(block, cache)
+            found, receipts = known or (self.facts.tries(key), self.facts.receipts(key))
+            tries = found or fetched_tries(self.client, block, cache, receipts)
             if self.leaves is not None and not tries.unprovable:
                 number = int(str(block["number"]), 16)
                 leaves = BlockLeaves(
@@ -350,15 +353,6 @@ class ReceiptBuilder:
                 )
         self._keep(tries)
         return tries
-
-    def _fetched_tries(self, block: Mapping[str, Any], cache: TxObjectCache) -> BlockTries:
-        """Both tries of ``block`` from the node (the engine had not built them): answers that
-        do not rebuild the header's roots mark the endpoint inconsistent, as the engine does,
-        so health says why the receipt waits."""
-        try:
-            return fetch_block_tries(self.client, block, cache, self.facts.receipts(block["hash"]))
-        except ProofUnavailable as exc:
-            raise self.client.distrust(self.client.answering_endpoint(), str(exc)) from exc
 
     def _keep(self, tries: BlockTries) -> None:
         self._tries.pop(tries.block_hash, None)
