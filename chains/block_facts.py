@@ -29,7 +29,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from itertools import islice
 from typing import Any
 
@@ -123,6 +123,10 @@ class BlockFacts:
         self.tx_objects = TxObjectCache()
         """The tx objects of recent full blocks (their txs are checked against
         ``transactionsRoot`` without fetching them again)."""
+        self.tries_observers: list[Callable[[BlockTries], None]] = []
+        """Called with each block's checked tries as they are offered, outside the lock:
+        the receipt builder cuts its watched txs' proofs then (a catch-up lets a block's
+        tries go :data:`RECEIPTS_HELD` blocks later, long before the receipts thread runs)."""
 
     # -- fed by the client -----------------------------------------------------------------
 
@@ -186,6 +190,8 @@ class BlockFacts:
             self._tries[tries.block_hash] = tries
             while len(self._tries) > RECEIPTS_HELD:
                 self._tries.popitem(last=False)
+        for observe in self.tries_observers:
+            observe(tries)
 
     def offer_watched(self, block_hash: str, tx_hashes: list[str]) -> None:
         """The txs of ``block_hash`` whose receipts a caller asked for (the engine's watched
@@ -206,6 +212,11 @@ class BlockFacts:
         with self._lock:
             newest = islice(reversed(self._watched.items()), last)
             return [(block_hash, list(txs)) for block_hash, txs in newest]
+
+    def watched_in(self, block_hash: str) -> list[str]:
+        """The txs of ``block_hash`` whose receipts were asked for (none if not held)."""
+        with self._lock:
+            return list(self._watched.get(block_hash, ()))
 
     def tries(self, block_hash: str) -> BlockTries | None:
         """The checked tries of ``block_hash``, if the engine built them."""

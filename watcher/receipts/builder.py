@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from chains.block_facts import facts_of, header_from_compact
@@ -30,10 +31,7 @@ from chains.errors import ChainError
 from chains.proofs import (
     BlockTries,
     BranchMoved,
-    ProofUnavailable,
-    Trie,
     TxObjectCache,
-    fetch_block_tries,
     fetch_headers,
     fetch_receipts_and_block,
     head_at,
@@ -64,7 +62,9 @@ from watcher.receipts.attestation import (
     no_receipt_by_design,
 )
 from watcher.receipts.consensus import ConsensusSection
-from watcher.receipts.headers import HeaderRows, stored_chain, stored_ends
+from watcher.receipts.headers import HeaderRows, head_stored, stored_chain, stored_ends
+from watcher.receipts.spans import HeaderSpans
+from watcher.receipts.stored_tries import fetched_tries, stored_tries
 from watcher.receipts.terms import timeout_terms
 from watcher.store import SettlementRecord
 from watcher.store.leaves_store import BlockLeaves, LeavesStore
@@ -147,6 +147,8 @@ class ReceiptBuilder:
         tries are built ahead (:meth:`prepare`)."""
         client.receipt_observers.append(lambda block_hash, _answer: self._fresh.append(block_hash))
         self.ahead = ProofsAhead(self.facts)  # watched txs' proofs, made while they wait
+        self.spans = HeaderSpans.of(client, self.facts, chain.confirmations or 1)
+        """Watched blocks' header spans, kept from the fetch (watcher/receipts/spans.py)."""
 
     def subject(self, rec: SettlementRecord) -> Subject:
         """The common fields for ``rec``."""
@@ -249,8 +251,9 @@ class ReceiptBuilder:
         first, last = held
         return self.prover.prove(first, last, count), [first]
 
-    def _header_chain(self, key: ChainKey) -> tuple[Mapping[str, Any], list[dict[str, str]]]:
-        """(block B's object for its tries, the ``count`` headers from B up): from the store,
+    def _header_chain(self, key: ChainKey) -> tuple[Mapping[str, Any] | None, list[dict[str, str]]]:
+        """(block B's object when the node gave it, the ``count`` headers from B up; B's tx
+        hashes are looked for only when no proof was made ahead): from the store,
         else from the node; kept for the block's other settlements either way (a receipt built
         after the store's window moved past B, on a daemon that fell behind, used to fetch
         the chain again for each settlement of the block: 100 batches a block at W = 1,000,
@@ -264,13 +267,17 @@ class ReceiptBuilder:
             )
             headers = None if stored is None else _frozen(stored)  # encoded once a block
         if headers is None:
+            stored_head = partial(head_stored, self.header_rows, self.chain.name)
+            kept = self.spans.chain(number, count, block_hash, head, stored_head)
+            headers = None if kept is None else _frozen(kept)  # re-hashed and linked
+        if headers is None:
             block, fetched = fetch_headers(self.client, number, count, block_hash, head)
             headers = _frozen(fetched)
         if key not in self._chains:
             self._chains[key] = headers  # the block's other settlements share it
             while len(self._chains) > TRIES_CACHED:
                 self._chains.popitem(last=False)
-        return (self._block_of(headers[0]) if block is None else block), headers
+        return block, headers
 
     def _block_of(self, header: Mapping[str, str]) -> Mapping[str, Any]:
         """The block object the tries need (hash, roots, tx hashes) around a stored header:
@@ -310,25 +317,32 @@ class ReceiptBuilder:
             txs = self.tx_objects.get(block_hash)
             if block_hash in self._tries or compact is None or txs is None:
                 continue
+            known = (self.facts.tries(block_hash), self.facts.receipts(block_hash))  # read once:
+            if known == (None, None):  # let go meanwhile (a catch-up): never asked again here
+                continue
             held = TxObjectCache()  # exactly these objects: never a fetch if they go meanwhile
             held.offer(txs)
             try:
                 header = header_from_compact(compact)
                 hashes = [str(t["hash"]) for t in txs["transactions"]]
-                self._block_tries({**header, "transactions": hashes}, held)
+                self._block_tries({**header, "transactions": hashes}, held, known)
             except (ChainError, ValueError, KeyError, TypeError):
                 continue  # built (or refused) at its first receipt, as before
             prepared += 1
         return prepared + self.ahead.prepare(lambda h: self._tries.get(h) or self.facts.tries(h))
 
     def _block_tries(
-        self, block: Mapping[str, Any], tx_objects: TxObjectCache | None = None
+        self,
+        block: Mapping[str, Any],
+        tx_objects: TxObjectCache | None = None,
+        known: tuple[BlockTries | None, list[Mapping[str, Any]] | None] | None = None,
     ) -> BlockTries:
         key = str(block["hash"])
         tries = self._tries.pop(key, None) or self._stored_tries(block)
         if tries is None:
             cache = self.tx_objects if tx_objects is None else tx_objects
-            tries = self.facts.tries(key) or self._fetched_tries(block, cache)
+            found, receipts = known or (self.facts.tries(key), self.facts.receipts(key))
+            tries = found or fetched_tries(self.client, block, cache, receipts)
             if self.leaves is not None and not tries.unprovable:
                 number = int(str(block["number"]), 16)
                 leaves = BlockLeaves(
@@ -339,15 +353,6 @@ class ReceiptBuilder:
                 )
         self._keep(tries)
         return tries
-
-    def _fetched_tries(self, block: Mapping[str, Any], cache: TxObjectCache) -> BlockTries:
-        """Both tries of ``block`` from the node (the engine had not built them): answers that
-        do not rebuild the header's roots mark the endpoint inconsistent, as the engine does,
-        so health says why the receipt waits."""
-        try:
-            return fetch_block_tries(self.client, block, cache, self.facts.receipts(block["hash"]))
-        except ProofUnavailable as exc:
-            raise self.client.distrust(self.client.answering_endpoint(), str(exc)) from exc
 
     def _keep(self, tries: BlockTries) -> None:
         self._tries.pop(tries.block_hash, None)
@@ -384,17 +389,3 @@ class ReceiptBuilder:
             deadline=rec.deadline,
         )
         return binding_body(self.subject(rec), now, terms)
-
-
-def stored_tries(leaves: LeavesStore, chain: str, header: Mapping[str, Any]) -> BlockTries | None:
-    """The block's tries from its stored leaves, if a receipt was built from it before and
-    they still rebuild the header's roots (else None: the node is asked)."""
-    held = leaves.get(chain, str(header["hash"]))
-    if held is None:
-        return None
-    transactions, receipts = Trie(held.tx_leaves), Trie(held.receipt_leaves)
-    if "0x" + transactions.root.hex() != header["transactionsRoot"]:
-        return None
-    if "0x" + receipts.root.hex() != header["receiptsRoot"]:
-        return None
-    return BlockTries(str(header["hash"]), held.tx_hashes, receipts, transactions, "stored")

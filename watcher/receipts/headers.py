@@ -48,6 +48,13 @@ def stored_chain(
     return headers
 
 
+def head_stored(rows_of: HeaderRows | None, chain: str, head: tuple[int, str]) -> bool:
+    """Whether the store's window holds the decision's ``head`` under its hash (what a
+    chain read there needs: watcher/receipts/spans.py asks it of a chain kept below it)."""
+    rows = [] if rows_of is None else rows_of(chain, head[0], head[0])
+    return any(row[1] == head[1] for row in rows)
+
+
 def stored_ends(
     rows_of: HeaderRows,
     chain: str,
