@@ -38,6 +38,7 @@ from chains.errors import ProofUnavailable, RpcErrorResponse
 from chains.models import TxReceipt
 from chains.rpc import RpcClient
 from guard import rlp
+from guard.memo import remember
 from guard.txs import SignedTx, TransactionError, decode_signed
 
 METHOD = "eth_getBlockReceipts"
@@ -210,12 +211,7 @@ def signed_tx(raw: bytes) -> SignedTx:
         return held
     signed = decode_signed(raw)
     if len(raw) <= SIGNED_BYTES_HELD:
-        while len(_signed) >= SIGNED_HELD:
-            try:  # the oldest first; another thread may have changed the dict meanwhile
-                _signed.pop(next(iter(_signed)), None)
-            except (RuntimeError, StopIteration):
-                break
-        _signed[bytes(raw)] = signed
+        remember(_signed, bytes(raw), signed, SIGNED_HELD)
     return signed
 
 

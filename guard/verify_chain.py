@@ -39,6 +39,7 @@ from guard.history import (
     header_chain_reason,
     verify_history_ancestry,
 )
+from guard.memo import remember
 from guard.mpt import ProofError, verify_proof
 from guard.tx_types_l2 import OP_DEPOSIT
 from guard.txs import TransactionError, canonical_bytes, transaction_hash
@@ -288,12 +289,7 @@ def check_tx_proofs(
             return held
     proven = _check_tx_proofs(header, number, tx_index, proof)
     if content is not None and len(proven.tx_bytes) <= TX_BYTES_HELD:
-        while len(_tx_proofs) >= TX_PROOFS_HELD:
-            try:  # the oldest first; another thread may have changed the dict meanwhile
-                _tx_proofs.pop(next(iter(_tx_proofs)), None)
-            except (RuntimeError, StopIteration):
-                break
-        _tx_proofs[content] = proven
+        remember(_tx_proofs, content, proven, TX_PROOFS_HELD)
     return proven
 
 
