@@ -11,13 +11,17 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import insert
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from sqlalchemy import create_engine, insert
 
 from chains.rpc import Web3Transport
 from tests.support.anvil import Anvil
 from watcher.clock import wall_clock_ms
 from watcher.delivery.format import RECEIPT_KINDS
 from watcher.store import NewSettlement, Store, schema
+from watcher.store.db import normalise_url
+from watcher.store.migrate import MIGRATIONS
 
 
 def numbered_settlement(n: int, **fields: Any) -> NewSettlement:
@@ -93,3 +97,18 @@ def store_receipt(store: Store, sid: str, kind: str, body: dict[str, Any]) -> No
 def sign_decision(store: Store, sid: str, verdict: str, decision_digest: str) -> None:
     """The receipt of ``verdict``'s kind made for the decision ``decision_digest``."""
     store_receipt(store, sid, RECEIPT_KINDS[verdict], {"decision_digest": decision_digest})
+
+
+def migrate(store_url: str, step: str, revision: str) -> None:
+    """Alembic's ``step`` (``"upgrade"`` or ``"downgrade"``) of the store at ``store_url`` to
+    ``revision``, through the project's own migrations: a store left at an older schema, or
+    taken back to one."""
+    cfg = AlembicConfig()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    engine = create_engine(normalise_url(store_url))
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            getattr(command, step)(cfg, revision)
+    finally:
+        engine.dispose()

@@ -5,26 +5,12 @@ spec row back."""
 
 from __future__ import annotations
 
-from alembic import command
-from alembic.config import Config as AlembicConfig
 from sqlalchemy import create_engine, text
 
+from tests.integration.helpers import migrate
 from tests.support.rigs import START_MS
 from watcher.store import Store
 from watcher.store.db import normalise_url
-from watcher.store.migrate import MIGRATIONS
-
-
-def _alembic(store_url: str, step: str, revision: str) -> None:
-    cfg = AlembicConfig()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    engine = create_engine(normalise_url(store_url))
-    try:
-        with engine.begin() as conn:
-            cfg.attributes["connection"] = conn
-            getattr(command, step)(cfg, revision)
-    finally:
-        engine.dispose()
 
 
 def _run(store_url: str, sql: str) -> list[tuple[object, ...]]:
@@ -51,7 +37,7 @@ SPEC = (
 
 
 def test_a_deposit_keeps_its_spec_across_0021_and_back(store_url: str) -> None:
-    _alembic(store_url, "upgrade", "0020_partial_indexes")
+    migrate(store_url, "upgrade", "0020_partial_indexes")
     dep, pay = "dep_" + "a1" * 12, "pay_" + "b2" * 12
     for sid, kind in ((dep, "evm_deposit"), (pay, "evm_payment")):
         _run(store_url, SETTLEMENT.format(sid=sid, t=START_MS, kind=kind))
@@ -88,7 +74,7 @@ def test_a_deposit_keeps_its_spec_across_0021_and_back(store_url: str) -> None:
     specs = _run(store_url, "SELECT settlement_id FROM payment_specs")
     assert specs == [(pay,)]
 
-    _alembic(store_url, "downgrade", "0020_partial_indexes")
+    migrate(store_url, "downgrade", "0020_partial_indexes")
     back = _run(
         store_url,
         "SELECT to_address, amount, sender, after_block FROM payment_specs"

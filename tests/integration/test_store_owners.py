@@ -8,11 +8,9 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from alembic import command
-from alembic.config import Config as AlembicConfig
 from sqlalchemy import create_engine, text
 
-from tests.integration.helpers import random_tx_hash
+from tests.integration.helpers import migrate, random_tx_hash
 from tests.support.rigs import START_MS
 from watcher.config.chains import ChainConfig
 from watcher.settlements import Registration, new_settlement, register, settlement_id_for
@@ -20,7 +18,6 @@ from watcher.store import SettlementNotFound, SettlementRecord, Store
 from watcher.store.db import normalise_url
 from watcher.store.errors import DeliveryNotFound
 from watcher.store.listing_store import listing
-from watcher.store.migrate import MIGRATIONS
 from watcher.store.outbox_states import NewDelivery
 
 CHAIN = ChainConfig.model_validate(
@@ -35,22 +32,10 @@ def store(store_url: str) -> Iterator[Store]:
     st.close()
 
 
-def _migrate_to(store_url: str, revision: str) -> None:
-    cfg = AlembicConfig()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    engine = create_engine(normalise_url(store_url))
-    try:
-        with engine.begin() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, revision)
-    finally:
-        engine.dispose()
-
-
 def test_rows_written_before_0008_belong_to_anonymous(store_url: str) -> None:
     """A database at 0007 with a settlement in it: after 0008 the row is still there, owned
     by "anonymous", and a second owner can register the same tx."""
-    _migrate_to(store_url, "0007")
+    migrate(store_url, "upgrade", "0007")
     tx = random_tx_hash()
     engine = create_engine(normalise_url(store_url))
     try:
