@@ -106,13 +106,30 @@ def custody_breaks(daemon: Daemon) -> list[str]:
 
 
 def wait_owner(daemon: Daemon, instance: str, timeout: float = 15.0) -> float:
-    """Wait until ``instance`` holds the lease of ``local``; returns when (monotonic)."""
-    wait_for(
-        lambda: (owner(daemon) or (None, 0))[0] == instance,
-        timeout,
-        what=f"{instance} owning local",
-    )
+    """Wait until ``instance`` holds the lease of ``local``; returns when (monotonic). A
+    takeover that never comes fails with what could hold it up: the database's sessions
+    (a lock held by a frozen owner) and the waiting daemon's log."""
+    try:
+        wait_for(
+            lambda: (owner(daemon) or (None, 0))[0] == instance,
+            timeout,
+            what=f"{instance} owning local",
+        )
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}\n{sessions(daemon)}\n{daemon.log_tail(60)}") from None
     return time.monotonic()
+
+
+def sessions(daemon: Daemon) -> str:
+    """The database's sessions of finality daemons, one line each (PostgreSQL only)."""
+    if not daemon.store_url.startswith("postgres"):
+        return ""
+    rows = daemon.query(
+        "SELECT pid, application_name, state, wait_event, now() - xact_start, "
+        "left(query, 80) FROM pg_stat_activity WHERE application_name LIKE ?",
+        "finality %",
+    )
+    return "sessions:\n" + "\n".join("  " + " | ".join(map(str, r)) for r in rows)
 
 
 def commit_counts(receiver: Receiver) -> Counter[str]:

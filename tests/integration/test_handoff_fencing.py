@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from typing import Any
 
 import pytest
 
 from guard.receipts import BindingTerms, Subject, binding_body
+from tests.support.daemon import wait_for
 from watcher.handoff.manager import HandoffManager
 from watcher.receipts.signer import Signer
-from watcher.store import StaleFencingToken, Store
+from watcher.store import StaleFencingToken, Store, db
 from watcher.store import lease_store as ls
+from watcher.store.handoff_store import HandoffStore
 from watcher.store.receipts_store import receipt_store
 
 
@@ -384,3 +388,81 @@ def test_balance_off_pins_everything_on_the_first_instance(pg_url: str) -> None:
         assert all(h["reason"] == "first" for h in ls.handoffs(store.writer))
     finally:
         store.close()
+
+
+def _stuck_mid_pipeline(url: str, instance: str) -> Any:
+    """A session of ``instance`` as a SIGSTOPped owner leaves it: inside its block
+    transaction, the lease row locked ``FOR KEY SHARE`` (as ``check_fence`` does), stopped
+    after sending one statement of a pipeline (psycopg's ``executemany``) and before its
+    sync: the server waits for the rest, with no idle-in-transaction timer armed."""
+    import psycopg
+
+    conn = psycopg.connect(url)
+    schema = conn.execute(db.SCHEMA).fetchone()[0]  # type: ignore[index]
+    conn.execute(
+        "SELECT set_config('application_name', %s, false)", (db.session_name(instance, schema),)
+    )
+    conn.execute("SELECT token FROM leases WHERE name = 'local' FOR KEY SHARE")
+    conn.pgconn.enter_pipeline_mode()
+    conn.pgconn.send_query_params(b"SELECT 1", None)
+    conn.pgconn.flush()
+    return conn
+
+
+def _session_state(store: Store, pid: int) -> str | None:
+    with store.writer.connect() as conn:
+        return conn.exec_driver_sql(
+            "SELECT state FROM pg_stat_activity WHERE pid = %(pid)s", {"pid": pid}
+        ).scalar()
+
+
+def test_a_frozen_owner_stuck_mid_pipeline_does_not_block_the_takeover(pg_url: str) -> None:
+    """CI saw a standby wait over a minute for the lease of an owner SIGSTOPped mid-pipeline:
+    such a session is not "idle in transaction", so the server never ends it. The taker ends
+    the open transactions of an owner whose lease and liveness row have both lapsed; not of
+    a live owner, not of another instance, not one outside a transaction."""
+    store = Store.open(pg_url, instance_id="B")
+    store.ensure_chain("local", 31337, 0)
+    handoff = HandoffStore(store)
+    stuck = _stuck_mid_pipeline(pg_url, "A")
+    idle_a = _named_session(pg_url, "A", in_transaction=False)
+    other = _named_session(pg_url, "C", in_transaction=True)
+    try:
+        lease, _ = ls.acquire(store.writer, "local", "A", 1000, 500, None)
+        assert lease is not None
+        ls.heartbeat(store.writer, "A", 1900, 500)
+        stuck_pid = stuck.pgconn.backend_pid
+        # The premise: the server sees it as working, so idle_in_transaction_session_timeout
+        # never applies to it.
+        assert _session_state(store, stuck_pid) == "active"
+        assert handoff.end_lapsed_sessions("local", "B", 1400) == [], "the lease is live"
+        assert handoff.end_lapsed_sessions("local", "B", 2000) == [], "A still heartbeats"
+        assert handoff.end_lapsed_sessions("local", "A", 2600) == [], "its own lease"
+        assert _session_state(store, stuck_pid) == "active"
+
+        assert handoff.end_lapsed_sessions("local", "B", 2600) == [stuck_pid]
+        taken, acquired = ls.acquire(store.writer, "local", "B", 2600, 500, None)
+        assert taken is not None and acquired is not None
+        assert (acquired.reason, taken.token) == ("expired", 2)
+        wait_for(lambda: _session_state(store, stuck_pid) is None, what="the backend's exit")
+        assert _session_state(store, idle_a.pgconn.backend_pid) == "idle"
+        assert _session_state(store, other.pgconn.backend_pid) == "idle in transaction"
+    finally:
+        for conn in (stuck, idle_a, other):
+            with contextlib.suppress(Exception):
+                conn.close()
+        store.close()
+
+
+def _named_session(url: str, instance: str, in_transaction: bool) -> Any:
+    """A session named as ``instance``'s daemon names its own; inside a transaction or not."""
+    import psycopg
+
+    conn = psycopg.connect(url, autocommit=not in_transaction)
+    schema = conn.execute(db.SCHEMA).fetchone()[0]  # type: ignore[index]
+    conn.execute(
+        "SELECT set_config('application_name', %s, false)", (db.session_name(instance, schema),)
+    )
+    if in_transaction:
+        conn.execute("SELECT 1")  # a transaction open, idle (its own timer would end it)
+    return conn

@@ -77,7 +77,7 @@ def build(
     signer = load_signer(config.signing, [(c.name, c.chain_id) for c in config.chains])
     lock = lock_store(config.store.url)
     try:
-        store = Store.open(config.store.url)
+        store = Store.open(config.store.url, _instance_id(config))
     except BaseException:
         if lock is not None:
             lock.release()
@@ -147,6 +147,11 @@ def _build(
     )
 
 
+def _instance_id(config: Config) -> str:
+    """This instance's name in leases, handoff records and its database sessions."""
+    return config.handoff.instance_id or default_instance_id()
+
+
 def _handoff(
     config: Config, store: Store, clock: Clock, chains: _Chains, signer: Signer
 ) -> HandoffManager:
@@ -154,7 +159,7 @@ def _handoff(
     return HandoffManager(
         store,
         [c.name for c in config.chains] + [src.name for src in config.sources],
-        config.handoff.instance_id or default_instance_id(),
+        _instance_id(config),
         config.handoff.lease_s,
         config.handoff.renew_s,
         clock,

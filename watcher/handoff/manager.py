@@ -125,6 +125,8 @@ class HandoffManager:
             max(READY_MS, 3 * int(self.tick_s * 1000)),
         )
         self._gave_at: dict[str, int] = {}
+        self._session_trouble: dict[str, str] = {}
+        """Why ending a lapsed owner's sessions failed, by name (logged once per reason)."""
         self._last_gave = NEVER
         self.spread: Spread | None = None
         """The spread seen at the last check (GET /v1/leases)."""
@@ -250,6 +252,7 @@ class HandoffManager:
         if name in self.held:
             return
         now = self.clock()
+        self._end_lapsed_sessions(name, now)
         lease, acquired = self.store.acquire(name, self.instance_id, now, self.lease_ms)
         if lease is None:
             return
@@ -265,6 +268,31 @@ class HandoffManager:
                 self._take_over(name, acquired)
         else:
             self._take_over(name, acquired)
+
+    def _end_lapsed_sessions(self, name: str, now: int) -> None:
+        """Before taking a lapsed lease, end its frozen owner's open transactions: one
+        stopped mid-pipeline holds the lease row's lock with no server timer to end it."""
+        try:
+            ended = self.store.end_lapsed_sessions(name, self.instance_id, now)
+        except StoreError as exc:
+            if self._session_trouble.get(name) != str(exc):  # once, not at every check
+                log.warning(
+                    "%s: cannot end the lapsed owner's database sessions (%s): a takeover "
+                    "waits until they end; give this database role pg_signal_backend",
+                    name,
+                    exc,
+                )
+            self._session_trouble[name] = str(exc)
+            return
+        self._session_trouble.pop(name, None)
+        if ended:
+            log.warning(
+                "%s: ended %d database session(s) of the lapsed owner still inside a "
+                "transaction (pids %s), so the takeover does not wait on their locks",
+                name,
+                len(ended),
+                ", ".join(map(str, ended)),
+            )
 
     def _take_over(self, name: str, acquired: ls.Acquired) -> None:
         watcher = self.watchers.get(name)

@@ -22,6 +22,7 @@ driver's text, which can carry the URL or a statement's parameters.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import threading
 import time
@@ -267,9 +268,24 @@ class Db:
         self._engine.dispose()
 
 
-def make_engine(url: str, immediate: bool) -> Engine:
-    """An engine for ``url`` (already normalised): PostgreSQL ends idle transactions;
-    SQLite gets WAL, a busy timeout, and ``BEGIN IMMEDIATE`` for writers."""
+SCHEMA = "SELECT current_schema()"
+"""The schema a session works in (the store's tables; several stores may share a database)."""
+
+
+def session_name(instance_id: str, schema: str) -> str:
+    """The ``application_name`` of ``instance_id``'s sessions on the store in ``schema``: a
+    successor finds a lapsed owner's sessions by it (``lease_store.end_lapsed_sessions``).
+    The hash tells apart the same instance id on two stores of one database; the readable
+    part is for an operator's ``pg_stat_activity`` (PostgreSQL keeps 63 printable bytes)."""
+    digest = hashlib.sha256(f"{schema}\0{instance_id}".encode()).hexdigest()[:16]
+    readable = "".join(c if c.isascii() and c.isprintable() else "?" for c in instance_id)
+    return f"finality {readable[:36]} {digest}"
+
+
+def make_engine(url: str, immediate: bool, instance_id: str | None = None) -> Engine:
+    """An engine for ``url`` (already normalised): PostgreSQL ends idle transactions and
+    names each session after ``instance_id`` (:func:`session_name`); SQLite gets WAL, a busy
+    timeout, and ``BEGIN IMMEDIATE`` for writers."""
     if not url.startswith("sqlite"):
         engine = create_engine(
             url, pool_pre_ping=True, pool_size=5, max_overflow=5, json_serializer=json_text
@@ -279,9 +295,15 @@ def make_engine(url: str, immediate: bool) -> Engine:
         def _on_pg_connect(dbapi_conn: Any, _record: Any) -> None:
             # A process paused inside a transaction (SIGSTOP, a frozen VM) would hold its
             # locks, the lease row's among them, for ever: the server ends such a session,
-            # so a standby can take over and the paused writer's commit fails.
+            # so a standby can take over and the paused writer's commit fails. Not one
+            # stopped mid-pipeline: a successor ends those by the session's name.
             with dbapi_conn.cursor() as cursor:
                 cursor.execute(f"SET idle_in_transaction_session_timeout = {IDLE_TXN_MS}")
+                if instance_id is not None:
+                    cursor.execute(SCHEMA)
+                    (schema,) = cursor.fetchone()
+                    name = session_name(instance_id, str(schema))
+                    cursor.execute("SELECT set_config('application_name', %s, false)", (name,))
             dbapi_conn.commit()
 
         return engine
@@ -305,13 +327,14 @@ def make_engine(url: str, immediate: bool) -> Engine:
     return engine
 
 
-def open_dbs(url: str) -> tuple[Db, Db]:
+def open_dbs(url: str, instance_id: str | None = None) -> tuple[Db, Db]:
     """The writer and the reader of ``url`` (the same for PostgreSQL; SQLite reads with a
-    plain ``BEGIN`` so readers never queue behind writers)."""
+    plain ``BEGIN`` so readers never queue behind writers); ``instance_id`` names the
+    sessions (:func:`make_engine`)."""
     driver_url = normalise_url(url)
     _keep_private(driver_url)
     try:
-        writer = make_engine(driver_url, immediate=True)
+        writer = make_engine(driver_url, immediate=True, instance_id=instance_id)
         reader = (
             make_engine(driver_url, immediate=False) if driver_url.startswith("sqlite") else writer
         )

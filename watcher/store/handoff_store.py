@@ -70,6 +70,11 @@ class HandoffStore:
         """Take ``name`` if it is free or lapsed (see :func:`lease_store.acquire`)."""
         return ls.acquire(self.store.writer, name, owner, now, lease_ms, None)
 
+    def end_lapsed_sessions(self, name: str, taker: str, now: int) -> list[int]:
+        """End the open transactions of ``name``'s lapsed owner (see
+        :func:`lease_store.end_lapsed_sessions`); the pids ended."""
+        return ls.end_lapsed_sessions(self.store.writer, name, taker, now)
+
     def renew(self, name: str, owner: str, token: int, now: int, lease_ms: int) -> bool:
         """Renew a held lease; False when its token was superseded."""
         return ls.renew(self.store.writer, name, owner, token, now, lease_ms)

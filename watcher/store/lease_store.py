@@ -33,7 +33,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from watcher.store import schema as s
-from watcher.store.db import Db
+from watcher.store.db import SCHEMA, Db, session_name
 from watcher.store.errors import StaleFencingToken
 from watcher.store.records import Lease as Lease  # its old home: still importable here
 
@@ -161,6 +161,42 @@ def acquire(
         )
         reason = {RELEASED: "released", REBALANCED: "rebalance"}.get(current.expires_at, "expired")
         return new, Acquired(new, current, reason)
+
+
+def end_lapsed_sessions(engine: Db, name: str, taker: str, now: int) -> list[int]:
+    """End the open transactions of ``name``'s lapsed owner, so a takeover never waits on them.
+
+    PostgreSQL ends a session idle inside a transaction (``IDLE_TXN_MS``), but not one whose
+    process stopped in the middle of a pipeline (psycopg's ``executemany``): the server waits
+    for the client's next message with no timer armed and keeps the transaction's locks. An
+    owner SIGSTOPped there held its ``FOR KEY SHARE`` on the lease row for over a minute, and
+    no takeover could lock the row. So a taker ends them first, only when the owner's lease
+    *and* its liveness row have lapsed (the whole process stopped renewing: frozen or gone),
+    and only its sessions inside a transaction. Its writes would be refused by the fencing
+    token anyway; ending them loses nothing committed. Returns the ended backends' pids
+    (none on SQLite, for a live owner, or a lease that was released or is the taker's own).
+    """
+    if engine.dialect.name != "postgresql":
+        return []
+    with engine.begin() as conn:
+        row = conn.execute(select(s.leases).where(s.leases.c.name == name)).first()
+        if row is None or row.owner in (None, taker) or released(row.expires_at):
+            return []
+        if row.expires_at > now:
+            return []
+        alive = conn.execute(
+            select(s.leases.c.expires_at).where(s.leases.c.name == instance_row(row.owner))
+        ).scalar()
+        if alive is not None and alive > now:
+            return []
+        # The function runs only for the rows the WHERE keeps (it is in the select list).
+        signalled = conn.exec_driver_sql(
+            "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND application_name = %(app)s "
+            "AND xact_start IS NOT NULL AND pid <> pg_backend_pid()",
+            {"app": session_name(str(row.owner), str(conn.exec_driver_sql(SCHEMA).scalar()))},
+        ).all()
+    return sorted(int(pid) for pid, ended in signalled if ended)
 
 
 def release(

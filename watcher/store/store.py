@@ -34,15 +34,17 @@ class Store(
 ):
     """Durable state of the watcher. Thread-safe: each call uses its own connection."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, instance_id: str | None = None) -> None:
+        """``instance_id``: the handoff instance whose name PostgreSQL sessions carry (a
+        successor ends a frozen owner's open transactions by it; ``db.session_name``)."""
         self.url = url
-        self._writer, self._reader = open_dbs(url)
+        self._writer, self._reader = open_dbs(url, instance_id)
         self.dialect = self._writer.dialect.name
 
     @classmethod
-    def open(cls, url: str) -> Store:
+    def open(cls, url: str, instance_id: str | None = None) -> Store:
         """Connect and bring the schema up to date; refuse a schema from a newer version."""
-        store = cls(url)
+        store = cls(url, instance_id)
         try:
             store.migrate()
         except BaseException:
