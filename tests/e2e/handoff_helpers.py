@@ -116,7 +116,9 @@ def wait_owner(daemon: Daemon, instance: str, timeout: float = 15.0) -> float:
             what=f"{instance} owning local",
         )
     except TimeoutError as exc:
-        raise TimeoutError(f"{exc}\n{sessions(daemon)}\n{daemon.log_tail(60)}") from None
+        raise TimeoutError(
+            f"{exc}\n{sessions(daemon)}\n{daemon.log_tail(60)}\n{daemon.stacks()}"
+        ) from None
     return time.monotonic()
 
 

@@ -39,12 +39,15 @@ def confirmations_recorded(daemon: Daemon, settlement_id: str) -> int:
     return sum(1 for e in daemon.events(settlement_id) if e["kind"] == "settlement_confirmed")
 
 
-def test_sigterm_exits_0_with_summary(anvil: Anvil, make_daemon: MakeDaemon) -> None:
+def test_sigterm_exits_0_with_summary_and_sigusr1_shows_the_stacks(anvil: Anvil, make_daemon: MakeDaemon) -> None:
     daemon = make_daemon(anvil.url)
     tx = anvil.send()
     sid = daemon.register(tx)["settlement_id"]
     anvil.mine(3)
     daemon.wait_verdict(sid, "FINALITY_CONFIRMED")
+    # kill -USR1 shows where every thread is, and the daemon goes on (it exits cleanly below).
+    stacks = daemon.stacks()
+    assert "most recent call first" in stacks and "watcher/" in stacks, stacks
     code = daemon.terminate(timeout=30.0)  # a clean exit (fails only if it never exits)
     assert code == 0, daemon.log_tail()
     summary = [line for line in daemon.log().splitlines() if "stopped after" in line]

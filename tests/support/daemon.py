@@ -418,8 +418,23 @@ class Daemon:
             return wait_for(check, timeout, interval=0.1, what=f"{settlement_id} → {wanted}")
         except TimeoutError as exc:
             raise AssertionError(
-                f"{exc}; last verdict {seen.get('verdict')}; log:\n{self.log_tail()}"
+                f"{exc}; last verdict {seen.get('verdict')}; log:\n{self.log_tail()}\n"
+                f"{self.stacks()}"
             ) from None
+
+    def stacks(self) -> str:
+        """Every thread's stack of the running daemon (SIGUSR1: the daemon's faulthandler
+        writes them to its log), for a failed wait to show where the daemon was."""
+        if self.proc is None or self.proc.poll() is not None:
+            return "(no running daemon: no stacks)"
+        before = len(self.log())
+        os.kill(self.proc.pid, signal.SIGUSR1)
+        try:
+            wait_for(lambda: "File " in self.log()[before:], 5, what="the daemon's stacks")
+        except TimeoutError:
+            return "(the daemon wrote no stacks)"
+        time.sleep(0.2)  # the dump is written thread by thread
+        return "stacks:\n" + self.log()[before:]
 
     # -- what a user reads through the API (e2e tests assert on these, not on tables) -------
 

@@ -12,6 +12,7 @@ store transaction, so there is nothing half-done to undo), and log a one-line su
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import logging
 import signal
@@ -252,6 +253,9 @@ class App:
         except BaseException:
             sock.close()
             raise
+        # `kill -USR1 <pid>` writes every thread's stack to stderr (the log): where a daemon
+        # that seems stuck is, without stopping it (the tests ask for it when a wait fails).
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
         server = _Server(self.stopping, self._server_config(create_app(self)))
         # What start-up built (modules, config, the application, the watch index) lives as
         # long as the process: frozen out of the collector, so its full passes under load do
