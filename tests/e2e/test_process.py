@@ -39,7 +39,9 @@ def confirmations_recorded(daemon: Daemon, settlement_id: str) -> int:
     return sum(1 for e in daemon.events(settlement_id) if e["kind"] == "settlement_confirmed")
 
 
-def test_sigterm_exits_0_with_summary_and_sigusr1_shows_the_stacks(anvil: Anvil, make_daemon: MakeDaemon) -> None:
+def test_sigterm_exits_0_with_summary_and_sigusr1_shows_the_stacks(
+    anvil: Anvil, make_daemon: MakeDaemon
+) -> None:
     daemon = make_daemon(anvil.url)
     tx = anvil.send()
     sid = daemon.register(tx)["settlement_id"]
