@@ -419,13 +419,14 @@ def _session_state(store: Store, pid: int) -> str | None:
 def test_a_frozen_owner_stuck_mid_pipeline_does_not_block_the_takeover(pg_url: str) -> None:
     """CI saw a standby wait over a minute for the lease of an owner SIGSTOPped mid-pipeline:
     such a session is not "idle in transaction", so the server never ends it. The taker ends
-    the open transactions of an owner whose lease and liveness row have both lapsed; not of
-    a live owner, not of another instance, not one outside a transaction."""
+    the sessions of an owner whose lease and liveness row have both lapsed that hold a lease
+    row lock; not of a live owner, not of another instance, not a read or an idle one."""
     store = Store.open(pg_url, instance_id="B")
     store.ensure_chain("local", 31337, 0)
     handoff = HandoffStore(store)
     stuck = _stuck_mid_pipeline(pg_url, "A")
     idle_a = _named_session(pg_url, "A", in_transaction=False)
+    reading_a = _named_session(pg_url, "A", in_transaction=True)  # e.g. a restarted A
     other = _named_session(pg_url, "C", in_transaction=True)
     try:
         lease, _ = ls.acquire(store.writer, "local", "A", 1000, 500, None)
@@ -446,9 +447,10 @@ def test_a_frozen_owner_stuck_mid_pipeline_does_not_block_the_takeover(pg_url: s
         assert (acquired.reason, taken.token) == ("expired", 2)
         wait_for(lambda: _session_state(store, stuck_pid) is None, what="the backend's exit")
         assert _session_state(store, idle_a.pgconn.backend_pid) == "idle"
+        assert _session_state(store, reading_a.pgconn.backend_pid) == "idle in transaction"
         assert _session_state(store, other.pgconn.backend_pid) == "idle in transaction"
     finally:
-        for conn in (stuck, idle_a, other):
+        for conn in (stuck, idle_a, reading_a, other):
             with contextlib.suppress(Exception):
                 conn.close()
         store.close()
@@ -463,6 +465,6 @@ def _named_session(url: str, instance: str, in_transaction: bool) -> Any:
     conn.execute(
         "SELECT set_config('application_name', %s, false)", (db.session_name(instance, schema),)
     )
-    if in_transaction:
-        conn.execute("SELECT 1")  # a transaction open, idle (its own timer would end it)
+    if in_transaction:  # a transaction open, having read the leases without locking a row
+        conn.execute("SELECT count(*) FROM leases")
     return conn

@@ -36,6 +36,7 @@ from watcher.handoff.balance import (
 )
 from watcher.handoff.held import HeldLeases
 from watcher.handoff.keeper import LeaseKeeper
+from watcher.handoff.lapsed import LapsedSessions
 from watcher.handoff.takeover import HeaderReader, Sealer, TakeoverRecorder
 from watcher.store import lease_store as ls
 from watcher.store.errors import StoreError
@@ -92,8 +93,7 @@ class HandoffManager:
         self.instance_id = instance_id
         self.lease_ms = int(lease_s * 1000)
         self.renew_ms = int(renew_s * 1000)
-        self.tick_s = min(renew_s, TICK_MAX_S)
-        """Standbys look for a free lease this often; owners renew every ``renew_ms``."""
+        self.tick_s = min(renew_s, TICK_MAX_S)  # how often standbys look for a free lease
         self.clock = clock
         self.watchers = watchers
         self.locks = locks
@@ -103,6 +103,7 @@ class HandoffManager:
         self.keeper = LeaseKeeper(
             self.leases, self.store, clock, self.lease_ms, self.renew_ms, self.tick_s
         )
+        self.lapsed = LapsedSessions(self.store, instance_id)
         self.takeovers = TakeoverRecorder(
             store,
             self.store,
@@ -125,8 +126,6 @@ class HandoffManager:
             max(READY_MS, 3 * int(self.tick_s * 1000)),
         )
         self._gave_at: dict[str, int] = {}
-        self._session_trouble: dict[str, str] = {}
-        """Why ending a lapsed owner's sessions failed, by name (logged once per reason)."""
         self._last_gave = NEVER
         self.spread: Spread | None = None
         """The spread seen at the last check (GET /v1/leases)."""
@@ -252,7 +251,7 @@ class HandoffManager:
         if name in self.held:
             return
         now = self.clock()
-        self._end_lapsed_sessions(name, now)
+        self.lapsed.end(name, now)
         lease, acquired = self.store.acquire(name, self.instance_id, now, self.lease_ms)
         if lease is None:
             return
@@ -268,31 +267,6 @@ class HandoffManager:
                 self._take_over(name, acquired)
         else:
             self._take_over(name, acquired)
-
-    def _end_lapsed_sessions(self, name: str, now: int) -> None:
-        """Before taking a lapsed lease, end its frozen owner's open transactions: one
-        stopped mid-pipeline holds the lease row's lock with no server timer to end it."""
-        try:
-            ended = self.store.end_lapsed_sessions(name, self.instance_id, now)
-        except StoreError as exc:
-            if self._session_trouble.get(name) != str(exc):  # once, not at every check
-                log.warning(
-                    "%s: cannot end the lapsed owner's database sessions (%s): a takeover "
-                    "waits until they end; give this database role pg_signal_backend",
-                    name,
-                    exc,
-                )
-            self._session_trouble[name] = str(exc)
-            return
-        self._session_trouble.pop(name, None)
-        if ended:
-            log.warning(
-                "%s: ended %d database session(s) of the lapsed owner still inside a "
-                "transaction (pids %s), so the takeover does not wait on their locks",
-                name,
-                len(ended),
-                ", ".join(map(str, ended)),
-            )
 
     def _take_over(self, name: str, acquired: ls.Acquired) -> None:
         watcher = self.watchers.get(name)

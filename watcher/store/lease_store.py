@@ -172,9 +172,11 @@ def end_lapsed_sessions(engine: Db, name: str, taker: str, now: int) -> list[int
     owner SIGSTOPped there held its ``FOR KEY SHARE`` on the lease row for over a minute, and
     no takeover could lock the row. So a taker ends them first, only when the owner's lease
     *and* its liveness row have lapsed (the whole process stopped renewing: frozen or gone),
-    and only its sessions inside a transaction. Its writes would be refused by the fencing
-    token anyway; ending them loses nothing committed. Returns the ended backends' pids
-    (none on SQLite, for a live owner, or a lease that was released or is the taker's own).
+    and only its sessions holding a row lock in this store's lease table: not a plain read,
+    a migration or the start-up of a process restarted under the same instance id. Their
+    writes would be refused by the fencing token anyway; ending them loses nothing
+    committed. Returns the ended backends' pids (none on SQLite, for a live owner, or a
+    lease that was released or is the taker's own).
     """
     if engine.dialect.name != "postgresql":
         return []
@@ -189,14 +191,24 @@ def end_lapsed_sessions(engine: Db, name: str, taker: str, now: int) -> list[int
         ).scalar()
         if alive is not None and alive > now:
             return []
-        # The function runs only for the rows the WHERE keeps (it is in the select list).
         signalled = conn.exec_driver_sql(
-            "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND application_name = %(app)s "
-            "AND xact_start IS NOT NULL AND pid <> pg_backend_pid()",
+            _END_LEASE_LOCKERS,
             {"app": session_name(str(row.owner), str(conn.exec_driver_sql(SCHEMA).scalar()))},
         ).all()
     return sorted(int(pid) for pid, ended in signalled if ended)
+
+
+_END_LEASE_LOCKERS = (
+    # The function runs only for the rows the WHERE keeps (it is in the select list). Row
+    # locks (a fenced write's FOR KEY SHARE, a renewal's UPDATE) hold RowShareLock or
+    # RowExclusiveLock on this store's leases table until their transaction ends; a plain
+    # read, a migration or a start-up of a new process with the same instance id do not.
+    "SELECT a.pid, pg_terminate_backend(a.pid) FROM pg_stat_activity a "
+    "WHERE a.datname = current_database() AND a.application_name = %(app)s "
+    "AND a.pid <> pg_backend_pid() AND EXISTS (SELECT 1 FROM pg_locks l "
+    "WHERE l.pid = a.pid AND l.granted AND l.locktype = 'relation' "
+    "AND l.relation = 'leases'::regclass AND l.mode IN ('RowShareLock', 'RowExclusiveLock'))"
+)
 
 
 def release(
