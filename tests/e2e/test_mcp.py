@@ -17,15 +17,19 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
-from mcp import Client, StdioServerParameters
-from mcp.types import CallToolResult
 
 from tests.support.anvil import ROOT, Anvil, free_port
 from tests.support.daemon import CHAIN, Daemon, subprocess_env, wait_for
+
+if TYPE_CHECKING:
+    # The SDK costs a second of CPU to import: imported where a test connects, not by every
+    # pytest-xdist worker that collects this file.
+    from mcp import Client
+    from mcp.types import CallToolResult
 
 pytestmark = pytest.mark.anyio
 
@@ -80,6 +84,8 @@ def http_mcp(module_daemon: Daemon) -> Iterator[str]:
 @asynccontextmanager
 async def connect(transport: str, daemon: Daemon, http_url: str | None) -> AsyncIterator[Client]:
     """The SDK's client over ``transport`` ("stdio" starts ``finality mcp`` itself)."""
+    from mcp import Client, StdioServerParameters
+
     target: StdioServerParameters | str
     if transport == "stdio":
         target = StdioServerParameters(
@@ -264,6 +270,8 @@ async def test_bad_arguments_are_tool_errors_naming_the_field_and_serving_goes_o
 async def test_a_daemon_that_does_not_answer_is_a_tool_error_without_its_password(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
+    from mcp import Client, StdioServerParameters
+
     secret = "s3cr3t-pw"
     api = f"http://agent:{secret}@127.0.0.1:{free_port()}"
     target = StdioServerParameters(

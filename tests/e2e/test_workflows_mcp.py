@@ -13,15 +13,17 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
 
 from tests.e2e.test_mcp import error_text, result
 from tests.support.anvil import ROOT, Anvil
 from tests.support.daemon import CHAIN, Daemon, subprocess_env
+
+if TYPE_CHECKING:
+    from mcp import Client  # imported where an agent connects (a second of CPU)
 
 pytestmark = pytest.mark.anyio
 
@@ -42,6 +44,8 @@ def anyio_backend() -> str:
 @asynccontextmanager
 async def agent(daemon: Daemon) -> AsyncIterator[Client]:
     """One agent's MCP session: ``finality mcp`` over stdio, started by the SDK."""
+    from mcp import Client, StdioServerParameters
+
     target = StdioServerParameters(
         command=sys.executable,
         args=["-m", "watcher.cli", "mcp", "--api", daemon.url],

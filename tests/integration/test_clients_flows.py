@@ -36,9 +36,10 @@ GWEI = 10**9
 NODES = {"hardhat": (Hardhat, hardhat_installed), "ganache": (Ganache, ganache_installed)}
 
 
-@pytest.fixture(params=list(NODES))
-def node(request: pytest.FixtureRequest) -> Iterator[DevNode]:
-    """A fresh Hardhat or Ganache node (automining), killed after the test."""
+@pytest.fixture(scope="module", params=list(NODES))
+def shared_node(request: pytest.FixtureRequest) -> Iterator[DevNode]:
+    """One Hardhat or Ganache node (automining) for the module's tests, killed at its end:
+    each start costs Node.js about a second of CPU."""
     cls, installed = NODES[request.param]
     if not installed():
         if in_ci():
@@ -46,6 +47,15 @@ def node(request: pytest.FixtureRequest) -> Iterator[DevNode]:
         pytest.skip(f"{request.param} not installed")
     with cls() as started:
         yield started
+
+
+@pytest.fixture
+def node(shared_node: DevNode) -> Iterator[DevNode]:
+    """The module's node as a fresh one would be: the state each test starts from (no block
+    of another test, every nonce 0, automining) is restored after it by ``evm_revert``."""
+    start = shared_node.snapshot()
+    yield shared_node
+    shared_node.restore(start)
 
 
 @pytest.fixture

@@ -52,6 +52,13 @@ class DevNode(NodeProcess):
         if self.rpc("evm_revert", snapshot) is not True:
             raise RuntimeError(f"{self.name}: evm_revert({snapshot}) refused")
 
+    def restore(self, snapshot: str) -> None:
+        """Back to ``snapshot`` with automining on, whatever a test left behind (mining off,
+        txs pending, blocks mined): how tests share one node as if each had a fresh one.
+        Mining is switched on first, so nothing pending survives the revert."""
+        self.automine(True)
+        self.revert(snapshot)
+
     def reorg_from(self, snapshot: str, blocks: int, sender: int = 9) -> None:
         """A reorg: revert to ``snapshot`` and mine ``blocks`` new blocks, the first holding
         one value transfer from account ``sender`` (so that every height gets a new hash).
