@@ -29,7 +29,7 @@ from watcher.engine.payments_settle import decide_payment_settlements
 from watcher.engine.rules import ChainRules, Tally
 from watcher.engine.values import BlockInput
 from watcher.store.block_txn import BlockTxn
-from watcher.store.deposits_store import deposit_specs, deposits_in
+from watcher.store.deposits_store import deposit_specs_and_subscriptions, deposits_in
 from watcher.store.payment_records import NewTransfer, PaymentState, TransferRecord
 from watcher.store.payments_store import (
     add_transfers,
@@ -84,11 +84,12 @@ def _payment_writes(
     ids = list(due)
     deposits = [i for i, r in due.items() if r.kind == DEPOSIT_KIND]  # their spec: their row
     specs = specs_in(txn, [i for i, r in due.items() if r.kind != DEPOSIT_KIND])
-    specs.update(deposit_specs(txn.conn, deposits))
+    deposit_specs, subscriptions = deposit_specs_and_subscriptions(txn.conn, deposits)
+    specs.update(deposit_specs)
     transfers = transfers_in(txn, ids)
     deciding = rules.deciding(inp.approval, reversal)
     items = [(r, specs[i], transfers.get(i, []), i in reversed_ids) for i, r in due.items()]
-    for decided in decide_payment_settlements(txn, items, pos, inp.now, deciding):
+    for decided in decide_payment_settlements(txn, items, pos, inp.now, deciding, subscriptions):
         tally.count(decided)
     # The payment index follows payments only (a deposit is matched by its address's
     # subscription): a block finalizing 1,000 deposits need not read them back.

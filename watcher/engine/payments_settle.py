@@ -110,12 +110,14 @@ def decide_payment_settlements(
     pos: ChainPosition,
     now: int,
     rules: Rules,
+    subscriptions: Mapping[str, str] | None = None,
 ) -> list[Decided]:
     """:func:`decide_payment_settlement` for each of ``due`` ((record, spec, transfers,
     reversed) each), in order. The deposits that simply move on (seen to final, waiting to
     failed: no violation, no late finality) are written together: their decisions in one
     statement, their events in another (a block finalizing 1,000 deposits made 3,000
-    statements); any other change goes the one-by-one way."""
+    statements); any other change goes the one-by-one way. ``subscriptions``: the
+    subscription of each due deposit, as read with its spec (those missing are read)."""
     out: list[Decided] = []
     plain: list[_Outcome] = []
     ripe = _ripe_deposits(due, pos, now, rules)
@@ -133,7 +135,7 @@ def decide_payment_settlements(
             plain.append(outcome)
         else:
             _store_one(txn, outcome, rules)
-    _store_plain_deposits(txn, plain, rules)
+    _store_plain_deposits(txn, plain, rules, subscriptions or {})
     return out
 
 
@@ -278,15 +280,18 @@ def _confirmed(o: _Outcome, subscriptions: Mapping[str, str]) -> dict[str, Any]:
     return payload
 
 
-def _store_plain_deposits(txn: BlockTxn, plain: Sequence[_Outcome], rules: Rules) -> None:
+def _store_plain_deposits(
+    txn: BlockTxn, plain: Sequence[_Outcome], rules: Rules, known: Mapping[str, str]
+) -> None:
     """Store deposits' outcomes that set off no alert of their own (see
     :func:`decide_payment_settlements`), as :func:`store_decision` would, in two
     statements: the decisions, then the events (``deposit_confirmed`` for a deposit that
     became final, the lifecycle event of one that failed), each event's deliveries in
-    order."""
+    order. ``known``: subscriptions already read, by deposit (the others are read)."""
     if not plain:
         return
-    subs = subscriptions_of(txn, [o.rec.settlement_id for o in plain])
+    missing = [o.rec.settlement_id for o in plain if o.rec.settlement_id not in known]
+    subs = {**known, **subscriptions_of(txn, missing)} if missing else known
     rows = []
     events: list[tuple[str, str, dict[str, Any], str | None]] = []
     lifecycle: dict[int, tuple[SettlementRecord, str]] = {}  # event position → its verdict

@@ -254,16 +254,33 @@ def deposit_specs(conn: Connection, ids: Sequence[str]) -> dict[str, PaymentSpec
     """The specs of those of ``ids`` that are deposits, from their own rows (since 0021 a
     deposit has no ``payment_specs`` row: its spec is its address, asset, amount and
     sender, exactly what arrived)."""
+    return deposit_specs_and_subscriptions(conn, ids)[0]
+
+
+def deposit_specs_and_subscriptions(
+    conn: Connection, ids: Sequence[str]
+) -> tuple[dict[str, PaymentSpecRecord], dict[str, str]]:
+    """:func:`deposit_specs` and the subscription of each of those deposits, from the same
+    rows in one read (a block deciding 1,000 deposits read them a second time for the
+    subscriptions its events name)."""
     if not ids:
-        return {}
+        return {}, {}
     d = s.deposits
     query = select(
-        d.c.settlement_id, d.c.chain, d.c.address, d.c.asset, d.c.amount, d.c.sender
+        d.c.settlement_id,
+        d.c.chain,
+        d.c.address,
+        d.c.asset,
+        d.c.amount,
+        d.c.sender,
+        d.c.subscription_id,
     ).where(d.c.settlement_id.in_(list(ids)))
-    return {
-        sid: PaymentSpecRecord(sid, chain, address, asset, amount, sender, None, None)
-        for sid, chain, address, asset, amount, sender in conn.execute(query).all()
-    }
+    specs: dict[str, PaymentSpecRecord] = {}
+    subscriptions: dict[str, str] = {}
+    for sid, chain, address, asset, amount, sender, sub in conn.execute(query).all():
+        specs[sid] = PaymentSpecRecord(sid, chain, address, asset, amount, sender, None, None)
+        subscriptions[sid] = sub
+    return specs, subscriptions
 
 
 def deposits_in(txn: BlockTxn, ids: Sequence[str]) -> dict[str, DepositRecord]:
