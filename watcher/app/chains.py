@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 from chains import pool
 from chains.budget import CallBudget
@@ -139,7 +140,8 @@ class ChainRunner:
             self.start(name)
         watcher = self.watchers[name]
         started = time.monotonic()
-        stats = watcher.poll()
+        decided = partial(self._after_poll, name)  # before the round's look-ups
+        stats = watcher.poll(decided)
         blocks = stats.blocks
         while (
             stats.behind > 0
@@ -147,9 +149,7 @@ class ChainRunner:
             and time.monotonic() - started < CATCH_UP_SLICE_S
             and not self.stopping.is_set()
         ):
-            if stats.decisions:  # their receipts and deliveries go while the next round runs
-                self._after_poll(name)
-            stats = watcher.poll()
+            stats = watcher.poll(decided)
             blocks += stats.blocks
         health.last_success_ms = self.clock()
         health.last_error = None
@@ -160,11 +160,12 @@ class ChainRunner:
         return None if stats.skipped is not None and blocks == 0 else blocks
 
     def _after_poll(self, name: str) -> None:
-        """Run the hooks: after the poll, and after each round of its catch-up that decided
-        something, so a verdict's receipt is built (and its commit sent) while the next
-        round runs rather than after the whole catch-up slice (a round that finds another
-        block mined meanwhile, as at W = 1,000 where a poll is slow, used to hold a block's
-        hundred verdicts back from the receipts thread)."""
+        """Run the hooks: after the poll, and as soon as a round's blocks decided something
+        (before its look-ups, and before the next round of a catch-up), so a verdict's
+        receipt is built (and its commit sent) while the rest of the poll runs rather than
+        after the whole catch-up slice (a round that finds another block mined meanwhile,
+        as at W = 1,000 where a poll is slow, used to hold a block's hundred verdicts back
+        from the receipts thread)."""
         for hook in self.after_poll:
             hook(name)
 

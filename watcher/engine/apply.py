@@ -307,7 +307,14 @@ def _write_matches(txn: BlockTxn, inp: BlockInput) -> list[SettlementRecord]:
     for sid, tx in matches.matched:
         r = inp.receipts[tx.hash]
         txn.set_inclusion(
-            by_id[sid], r.block_number, r.block_hash, r.tx_index, r.status, tx.sender, tx.nonce
+            by_id[sid],
+            r.block_number,
+            r.block_hash,
+            r.tx_index,
+            r.status,
+            tx.sender,
+            tx.nonce,
+            scanned=True,
         )
     for sid, tx in matches.replacing:
         txn.set_replacement(by_id[sid], tx.hash, head.number, head.hash)

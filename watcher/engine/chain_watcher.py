@@ -3,17 +3,25 @@
 :class:`ChainWatcher` owns one chain. Each :meth:`ChainWatcher.poll` does, in order:
 
 1. picks up settlements registered since the last poll (one indexed query);
-2. looks new (and, within a small budget, still unseen) transactions up by hash, to learn
-   their sender and nonce while pending (replacement is provable only then) and to record
-   inclusions that happened before registration (``lookups``);
-3. asks the tracker what changed on chain (one ``eth_getBlockByNumber(latest, true)`` in
+2. asks the tracker what changed on chain (one ``eth_getBlockByNumber(latest, true)`` in
    steady state) and, for each new block: fetches everything the block needs
    (:func:`~watcher.engine.fetch.fetch_block`: matches, receipts, transfers, the quorum
    gate's approval), then applies it in **one** store transaction
    (:func:`~watcher.engine.apply.apply_block`: header, head pointer, inclusions, reorg
    record, verdicts, events), then moves memory (:class:`~watcher.engine.memory.ChainMemory`);
-4. with no new block, still applies deadlines (timeouts are a matter of time, not blocks),
-   through the same :func:`~watcher.engine.apply.apply_block`.
+3. with no new block, still applies deadlines (timeouts are a matter of time, not blocks),
+   through the same :func:`~watcher.engine.apply.apply_block`;
+4. looks new (and, within a small budget, still unseen) transactions up by hash, to learn
+   their sender and nonce while pending (replacement is provable only then) and to record
+   inclusions that happened before registration (``lookups``), decided at once against the
+   head just processed.
+
+The head is read first, at the poll's start: the look-ups of a burst of registrations
+(a thousand by hash, hundreds of milliseconds) used to run before it, so every block's
+verdicts waited for them, and the poll pacer (watcher/app/pacing.py), which takes the
+poll's start for the moment the chain was read, saw blocks "found" that came after that
+moment and moved the phase earlier poll after poll, round the whole interval. A tx the new
+blocks include is recorded by the block scan and is then no longer due for a look-up.
 
 Every verdict change and event is written together with the outbox rows it produces (the
 commit or discard to the caller, provisional updates, alert webhooks), in the same store
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from chains.block_facts import facts_of
@@ -214,8 +223,11 @@ class ChainWatcher:
 
     # -- polling -------------------------------------------------------------------------
 
-    def poll(self) -> PollStats:
-        """One round: new registrations, probes, new blocks, deadlines. See the module doc."""
+    def poll(self, decided: Callable[[], None] | None = None) -> PollStats:
+        """One round: new registrations, new blocks, deadlines, look-ups (see the module
+        doc). ``decided`` is called once the blocks' transactions committed a decision,
+        before the look-ups: the receipts and deliveries of those decisions need not wait
+        for them."""
         if not self._started:
             self.start()
         stats = PollStats()
@@ -233,7 +245,7 @@ class ChainWatcher:
         self.memory.load_new()
         try:
             with otel_tracing.span("finality.poll", {"finality.chain": self.name}):
-                self._round(stats, limits)
+                self._round(stats, limits, decided)
             self.last_error = None
             self.deferred = None
         except CallsDeferred as exc:
@@ -244,25 +256,21 @@ class ChainWatcher:
                 self.budget.note_poll_cost(self.budget.spent_total - spent_before)
         return stats
 
-    def _round(self, stats: PollStats, limits: PollLimits) -> None:
-        """Probes, then the tracker's advance, then deadlines; a node error is logged and
-        raised after the deadlines were applied anyway."""
-        probe_error: ChainError | None = None
+    def _round(
+        self, stats: PollStats, limits: PollLimits, decided: Callable[[], None] | None
+    ) -> None:
+        """The tracker's advance (and deadlines), then probes; a node error is logged and
+        raised after the deadlines were applied anyway. A failing look-up (a method the
+        node lacks, an odd answer) comes after the blocks and deadlines, so it holds
+        neither back; it is raised so that health names it."""
         deadlines_done = False
         try:
-            try:
-                stats.probes = self.pipeline.probe(limits.max_probes, limits.max_batch)
-            except CallsDeferred:
-                raise
-            except ChainError as exc:
-                # Looking new txs up failed (a method the node lacks, an odd answer): blocks
-                # and deadlines go on; the error is raised after them, so health names it.
-                probe_error = exc
             advance = self.tracker.poll(limits)
             self.lagging = advance.lagging
             deadlines_done = self.pipeline.advance(stats, advance)
-            if probe_error is not None:
-                raise probe_error
+            if stats.decisions and decided is not None:
+                decided()
+            stats.probes = self.pipeline.probe(limits.max_probes, limits.max_batch)
         except CallsDeferred:
             raise
         except ChainError as exc:

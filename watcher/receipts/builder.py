@@ -62,7 +62,7 @@ from watcher.receipts.attestation import (
     no_receipt_by_design,
 )
 from watcher.receipts.consensus import ConsensusSection
-from watcher.receipts.headers import HeaderRows, head_stored, stored_chain, stored_ends
+from watcher.receipts.headers import HeaderRows, head_linked, stored_chain, stored_ends
 from watcher.receipts.spans import HeaderSpans
 from watcher.receipts.stored_tries import fetched_tries, stored_tries
 from watcher.receipts.terms import timeout_terms
@@ -267,8 +267,8 @@ class ReceiptBuilder:
             )
             headers = None if stored is None else _frozen(stored)  # encoded once a block
         if headers is None:
-            stored_head = partial(head_stored, self.header_rows, self.chain.name)
-            kept = self.spans.chain(number, count, block_hash, head, stored_head)
+            linked = partial(head_linked, self.header_rows, self.chain.name)
+            kept = self.spans.chain(number, count, block_hash, head, linked)
             headers = None if kept is None else _frozen(kept)  # re-hashed and linked
         if headers is None:
             block, fetched = fetch_headers(self.client, number, count, block_hash, head)

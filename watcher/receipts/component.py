@@ -12,7 +12,8 @@ once) and the API's readers waiting for one (``signal``). Per chain, one lock:
    reversed decision (a signed ``receipt_revocation`` citing the revoked digest); a terminal
    verdict without a current receipt for its decision gets one: built from what the tracker
    and engine fetched (watcher/receipts/builder.py), signed, checked with the offline
-   verifier; a batch (a block's settlements together) is stored in one transaction.
+   verifier; a batch (a block's settlements together) is stored in a few transactions
+   (:data:`STORED_TOGETHER` receipts each).
 
 Crash safety without bookkeeping: the cursor lives in memory and starts at 0, so a restarted
 daemon re-reads the events and builds only what is missing (one query per 500). A receipt that
@@ -67,6 +68,13 @@ if TYPE_CHECKING:
     from watcher.store.store import Store
 
 log = logging.getLogger("finality.receipts")
+
+STORED_TOGETHER = 25
+"""Receipts stored in one transaction at most: a tick builds up to
+:data:`~watcher.receipts.due.BUILDS_PER_POLL` (a block's worth shares its header chain and
+tries), and its first receipts are stored, and their waiting readers answered, while the
+rest are built, not held back for the whole tick (the median receipt of a block of a
+hundred waited for half of them more). Each group is one more short write transaction."""
 
 
 class ReceiptIssuer:
@@ -213,8 +221,8 @@ class ReceiptIssuer:
 
     def work(self, chain: str) -> int:
         """Build what is due now, at most :data:`BUILDS_PER_POLL` (fresh decisions before
-        retries: watcher/receipts/due.py), and store the receipts in one transaction;
-        returns how many were tried."""
+        retries: watcher/receipts/due.py), and store the receipts in transactions of
+        :data:`STORED_TOGETHER`; returns how many were tried."""
         due = self._due[chain]
         ready = ready_now(due, self.clock())
         if not ready:
@@ -239,13 +247,22 @@ class ReceiptIssuer:
                 due.pop(sid, None)
             else:
                 sealed.append((sid, receipt))
-        if sealed:
-            now = self.clock()
-            self.receipts.add_many([r for _, r in sealed], now, fence=self._fence(chain))
-            self.signal.stored(sid for sid, _ in sealed)  # wakes the API's waiting readers
-            for sid, _ in sealed:
-                due.pop(sid, None)
+            if len(sealed) >= STORED_TOGETHER:
+                self._stored(chain, sealed)
+                sealed = []
+        self._stored(chain, sealed)
         return len(ready)
+
+    def _stored(self, chain: str, sealed: list[tuple[str, dict[str, Any]]]) -> None:
+        """Store ``sealed`` (settlement id, receipt) in one transaction, then wake the API's
+        readers waiting for them; they are no longer due."""
+        if not sealed:
+            return
+        self.receipts.add_many([r for _, r in sealed], self.clock(), fence=self._fence(chain))
+        self.signal.stored(sid for sid, _ in sealed)  # wakes the API's waiting readers
+        due = self._due[chain]
+        for sid, _ in sealed:
+            due.pop(sid, None)
 
     def _postpone(self, sid: str, entry: Due, exc: Exception) -> None:
         wait = entry.postpone(self.clock())

@@ -22,8 +22,9 @@ BACKOFF_MS = (1_000, 2_000, 5_000, 15_000, 60_000, 300_000)
 """Waits between attempts at a receipt that could not be built yet."""
 
 BUILDS_PER_POLL = 50
-"""Receipts built at most per tick (one store transaction); the rest go on in the next tick
-right away, so the poll and API threads get the interpreter in between."""
+"""Receipts built at most per tick (stored in groups as they are built: the component's
+``STORED_TOGETHER``); the rest go on in the next tick right away, so the poll and API
+threads get the interpreter in between."""
 
 
 @dataclass

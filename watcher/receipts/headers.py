@@ -48,11 +48,23 @@ def stored_chain(
     return headers
 
 
-def head_stored(rows_of: HeaderRows | None, chain: str, head: tuple[int, str]) -> bool:
-    """Whether the store's window holds the decision's ``head`` under its hash (what a
-    chain read there needs: watcher/receipts/spans.py asks it of a chain kept below it)."""
-    rows = [] if rows_of is None else rows_of(chain, head[0], head[0])
-    return any(row[1] == head[1] for row in rows)
+def head_linked(
+    rows_of: HeaderRows | None, chain: str, top: tuple[int, str], head: tuple[int, str]
+) -> bool:
+    """Whether the store's window holds the decision's ``head`` under its hash, linked by
+    parent hash, height after height, down to ``top`` (number, hash): the last header of a
+    chain kept below the head (watcher/receipts/spans.py). The head being stored is not
+    enough: a span kept from another branch would end on a block the head does not descend
+    from."""
+    if rows_of is None or head[0] <= top[0]:
+        return False
+    rows = rows_of(chain, top[0] + 1, head[0])
+    below = top[1]
+    for number, row in enumerate(rows, start=top[0] + 1):
+        if row[0] != number or row[2] != below:
+            return False
+        below = row[1]
+    return len(rows) == head[0] - top[0] and below == head[1]
 
 
 def stored_ends(

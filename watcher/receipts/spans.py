@@ -11,9 +11,10 @@ B up as the client parses them (the tracker's own answers), per watched block an
 
 Nothing kept is believed: :meth:`HeaderSpans.chain` gives the headers only when each
 re-hashes to its hash (the fields made into a compact header and hashed, as the store's are)
-and they link by parent hash from B's hash up to the decision's head; else None, and the
-caller reads the chain as before (store, then node). A reorg leaves fields of the other
-branch here: they do not link, and are replaced when the new branch's block is parsed.
+and they link by parent hash from B's hash up to the decision's head (through the store's
+window when the head is above the span); else None, and the caller reads the chain as
+before (store, then node). A reorg leaves fields of the other branch here: they do not
+link, and are replaced when the new branch's block is parsed.
 """
 
 from __future__ import annotations
@@ -110,12 +111,13 @@ class HeaderSpans:
         count: int,
         first_hash: str,
         head: tuple[int, str],
-        head_stored: Callable[[tuple[int, str]], bool],
+        head_linked: Callable[[tuple[int, str], tuple[int, str]], bool],
     ) -> list[dict[str, str]] | None:
         """The ``count`` header objects from block ``first`` (hash ``first_hash``) up, each
         re-hashed and linked to the one below, the decision's ``head`` among them, or above
-        them and ``head_stored`` (the store's window holds it, as a chain read there needs);
-        None when not all are kept and sound (the node is asked, as before)."""
+        them and ``head_linked(top, head)`` (the store's window holds the head, linked by
+        parent hash down to the last of them, ``top``: number and hash); None when not all
+        are kept and sound (the node is asked, as before)."""
         with self._lock:
             fields = [self._kept.get(n) for n in range(first, first + count)]
         headers: list[dict[str, str]] = []
@@ -132,5 +134,5 @@ class HeaderSpans:
             headers.append(header)
         top = first + count - 1
         if head[0] > top:
-            return headers if head_stored(head) else None
+            return headers if head_linked((top, headers[-1]["hash"]), head) else None
         return headers if headers[head[0] - first]["hash"] == head[1] else None

@@ -200,18 +200,24 @@ class BlockTxn:
         status: int,
         sender: str | None,
         nonce: int | None,
+        scanned: bool = False,
     ) -> None:
-        """The watched tx is in ``block_hash`` with ``status``."""
-        self._update(
-            record.settlement_id,
-            block_number=block_number,
-            block_hash=block_hash,
-            tx_index=tx_index,
-            receipt_status=status,
-            sender=sender or record.sender,
-            nonce=record.nonce if nonce is None else nonce,
-            confirm_height=block_number + record.required_confirmations - 1,
-        )
+        """The watched tx is in ``block_hash`` with ``status``. ``scanned``: found by the
+        block scan, which stands for the look-up by hash a new registration is due (its
+        sender and nonce are the block's signed tx's), so that a reorg taking the inclusion
+        away later leaves no look-up due that would read its place from the old branch."""
+        values: dict[str, Any] = {
+            "block_number": block_number,
+            "block_hash": block_hash,
+            "tx_index": tx_index,
+            "receipt_status": status,
+            "sender": sender or record.sender,
+            "nonce": record.nonce if nonce is None else nonce,
+            "confirm_height": block_number + record.required_confirmations - 1,
+        }
+        if scanned and record.probe_count == 0:
+            values["probe_count"] = 1
+        self._update(record.settlement_id, **values)
 
     def set_replacement(
         self, record: SettlementRecord, replaced_by: str, block_number: int, block_hash: str

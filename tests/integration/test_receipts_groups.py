@@ -1,0 +1,74 @@
+"""A tick's receipts are stored in groups as they are built (watcher/receipts/component.py).
+
+Real anvil, a ChainWatcher driven by hand, the receipts component over the rig's real store,
+which notes the size of each transaction of receipts it is given. A block's receipts used to
+be stored in one transaction at the end of the tick, so the first of a block of a hundred
+waited for the last: now the first group is stored (and its waiting readers answered) while
+the rest are built, and every receipt still verifies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from guard.verify import verify_receipt
+from tests.integration.receipts_helpers import SIGNING_KEY, TxFactory
+from tests.support.anvil import Anvil
+from tests.support.rigs import Rig, RigFactory
+from watcher.receipts.builder import ReceiptBuilder
+from watcher.receipts.component import STORED_TOGETHER, ReceiptIssuer
+from watcher.receipts.signer import Signer
+from watcher.store.leaves_store import leaves_store
+from watcher.store.receipts_store import ReceiptStore
+from watcher.store.records import ReceiptRecord
+
+pytestmark = pytest.mark.anvil
+
+
+class NotedStore(ReceiptStore):
+    """The rig's receipt store, noting how many receipts each ``add_many`` stores."""
+
+    def __init__(self, rig: Rig) -> None:
+        super().__init__(rig.store.writer, rig.store.reader)
+        self.groups: list[int] = []
+
+    def add_many(
+        self, receipts: Sequence[dict[str, Any]], now: int, fence: tuple[str, str, int] | None
+    ) -> list[ReceiptRecord]:
+        self.groups.append(len(receipts))
+        return super().add_many(receipts, now, fence)
+
+
+def test_a_blocks_receipts_are_stored_in_groups_as_they_are_built(
+    anvil: Anvil, make_rig: RigFactory
+) -> None:
+    rig: Rig = make_rig(anvil, confirmations=3, poll=True)
+    factories = [TxFactory(anvil, account) for account in range(3)]
+    count = STORED_TOGETHER + 5
+    anvil.rpc("evm_setAutomine", False)
+    try:
+        hashes = [factories[i % 3].send(factories[i % 3].dynamic()) for i in range(count)]
+        ids = [rig.register(h).settlement_id for h in hashes]
+        anvil.mine(1)
+    finally:
+        anvil.rpc("evm_setAutomine", True)
+    rig.watcher.poll()
+    rig.mine_and_poll(2)
+
+    store = NotedStore(rig)
+    signer = Signer(SIGNING_KEY, "env")
+    store.use_signer(signer.address, signer.source, rig.clock())
+    builder = ReceiptBuilder(
+        rig.config, rig.client, signer.address, rig.store.compact_headers, leaves_store(rig.store)
+    )
+    issuer = ReceiptIssuer(signer, store, {rig.config.name: builder}, rig.clock)
+    assert issuer.issue(rig.config.name) == count  # one tick: the block's receipts
+
+    assert store.groups == [STORED_TOGETHER, count - STORED_TOGETHER]
+    for sid in ids:
+        record = store.latest(sid)
+        assert record is not None
+        verify_receipt(record.body, trusted_signers=[signer.address])
