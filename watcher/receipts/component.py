@@ -70,11 +70,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("finality.receipts")
 
 STORED_TOGETHER = 25
-"""Receipts stored in one transaction at most: a tick builds up to
-:data:`~watcher.receipts.due.BUILDS_PER_POLL` (a block's worth shares its header chain and
-tries), and its first receipts are stored, and their waiting readers answered, while the
-rest are built, not held back for the whole tick (the median receipt of a block of a
-hundred waited for half of them more). Each group is one more short write transaction."""
+"""Receipts stored in one transaction at most: a tick's first receipts are stored (their
+readers answered) while the rest are built, not held back for the whole tick."""
 
 
 class ReceiptIssuer:

@@ -63,10 +63,8 @@ class BlockTxn:
         keep: int,
         compact: bytes | None = None,
     ) -> None:
-        """Store a new head header, prune the window below ``keep`` headers, move the head.
-
-        ``compact``: every field of the header's hash (chains/block_facts.py), kept so that
-        receipts read their header chain from here."""
+        """Store a new head header, prune the window below ``keep`` headers, move the head;
+        ``compact``: the header's hashed fields (chains/block_facts.py), for receipts."""
         put_headers(self, [(number, block_hash, parent_hash, timestamp, compact)], keep)
 
     def rewind(self, ancestor_number: int) -> None:
@@ -109,11 +107,9 @@ class BlockTxn:
         return [from_row(SettlementRecord, r) for r in rows]
 
     def by_ids(self, ids: Sequence[str]) -> list[SettlementRecord]:
-        """Settlements of this chain with the given ids, in registration order.
-
-        Run on the driver's cursor (watcher/store/driver_sql.py), a statement per list size
-        (block_queries.ID_BUCKETS): a catch-up reads each decided settlement back, and
-        SQLAlchemy's per-statement work cost several times SQLite's answer."""
+        """Settlements of this chain with the given ids, in registration order, read on the
+        driver's cursor (watcher/store/driver_sql.py), a statement per list size
+        (block_queries.ID_BUCKETS): in a catch-up SQLAlchemy's work cost several times SQLite's."""
         unique = list(dict.fromkeys(ids))
         if not unique:
             return []
@@ -203,21 +199,19 @@ class BlockTxn:
         scanned: bool = False,
     ) -> None:
         """The watched tx is in ``block_hash`` with ``status``. ``scanned``: found by the
-        block scan, which stands for the look-up by hash a new registration is due (its
-        sender and nonce are the block's signed tx's), so that a reorg taking the inclusion
-        away later leaves no look-up due that would read its place from the old branch."""
-        values: dict[str, Any] = {
-            "block_number": block_number,
-            "block_hash": block_hash,
-            "tx_index": tx_index,
-            "receipt_status": status,
-            "sender": sender or record.sender,
-            "nonce": record.nonce if nonce is None else nonce,
-            "confirm_height": block_number + record.required_confirmations - 1,
-        }
-        if scanned and record.probe_count == 0:
-            values["probe_count"] = 1
-        self._update(record.settlement_id, **values)
+        block scan, which stands for the look-up by hash a new registration is due: a reorg
+        taking the inclusion away leaves no look-up due to read its place from the old branch."""
+        self._update(
+            record.settlement_id,
+            block_number=block_number,
+            block_hash=block_hash,
+            tx_index=tx_index,
+            receipt_status=status,
+            sender=sender or record.sender,
+            nonce=record.nonce if nonce is None else nonce,
+            confirm_height=block_number + record.required_confirmations - 1,
+            **({"probe_count": 1} if scanned and record.probe_count == 0 else {}),
+        )
 
     def set_replacement(
         self, record: SettlementRecord, replaced_by: str, block_number: int, block_hash: str
