@@ -148,3 +148,17 @@ def receipts_for(rig: Rig) -> Receipts:
     )
     issuer = ReceiptIssuer(signer, store, {rig.config.name: builder}, rig.clock)
     return Receipts(issuer, store, signer)
+
+
+def registered_in_one_block(rig: Rig, count: int) -> list[str]:
+    """``count`` txs of every type the factory signs, from three accounts, registered while
+    pending and mined together in one block (automine off meanwhile); their settlement ids."""
+    factories = [TxFactory(rig.anvil, account) for account in range(3)]
+    rig.anvil.rpc("evm_setAutomine", False)
+    try:
+        hashes = [factories[i % 3].send(factories[i % 3].dynamic()) for i in range(count)]
+        ids = [rig.register(h).settlement_id for h in hashes]
+        rig.anvil.mine(1)
+    finally:
+        rig.anvil.rpc("evm_setAutomine", True)
+    return ids

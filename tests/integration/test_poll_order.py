@@ -17,7 +17,7 @@ from typing import Any
 from chains.rpc import Web3Transport
 from tests.integration.helpers import wait_included
 from tests.support.anvil import Anvil
-from tests.support.rigs import RigFactory
+from tests.support.rigs import Rig, RigFactory
 
 CONFIRMED = "FINALITY_CONFIRMED"
 
@@ -39,14 +39,22 @@ class RecordingTransport:
         return self.inner.batch(calls)
 
 
-def test_the_head_is_read_first_and_a_tx_in_the_new_block_is_not_looked_up(
+def _recorded_rig(
     start_anvil: Callable[..., Anvil], make_rig: RigFactory
-) -> None:
+) -> tuple[Anvil, RecordingTransport, Rig, str, int]:
+    """A polled rig whose calls are recorded, and one tx mined: (anvil, recording, rig, tx
+    hash, its block)."""
     anvil = start_anvil()
     recording = RecordingTransport(Web3Transport(anvil.url))
     rig = make_rig(anvil, transport=recording, poll=True)
     tx = anvil.send()
-    included = wait_included(anvil, tx)
+    return anvil, recording, rig, tx, wait_included(anvil, tx)
+
+
+def test_the_head_is_read_first_and_a_tx_in_the_new_block_is_not_looked_up(
+    start_anvil: Callable[..., Anvil], make_rig: RigFactory
+) -> None:
+    _, recording, rig, tx, included = _recorded_rig(start_anvil, make_rig)
     sid = rig.register(tx).settlement_id
 
     recording.methods.clear()
@@ -60,11 +68,7 @@ def test_the_head_is_read_first_and_a_tx_in_the_new_block_is_not_looked_up(
 def test_a_tx_in_a_block_processed_before_its_registration_is_decided_after_the_head(
     start_anvil: Callable[..., Anvil], make_rig: RigFactory
 ) -> None:
-    anvil = start_anvil()
-    recording = RecordingTransport(Web3Transport(anvil.url))
-    rig = make_rig(anvil, transport=recording, poll=True)
-    tx = anvil.send()
-    included = wait_included(anvil, tx)
+    anvil, recording, rig, tx, included = _recorded_rig(start_anvil, make_rig)
     anvil.mine(2)  # depth 3: final as soon as it is known
     rig.watcher.poll()
     sid = rig.register(tx).settlement_id

@@ -14,7 +14,11 @@ from eth_account import Account
 
 from guard.receipts import body_of, typed_data
 from guard.verify import verify_receipt
-from tests.integration.receipts_helpers import SIGNING_KEY, TxFactory, receipts_for
+from tests.integration.receipts_helpers import (
+    SIGNING_KEY,
+    receipts_for,
+    registered_in_one_block,
+)
 from tests.support.anvil import Anvil
 from tests.support.rigs import Rig, RigFactory, make_watcher
 from watcher.receipts.due import BACKOFF_MS
@@ -29,15 +33,7 @@ def rig(anvil: Anvil, make_rig: RigFactory) -> Rig:
 
 def _block_of_settlements(rig: Rig, count: int) -> list[str]:
     """``count`` watched txs mined in one block, then final (N = 2)."""
-    factories = [TxFactory(rig.anvil, account) for account in range(3)]
-    anvil = rig.anvil
-    anvil.rpc("evm_setAutomine", False)
-    try:
-        hashes = [factories[i % 3].send(factories[i % 3].dynamic()) for i in range(count)]
-        ids = [rig.register(h).settlement_id for h in hashes]
-        anvil.mine(1)
-    finally:
-        anvil.rpc("evm_setAutomine", True)
+    ids = registered_in_one_block(rig, count)
     rig.watcher.poll()
     rig.mine_and_poll(1)
     assert all(rig.settlement(sid).verdict == "FINALITY_CONFIRMED" for sid in ids)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from guard.verify import verify_receipt
-from tests.integration.receipts_helpers import SIGNING_KEY, TxFactory
+from tests.integration.receipts_helpers import SIGNING_KEY, registered_in_one_block
 from tests.support.anvil import Anvil
 from tests.support.rigs import Rig, RigFactory
 from watcher.receipts.builder import ReceiptBuilder
@@ -46,15 +46,8 @@ def test_a_blocks_receipts_are_stored_in_groups_as_they_are_built(
     anvil: Anvil, make_rig: RigFactory
 ) -> None:
     rig: Rig = make_rig(anvil, confirmations=3, poll=True)
-    factories = [TxFactory(anvil, account) for account in range(3)]
     count = STORED_TOGETHER + 5
-    anvil.rpc("evm_setAutomine", False)
-    try:
-        hashes = [factories[i % 3].send(factories[i % 3].dynamic()) for i in range(count)]
-        ids = [rig.register(h).settlement_id for h in hashes]
-        anvil.mine(1)
-    finally:
-        anvil.rpc("evm_setAutomine", True)
+    ids = registered_in_one_block(rig, count)
     rig.watcher.poll()
     rig.mine_and_poll(2)
 
