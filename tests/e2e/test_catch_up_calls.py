@@ -18,7 +18,6 @@ the receipts thread fetched the tries of blocks the facts had let go).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from functools import partial
 
@@ -26,11 +25,9 @@ import pytest
 
 from bench.catchup_calls import asked_twice, block_hashes
 from bench.proxy import CountingProxy
-from tests.integration.helpers import wait_included
+from tests.e2e.catch_up_helpers import registered_while_down
 from tests.support.anvil import Anvil
 from tests.support.daemon import Daemon, wait_for
-from tests.support.rigs import chain_config, register_tx
-from watcher.store import Store
 
 pytestmark = pytest.mark.anvil
 
@@ -53,19 +50,8 @@ def test_a_catch_up_asks_for_each_block_with_its_txs_once(
         anvil.mine(3)
         daemon.wait_head(anvil.head())
         daemon.terminate()
-        txs = []
-        for value in range(1, TXS + 1):
-            txs.append(anvil.send(value=value))
-            anvil.mine(GAP - 1)
-        blocks = {tx: wait_included(anvil, tx) for tx in txs}
+        ids, blocks = registered_while_down(anvil, daemon.store_url, TXS, GAP - 1)
         target = anvil.head()
-        store = Store.open(daemon.store_url)
-        try:
-            now = time.time_ns() // 1_000_000
-            config = chain_config(anvil)
-            ids = {tx: register_tx(store, config, tx, now).settlement_id for tx in txs}
-        finally:
-            store.close()
         with proxy._lock:
             proxy.calls.clear()
             proxy.log.clear()

@@ -7,15 +7,13 @@ confirmed at its own block and depth."""
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Callable
 
 import pytest
 
-from tests.integration.helpers import wait_included
+from tests.e2e.catch_up_helpers import registered_while_down
 from tests.support.anvil import Anvil
 from tests.support.daemon import CHAIN, Daemon, wait_for
-from tests.support.rigs import chain_config, register_tx
 from watcher.store import Store
 
 pytestmark = pytest.mark.anvil
@@ -42,19 +40,8 @@ def test_killed_mid_catch_up_keeps_whole_runs_and_finishes_after_restart(
     daemon.kill9()
     start = stored_head(daemon)
     assert start is not None
-    txs = []
-    for value in range(1, TXS + 1):
-        txs.append(anvil.send(value=value))
-        anvil.mine(GAP)
-    blocks = {tx: wait_included(anvil, tx) for tx in txs}
+    ids, blocks = registered_while_down(anvil, daemon.store_url, TXS, GAP)
     target = anvil.head()
-    store = Store.open(daemon.store_url)
-    try:
-        now = time.time_ns() // 1_000_000
-        config = chain_config(anvil)
-        ids = {tx: register_tx(store, config, tx, now).settlement_id for tx in txs}
-    finally:
-        store.close()
 
     daemon.spawn()
     wait_for(lambda: (stored_head(daemon) or 0) > start, 60.0, what="a first committed run")
