@@ -138,10 +138,11 @@ class Receipts:
         return record.body
 
 
-def receipts_for(rig: Rig) -> Receipts:
-    """A fresh issuer (cursor at 0, as after a restart) over the rig's store and node."""
+def receipts_for(rig: Rig, store: ReceiptStore | None = None) -> Receipts:
+    """A fresh issuer (cursor at 0, as after a restart) over the rig's store and node
+    (``store``: a receipt store over it of the test's own, e.g. one noting its writes)."""
     signer = Signer(SIGNING_KEY, "env")
-    store = receipt_store(rig.store)
+    store = receipt_store(rig.store) if store is None else store
     store.use_signer(signer.address, signer.source, rig.clock())
     builder = ReceiptBuilder(
         rig.config, rig.client, signer.address, rig.store.compact_headers, leaves_store(rig.store)

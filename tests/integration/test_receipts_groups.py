@@ -15,13 +15,10 @@ from typing import Any
 import pytest
 
 from guard.verify import verify_receipt
-from tests.integration.receipts_helpers import SIGNING_KEY, registered_in_one_block
+from tests.integration.receipts_helpers import receipts_for, registered_in_one_block
 from tests.support.anvil import Anvil
 from tests.support.rigs import Rig, RigFactory
-from watcher.receipts.builder import ReceiptBuilder
-from watcher.receipts.component import STORED_TOGETHER, ReceiptIssuer
-from watcher.receipts.signer import Signer
-from watcher.store.leaves_store import leaves_store
+from watcher.receipts.component import STORED_TOGETHER
 from watcher.store.receipts_store import ReceiptStore
 from watcher.store.records import ReceiptRecord
 
@@ -52,16 +49,11 @@ def test_a_blocks_receipts_are_stored_in_groups_as_they_are_built(
     rig.mine_and_poll(2)
 
     store = NotedStore(rig)
-    signer = Signer(SIGNING_KEY, "env")
-    store.use_signer(signer.address, signer.source, rig.clock())
-    builder = ReceiptBuilder(
-        rig.config, rig.client, signer.address, rig.store.compact_headers, leaves_store(rig.store)
-    )
-    issuer = ReceiptIssuer(signer, store, {rig.config.name: builder}, rig.clock)
-    assert issuer.issue(rig.config.name) == count  # one tick: the block's receipts
+    receipts = receipts_for(rig, store)
+    assert receipts.issuer.issue(rig.config.name) == count  # one tick: the block's receipts
 
     assert store.groups == [STORED_TOGETHER, count - STORED_TOGETHER]
     for sid in ids:
         record = store.latest(sid)
         assert record is not None
-        verify_receipt(record.body, trusted_signers=[signer.address])
+        verify_receipt(record.body, trusted_signers=[receipts.signer.address])
