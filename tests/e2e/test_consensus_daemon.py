@@ -54,9 +54,10 @@ def daemon(
         beacon_api=[beacon.url],
         consensus_checkpoint=beacon.checkpoint,
         consensus_network="minimal",
-        # Polled, not woken by anvil's WebSocket heads: twice in whole-suite runs this
-        # module's daemon got no head for 30 s (the subscription then redialed and all went
-        # on) and no verdict meanwhile; what this module tests is consensus, not heads.
+        # Polled, not woken by anvil's WebSocket heads: what this module tests is consensus,
+        # not heads, and it runs in half the time. (Its two 30 s stalls with heads were a
+        # tx registered after a poll that read no tags, nothing being watched: decided at
+        # the next block only. A look-up now reads stale tags first: test_finality_modes.)
         heads="poll",
     )
     yield daemon

@@ -89,6 +89,33 @@ def test_each_rule_confirms_at_its_own_evidence_and_says_which(
     assert facts["finalized_number"] is None  # the safe rule does not ask for finalized
 
 
+def test_a_tx_registered_after_its_blocks_passed_unwatched_is_decided_on_the_tags_at_once(
+    start_anvil: Callable[..., Anvil], make_rig: RigFactory
+) -> None:
+    # Nothing is watched while the chain passes the block and its tags reach it, so no
+    # poll reads the tags; the tx is registered afterwards and the chain goes quiet. The
+    # look-up that finds it reads the tags first: the verdict does not wait for a block
+    # that may never come.
+    anvil = start_anvil("--slots-in-an-epoch", "4")
+    rigs = {
+        mode: make_rig(anvil, confirmations=3, finality=mode, start=True, poll=True)
+        for mode in MODES
+    }
+    anvil.mine(10)
+    tx = anvil.send()
+    block = wait_included(anvil, tx)
+    _advance_to(anvil, rigs, block + 8)  # the finalized tag reaches the block, unread
+    assert int(anvil.block("finalized")["number"], 16) == block
+    sids = {mode: rig.register(tx).settlement_id for mode, rig in rigs.items()}
+    for rig in rigs.values():
+        rig.watcher.catch_up()  # no new block: the look-up decides
+    assert {mode: rigs[mode].view(sids[mode])["verdict"] for mode in MODES} == dict.fromkeys(
+        MODES, CONFIRMED
+    )
+    bases = {mode: rigs[mode].view(sids[mode])["evidence"]["kind"] for mode in MODES}
+    assert bases["finalized"] == "finalized" and bases["safe"] == "safe"
+
+
 def test_receipts_name_the_basis_and_the_tag_they_rest_on(
     start_anvil: Callable[..., Anvil], make_rig: RigFactory
 ) -> None:

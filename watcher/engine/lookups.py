@@ -22,6 +22,7 @@ from watcher.engine.fetch import ChainSource
 from watcher.engine.memory import ChainMemory
 from watcher.engine.probes import located_info, lookup, per_hash, receipts_by_block
 from watcher.engine.rules import ChainRules, Tally
+from watcher.engine.tags import ChainTags, fetch_tags, tags_stale
 from watcher.store.block_txn import BlockTxn
 from watcher.store.records import SettlementRecord
 
@@ -50,6 +51,8 @@ class LookupOutcome:
     """Their records as now stored (the watch index follows them)."""
     confirmed_blocks: tuple[int, ...] = ()
     """Inclusion blocks of those that became FINALITY_CONFIRMED."""
+    tags: ChainTags | None = None
+    """The chain's tags, when the look-up read them (memory's were stale)."""
 
 
 NOTHING_LOOKED_UP = LookupOutcome(0)
@@ -135,11 +138,12 @@ class TxLookups:
             if head is None or (receipt is None and (info.block_number or 0) <= head.number)
         }
         approval = self._probe_approval(answers, deferred, head)
+        tags = self._tags_if_stale(memory, rules, answers, deferred, head)
         tally = Tally()
         with self.store.block_txn(self.name, now, self.fence_of(self.name)) as txn:
             _note_senders(txn, todo, answers, deferred, now)
             found = _inclusions(txn, memory, answers, deferred, head)
-            pos = memory.position()
+            pos = memory.position(tags)
             if found and pos is not None:
                 # Included in a block processed before registration: decide now (it may
                 # already be deep enough), not only when the next block arrives.
@@ -152,7 +156,25 @@ class TxLookups:
             answered = {r.settlement_id for r, i in zip(todo, answers.infos, strict=True) if i}
             changed = txn.by_ids([r.settlement_id for r in todo if r.settlement_id in answered])
         kept = [r for r in todo if r.settlement_id not in answered]
-        return LookupOutcome(len(todo), (*changed, *kept), tuple(tally.confirmed))
+        return LookupOutcome(len(todo), (*changed, *kept), tuple(tally.confirmed), tags)
+
+    def _tags_if_stale(
+        self,
+        memory: ChainMemory,
+        rules: ChainRules,
+        answers: Answers,
+        deferred: set[str],
+        head: BlockHeader | None,
+    ) -> ChainTags | None:
+        """The chain's tags read now (before the transaction, as for a block) when the
+        look-up found inclusions to decide and memory's tags were not read at the head
+        (:func:`~watcher.engine.tags.tags_stale`); None: memory's stand."""
+        mode = rules.config.resolved_finality
+        if head is None or not tags_stale(memory.tags, mode, head.number):
+            return None
+        if all(rec.settlement_id in deferred for rec, _ in answers.included):
+            return None
+        return fetch_tags(self.client, self.gate, mode, True, head.number, memory.tags)
 
     def _answers(
         self,

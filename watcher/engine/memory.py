@@ -98,15 +98,14 @@ class ChainMemory:
         """Whether anything at all is watched (tags are fetched only then)."""
         return bool(self.index.by_id) or self.watching_transfers
 
-    def position(self) -> ChainPosition | None:
-        """The chain position at the last processed head (no untrusted tag); None before
-        the first block."""
+    def position(self, tags: ChainTags | None = None) -> ChainPosition | None:
+        """The chain position at the last processed head (no untrusted tag), with ``tags``
+        read since (else memory's); None before the first block."""
         head = self.window.head
         if head is None:
             return None
-        return ChainPosition(
-            head.number, head.hash, self.finalized_number, safe_number=self.tags.safe
-        )
+        tags = self.tags if tags is None else tags
+        return ChainPosition(head.number, head.hash, tags.known_finalized, safe_number=tags.safe)
 
     # -- moving after a commit -----------------------------------------------------------
 
@@ -126,8 +125,11 @@ class ChainMemory:
             self.index.update(rec)
         return self._follow_payments(outcome.paid)
 
-    def updated(self, records: Iterable[SettlementRecord]) -> None:
-        """Index the records a committed look-up transaction wrote (or left as they were)."""
+    def updated(self, records: Iterable[SettlementRecord], tags: ChainTags | None) -> None:
+        """Index the records a committed look-up transaction wrote (or left as they were),
+        and keep the tags it read (None: it read none)."""
+        if tags is not None:
+            self.tags = tags
         for rec in records:
             self.index.update(rec)
 

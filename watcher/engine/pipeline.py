@@ -218,7 +218,7 @@ class BlockPipeline:
 
     def looked_up(self, outcome: LookupOutcome) -> int:
         """Move memory after a committed look-up; returns how many were looked up."""
-        self.memory.updated(outcome.records)
+        self.memory.updated(outcome.records, outcome.tags)
         self._observe_confirmed(outcome.confirmed_blocks, self.clock())
         return outcome.looked_up
 

@@ -3,11 +3,16 @@
 A tag is fetched (one call) only when the chain's finality rule uses it and something is
 watched; otherwise the last known value stands. With a quorum gate our node's
 ``finalized`` counts only as far as enough endpoints' tags reach.
+
+A tx registered after its block was processed is decided when a look-up finds it, between
+blocks. If nothing was watched when the chain's last blocks came, the tags were not read
+then: the look-up reads them first (:func:`tags_stale`), or the verdict would wait for the
+next block (for ever on a quiet chain) although the tag already covers it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from chains.finality_modes import NEEDS_FINALIZED, NEEDS_SAFE
 from chains.quorum import FinalityGate
@@ -28,6 +33,9 @@ class ChainTags:
     """The ``safe`` height (fetched only under the ``safe`` rule)."""
     untrusted: int | None = None
     """Our node's ``finalized`` height when the quorum gate did not trust it that far."""
+    read_at: int | None = None
+    """The node's head height when the rule's tag was last read (None: not read since the
+    engine started): tags read at an older head may lag the chain."""
 
     def covered(self, finalized: int | None) -> int | None:
         """The highest tag height that can make a settlement final (``finalized``, or the
@@ -52,9 +60,11 @@ def fetch_tags(
     if mode in NEEDS_SAFE and watched:
         tagged = client.header("safe")
         safe = BlockNumber(tagged.number) if tagged is not None else last.safe
-        return ChainTags(last.known_finalized, last.known_finalized, safe, last.untrusted)
+        return ChainTags(
+            last.known_finalized, last.known_finalized, safe, last.untrusted, head_number
+        )
     if mode not in NEEDS_FINALIZED or not watched:
-        return ChainTags(last.known_finalized, last.known_finalized, last.safe, last.untrusted)
+        return replace(last, finalized=last.known_finalized)
     header = client.header("finalized")
     own: int | None = header.number if header is not None else None
     untrusted = last.untrusted
@@ -64,7 +74,14 @@ def fetch_tags(
         bound = gate.finalized_bound(head_number, own)
         untrusted = own if own != bound else None
         if bound is None:
-            return ChainTags(None, last.known_finalized, last.safe, untrusted)
+            return ChainTags(None, last.known_finalized, last.safe, untrusted, head_number)
         own = bound
     known = BlockNumber(own) if own is not None else last.known_finalized
-    return ChainTags(known, known, last.safe, untrusted)
+    return ChainTags(known, known, last.safe, untrusted, head_number)
+
+
+def tags_stale(tags: ChainTags, mode: str, head_number: int) -> bool:
+    """Whether the rule ``mode`` uses a tag last read below ``head_number`` (nothing was
+    watched when the chain got there), or not read since the engine started."""
+    uses_tag = mode in NEEDS_SAFE or mode in NEEDS_FINALIZED
+    return uses_tag and (tags.read_at is None or tags.read_at < head_number)
