@@ -77,6 +77,10 @@ class EventKind(enum.StrEnum):
     """Another holder took a workflow over."""
     WORKFLOW_LEASE_EXPIRED = "workflow_lease_expired"
     """A workflow holder's lease ran out."""
+    TAKEOVER_BLOCKED = "takeover_blocked"
+    """A standby cannot take a lapsed lease: the lapsed owner's database sessions hold its
+    lock and this instance may not end them (the operator grants ``pg_signal_backend`` or
+    ends that process)."""
 
 
 LIFECYCLE_EVENT = {

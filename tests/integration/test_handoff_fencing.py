@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from guard.receipts import BindingTerms, Subject, binding_body
-from tests.support.daemon import wait_for
+from tests.support.anvil import Anvil
+from tests.support.daemon import toml_value, wait_for
+from watcher.api.server import create_app
+from watcher.app.build import build
+from watcher.app.daemon import App
+from watcher.config.loading import parse_config
 from watcher.handoff.manager import HandoffManager
 from watcher.receipts.signer import Signer
 from watcher.store import StaleFencingToken, Store, db
@@ -468,3 +478,103 @@ def _named_session(url: str, instance: str, in_transaction: bool) -> Any:
     if in_transaction:  # a transaction open, having read the leases without locking a row
         conn.execute("SELECT count(*) FROM leases")
     return conn
+
+
+@pytest.fixture
+def role_without_signal(pg_url: str) -> Iterator[str]:
+    """``pg_url`` as a login role that may use the schema but not end other roles' sessions
+    (no superuser, no ``pg_signal_backend``): the store's tables made first, by ``pg_url``."""
+    import psycopg
+
+    Store.open(pg_url).close()  # the schema's tables, made by the owner of the schema
+    role = "fw_nosignal_" + uuid.uuid4().hex[:8]
+    schema = pg_url.rsplit("%3D", 1)[1]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN NOSUPERUSER")
+        conn.execute(f"GRANT USAGE, CREATE ON SCHEMA {schema} TO {role}")
+        conn.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA {schema} TO {role}")
+        conn.execute(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA {schema} TO {role}")
+    try:
+        yield pg_url.replace("://postgres@", f"://{role}@", 1)
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                (role,),
+            )
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
+
+
+def test_a_takeover_the_role_cannot_unblock_is_alerted_and_named_by_healthz(
+    pg_url: str, role_without_signal: str, anvil: Anvil, tmp_path: Path
+) -> None:
+    """A frozen owner's sessions run as a role the standby's role may not signal: nothing
+    the standby does ends the wait, so it says once, as a critical ``takeover_blocked``
+    event and in ``/healthz``, what the operator must do; the wait over, both clear."""
+    assert "://postgres@" in pg_url, "the owner's sessions must be a superuser's"
+    store = Store.open(pg_url)
+    store.ensure_chain("local", 31337, 0)
+    lapsed_at = int(time.time() * 1000) - 60_000
+    lease, _ = ls.acquire(store.writer, "local", "A", lapsed_at, 500, None)
+    assert lease is not None
+    ls.heartbeat(store.writer, "A", lapsed_at, 500)
+    stuck = _stuck_mid_pipeline(pg_url, "A")
+    service = _standby(role_without_signal, anvil, tmp_path)
+    try:
+        service.handoff.tick()  # cannot end A's session: its lease row stays locked
+        service.handoff.tick()
+        assert "local" not in service.handoff.held
+        [blocked] = service.handoff.blocked().values()
+        assert "lacks a privilege" in blocked and "pg_signal_backend" in blocked
+        health = _get(service, "/healthz").json()
+        assert health["handoff_blocked"] == {"local": blocked}
+        events = [e for e in _get(service, "/v1/events").json() if e["kind"] == "takeover_blocked"]
+        assert len(events) == 1, "said once per reason, not once per check"
+        assert events[0]["severity"] == "critical"
+        assert events[0]["payload"]["lease"] == "local" and events[0]["payload"]["instance"] == "B"
+
+        stuck.close()  # the operator ended the frozen process
+        wait_for(lambda: _takes(service), 30, what="the takeover once A's session is gone")
+        assert service.handoff.blocked() == {}
+        assert "handoff_blocked" not in _get(service, "/healthz").json()
+    finally:
+        with contextlib.suppress(Exception):
+            stuck.close()
+        service.store.close()
+        store.close()
+
+
+def _standby(url: str, anvil: Anvil, tmp_path: Path) -> App:
+    """A built daemon (not started) of instance B on the shared store at ``url``."""
+    text = "\n".join(
+        [
+            "[store]",
+            f"url = {toml_value(url)}",
+            "[handoff]",
+            'instance_id = "B"',
+            "[signing]",
+            f"dev_key_file = {toml_value(f'{tmp_path}/dev.key')}",
+            "[[chains]]",
+            'name = "local"',
+            "chain_id = 31337",
+            f"rpc = {toml_value([anvil.url])}",
+        ]
+    )
+    return build(parse_config(text, "<test>"))
+
+
+def _takes(service: App) -> bool:
+    service.handoff.tick()
+    return "local" in service.handoff.held
+
+
+def _get(service: App, path: str) -> Any:
+    """One request to the daemon's API, in process."""
+
+    async def send() -> Any:
+        transport = httpx.ASGITransport(app=create_app(service))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            return await c.get(path)
+
+    return asyncio.run(send())

@@ -54,6 +54,7 @@ STORED_EVENT_KINDS = {
     "workflow_step_completed",
     "workflow_taken_over",
     "workflow_lease_expired",
+    "takeover_blocked",
 }
 """The event kinds rows already stored carry and receivers filter on: renaming one would
 orphan them."""

@@ -60,6 +60,11 @@ def router(deps: ApiDeps) -> APIRouter:
         body: dict[str, Any] = {"ok": ok, "chains": chains}
         if store_error is not None:
             body["store_error"] = store_error
+        # Named, not a 503: this instance serves and would take over; it is the frozen
+        # owner's sessions that hold the chain (the takeover_blocked alert says so too).
+        blocked = deps.handoff.blocked()
+        if blocked:
+            body["handoff_blocked"] = blocked
         return JSONResponse(body, status_code=200 if ok else 503)
 
     @api.get(

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -47,7 +48,7 @@ from watcher.receipts.consensus import beacon_clients
 from watcher.receipts.signer import Signer, load_signer
 from watcher.sources.inbox import WebhookInbox
 from watcher.sources.poller import SourcePoller
-from watcher.store import Store
+from watcher.store import Store, StoreError
 from watcher.store.instance_lock import lock_store
 from watcher.workflows.lapses import WorkflowLapses
 from watcher.workflows.service import WorkflowService
@@ -101,7 +102,7 @@ def _build(
     started_at = clock()
     plan = OutboxPlan(routes_from_config(config.alerts))
     chains = _build_chains(config, clock, monotonic)
-    handoff = _handoff(config, store, clock, chains, signer)
+    handoff = _handoff(config, store, clock, chains, signer, plan)
     _build_engines(config, store, clock, plan, chains, handoff.fence)
     scheduler = BackgroundScheduler(timezone="UTC")
     parts = _build_parts(config, store, clock, plan, chains, handoff, signer, scheduler)
@@ -153,9 +154,19 @@ def _instance_id(config: Config) -> str:
 
 
 def _handoff(
-    config: Config, store: Store, clock: Clock, chains: _Chains, signer: Signer
+    config: Config, store: Store, clock: Clock, chains: _Chains, signer: Signer, plan: OutboxPlan
 ) -> HandoffManager:
     """The leases of every chain and source, handed between instances."""
+
+    def alert(name: str, kind: str, payload: dict[str, Any]) -> bool:
+        """A handoff alert, stored as an event of the lease's chain or source with its
+        alert deliveries (unfenced: said by an instance that does not hold the lease)."""
+        try:
+            event_recorder(store, name, clock, lambda: plan)(kind, "critical", payload)
+        except StoreError:
+            return False  # said again at the next check
+        return True
+
     return HandoffManager(
         store,
         [c.name for c in config.chains] + [src.name for src in config.sources],
@@ -168,6 +179,7 @@ def _handoff(
         balance=config.handoff.balance,
         signer=signer,
         nodes=chains.clients,
+        alert=alert,
     )
 
 

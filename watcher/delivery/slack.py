@@ -39,7 +39,7 @@ def slack_text(event: dict[str, Any]) -> str:
         detail = f"settlement `{sid}` became final after it was treated as failed: reconcile"
     elif kind in LIFECYCLE_EVENT.values():
         detail = f"settlement `{sid}`: {p.get('directive') or p.get('verdict')}"
-    elif kind in (EventKind.RPC_UNHEALTHY, EventKind.RPC_RECOVERED):
+    elif kind in (EventKind.RPC_UNHEALTHY, EventKind.RPC_RECOVERED, EventKind.TAKEOVER_BLOCKED):
         detail = str(p.get("reason") or p.get("message") or "")
     else:
         detail = json.dumps(p, sort_keys=True)[:300]

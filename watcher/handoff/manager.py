@@ -36,7 +36,7 @@ from watcher.handoff.balance import (
 )
 from watcher.handoff.held import HeldLeases
 from watcher.handoff.keeper import LeaseKeeper
-from watcher.handoff.lapsed import LapsedSessions
+from watcher.handoff.lapsed import Alert, LapsedSessions
 from watcher.handoff.takeover import HeaderReader, Sealer, TakeoverRecorder
 from watcher.store import lease_store as ls
 from watcher.store.errors import StoreError
@@ -82,12 +82,14 @@ class HandoffManager:
         balance: bool = True,
         signer: Sealer | None = None,
         nodes: Mapping[str, HeaderReader] | None = None,
+        alert: Alert | None = None,
     ) -> None:
         """``signer`` signs the four recorded elements of each takeover (None: digests
         only); the daemon passes the receipts key (watcher.app.build). ``nodes``: each
         chain's client, asked about the committed head at a takeover (default: the
         engines' own); the wiring passes it when the engines are built after the manager
-        (they take :meth:`fence` from it), and fills ``watchers`` then."""
+        (they take :meth:`fence` from it), and fills ``watchers`` then. ``alert``: see
+        :mod:`watcher.handoff.lapsed`."""
         self.store = HandoffStore(store)
         self.names = list(names)
         self.instance_id = instance_id
@@ -103,15 +105,9 @@ class HandoffManager:
         self.keeper = LeaseKeeper(
             self.leases, self.store, clock, self.lease_ms, self.renew_ms, self.tick_s
         )
-        self.lapsed = LapsedSessions(self.store, instance_id)
-        self.takeovers = TakeoverRecorder(
-            store,
-            self.store,
-            instance_id,
-            clock,
-            nodes if nodes is not None else {n: w.client for n, w in watchers.items()},
-            signer,
-        )
+        self.lapsed = LapsedSessions(self.store, instance_id, alert)
+        nodes = nodes if nodes is not None else {n: w.client for n, w in watchers.items()}
+        self.takeovers = TakeoverRecorder(store, self.store, instance_id, clock, nodes, signer)
         self.balance = balance
         """Share the names out with the live peers (``handoff.balance``); False: take every
         free lease and give none away (everything on the first instance)."""
@@ -146,6 +142,10 @@ class HandoffManager:
     def late_renewals(self) -> int:
         """Renewals that committed with less than half of the lease left."""
         return self.keeper.late_renewals
+
+    def blocked(self) -> dict[str, str]:
+        """The leases whose takeover waits on the operator, and what to do (``/healthz``)."""
+        return dict(self.lapsed.blocked)
 
     def owns(self, name: str) -> bool:
         """May this instance process ``name`` now (the store still checks the token)."""

@@ -52,6 +52,11 @@ PROBE_EVERY_S = 1.0
 """While writes fail, :meth:`Db.write_problem` tries one harmless write this often."""
 
 _REASONS = (
+    # First: "must be a superuser to terminate superuser process" (and the other refusals
+    # of pg_terminate_backend) must not read as a lost connection.
+    ("permission denied", "the database role lacks a privilege this needs"),
+    ("must be a superuser", "the database role lacks a privilege this needs"),
+    ("must be a member", "the database role lacks a privilege this needs"),
     ("readonly", "the database is read-only"),
     ("read-only", "the database is read-only"),
     ("read only", "the database is read-only"),

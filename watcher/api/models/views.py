@@ -209,3 +209,8 @@ class HealthView(BaseModel):
     ok: bool
     chains: dict[str, ChainHealthView]
     store_error: str | None = None
+    handoff_blocked: dict[str, str] | None = Field(
+        default=None,
+        description="Leases this instance cannot take over, and what the operator must do "
+        "(the lapsed owner's database sessions hold them); absent when none",
+    )
