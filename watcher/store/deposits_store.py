@@ -16,10 +16,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import insert, or_, select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 
 from guard.payment import DEPOSIT_KIND
+from watcher.store import poll_queries as pq
 from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
 from watcher.store.db import Db
@@ -125,30 +126,15 @@ class DepositQueries:
         """The subscriptions of ``chain`` whose transfers the engine matches, by id: the
         active ones, and deleted ones with a deposit still watched (a reorg may include its
         transfer again; a deleted subscription gets no new deposit)."""
-        t, d, x = s.subscriptions, s.deposits, s.settlements
-        pending = (
-            select(d.c.subscription_id)
-            .join(x, x.c.settlement_id == d.c.settlement_id)
-            .where(d.c.chain == chain, x.c.watching.is_(True))
-        )
-        query = select(t).where(
-            t.c.chain == chain,
-            or_(t.c.active.is_(True), t.c.subscription_id.in_(pending.distinct())),
-        )
         with self._reader.connect() as conn:
-            rows = conn.execute(query).mappings().all()
+            rows = conn.execute(pq.matched_subscriptions(), {"q_chain": chain}).mappings().all()
         return {r["subscription_id"]: from_row(SubscriptionRecord, r) for r in rows}
 
     def address_watches(self, chain: str, after_seq: int) -> list[AddressWatch]:
         """Watched addresses of ``chain`` inserted after ``after_seq``, in order."""
-        t = s.subscription_addresses
-        query = (
-            select(t.c.seq, t.c.subscription_id, t.c.address, t.c.after_block)
-            .where(t.c.chain == chain, t.c.seq > after_seq)
-            .order_by(t.c.seq)
-        )
+        params = {"q_chain": chain, "q_seq": after_seq}
         with self._reader.connect() as conn:
-            rows = conn.execute(query).all()
+            rows = conn.execute(pq.address_watches(), params).all()
         return [AddressWatch(*row) for row in rows]
 
     def deposit(self, settlement_id: str) -> DepositRecord:

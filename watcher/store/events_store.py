@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import bindparam, func, insert, or_, select
 from sqlalchemy.engine import Connection
 
+from watcher.store import poll_queries as pq
 from watcher.store import schema as s
 from watcher.store.db import Db
 from watcher.store.driver_sql import insert_many, statement
@@ -214,19 +215,9 @@ def terminal_events(
     db: Db, chain: str, kinds: Sequence[str], after_id: int, limit: int
 ) -> list[TerminalEvent]:
     """Events of ``chain`` of ``kinds`` about a settlement, after ``after_id``, in order."""
-    e = s.events
+    params = {"q_chain": chain, "q_id": after_id, "q_limit": limit}
     with db.connect() as conn:
-        rows = conn.execute(
-            select(e.c.id, e.c.settlement_id, e.c.kind, e.c.payload)
-            .where(
-                e.c.id > after_id,
-                e.c.chain == chain,
-                e.c.kind.in_(list(kinds)),
-                e.c.settlement_id.is_not(None),
-            )
-            .order_by(e.c.id)
-            .limit(limit)
-        ).all()
+        rows = conn.execute(pq.terminal_events(tuple(kinds)), params).all()
     return [TerminalEvent(int(r[0]), str(r[1]), str(r[2]), dict(r[3])) for r in rows]
 
 

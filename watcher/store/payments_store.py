@@ -21,6 +21,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from chains.quorum import Anchor
 from guard.payment import ADDRESS_KINDS, DEPOSIT_KIND, PAYMENT_KIND
+from watcher.store import poll_queries as pq
 from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
 from watcher.store.conditions import deadline_reasons
@@ -130,9 +131,12 @@ class PaymentQueries:
         """Watched payments of ``chain`` inserted after ``after_seq`` (or among ``ids``), in
         order: what the engine's payment index is built from."""
         t = s.settlements
-        conds = [t.c.watching.is_(True), t.c.seq > after_seq]
-        if ids is not None:
-            conds.append(t.c.settlement_id.in_(list(ids)))
+        if ids is None:  # every poll: the statement built once
+            params = {"q_chain": chain, "q_seq": after_seq}
+            with self._reader.connect() as conn:
+                rows = conn.execute(pq.payment_watches(), params).mappings().all()
+            return [from_row(PaymentWatch, r) for r in rows]
+        conds = [t.c.watching.is_(True), t.c.seq > after_seq, t.c.settlement_id.in_(list(ids))]
         return self._watches(chain, conds)
 
     def payments_paid_above(self, chain: str, number: int) -> list[PaymentWatch]:

@@ -14,8 +14,9 @@ from sqlalchemy import bindparam, func, insert, or_, select
 
 from chains.quorum import Anchor
 from guard.payment import ADDRESS_KINDS
+from watcher.store import poll_queries as pq
 from watcher.store import schema as s
-from watcher.store.conditions import deadline_reasons, finality_reasons
+from watcher.store.conditions import finality_reasons
 from watcher.store.db import Db
 from watcher.store.errors import SettlementNotFound, StoreConflict, StoreError
 from watcher.store.records import NewSettlement, SettlementRecord, WatchEntry, from_row
@@ -146,53 +147,18 @@ class SettlementQueries:
 
     def watch_entries(self, chain: str, after_seq: int = 0) -> list[WatchEntry]:
         """Watched settlements of ``chain`` inserted after ``after_seq``, in order."""
-        t = s.settlements
+        params = {"q_chain": chain, "q_seq": after_seq}
         with self._reader.connect() as conn:
-            rows = (
-                conn.execute(
-                    select(
-                        t.c.seq,
-                        t.c.settlement_id,
-                        t.c.tx_hash,
-                        t.c.sender,
-                        t.c.nonce,
-                        t.c.block_number,
-                    )
-                    .where(
-                        t.c.chain == chain,
-                        t.c.watching.is_(True),
-                        t.c.seq > after_seq,
-                        t.c.kind.not_in(ADDRESS_KINDS),  # payments: watcher/engine/payments.py
-                    )
-                    .order_by(t.c.seq)
-                )
-                .mappings()
-                .all()
-            )
+            rows = conn.execute(pq.watch_entries(), params).mappings().all()
         return [from_row(WatchEntry, r) for r in rows]
 
     def due_probes(self, chain: str, now: int, limit: int) -> list[SettlementRecord]:
         """Watched, not included, sender unknown (or given at registration and never
         probed: found in the tracker's blocks without a call), probe time reached: oldest
         first."""
-        t = s.settlements
+        params = {"q_chain": chain, "q_now": now, "q_limit": limit}
         with self._reader.connect() as conn:
-            rows = (
-                conn.execute(
-                    select(t)
-                    .where(
-                        t.c.chain == chain,
-                        t.c.watching.is_(True),
-                        t.c.block_number.is_(None),
-                        or_(t.c.sender.is_(None), t.c.probe_count == 0),
-                        t.c.next_probe_at <= now,
-                    )
-                    .order_by(t.c.next_probe_at)
-                    .limit(limit)
-                )
-                .mappings()
-                .all()
-            )
+            rows = conn.execute(pq.due_probes(), params).mappings().all()
         return [from_row(SettlementRecord, r) for r in rows]
 
     def verdict_counts(self) -> dict[tuple[str, str], int]:
@@ -269,17 +235,9 @@ class SettlementQueries:
 
     def any_deadline_due(self, chain: str, now: int, late_watch_ms: int) -> bool:
         """Whether a watched settlement of ``chain`` has a time-only change due."""
-        t = s.settlements
+        params = {"q_chain": chain, "q_now": now, "q_cut": now - late_watch_ms}
         with self._reader.connect() as conn:
-            row = conn.execute(
-                select(t.c.seq)
-                .where(
-                    t.c.chain == chain,
-                    t.c.watching.is_(True),
-                    or_(*deadline_reasons(now, late_watch_ms)),
-                )
-                .limit(1)
-            ).first()
+            row = conn.execute(pq.any_deadline_due(), params).first()
         return row is not None
 
 
