@@ -19,6 +19,7 @@ from watcher.store.conditions import deadline_reasons, finality_reasons
 from watcher.store.db import Db
 from watcher.store.errors import SettlementNotFound, StoreConflict, StoreError
 from watcher.store.records import NewSettlement, SettlementRecord, WatchEntry, from_row
+from watcher.store.row_insert import insert_rows
 
 _BY_ID = select(s.settlements).where(s.settlements.c.settlement_id == bindparam("settlement_id"))
 """One settlement by id, built once: SQLAlchemy reuses its compiled form by cache key, but
@@ -33,10 +34,6 @@ _RECORDED_HEAD = (
 _OWNED_AT_HEAD = _OWNED.add_columns(_RECORDED_HEAD)
 
 
-_INSERT = insert(s.settlements)
-"""A registration's insert (its values as parameters: the statement is built once)."""
-
-
 class SettlementQueries:
     """Registration and reads of settlements; part of :class:`~watcher.store.store.Store`."""
 
@@ -48,12 +45,20 @@ class SettlementQueries:
     def register(self, new: NewSettlement) -> tuple[SettlementRecord, bool]:
         """Insert a settlement; if its owner already registered (chain, tx hash), return
         the stored one and False (another owner's settlement of the tx is not touched)."""
+        stored = self.add(new)
+        return (self.settlement(new.settlement_id), True) if stored is None else (stored, False)
+
+    def add(self, new: NewSettlement) -> SettlementRecord | None:
+        """Insert a settlement and answer None; if its owner already registered (chain, tx
+        hash), write nothing and answer the stored one. Nothing is read back: a caller that
+        shows the new row reads it with its chain's head (``POST /v1/settlements`` through
+        :meth:`settlement_at_head`, as ``GET`` does)."""
         try:
             with self._writer.begin() as conn:
-                conn.execute(_INSERT, _settlement_values(new))
+                insert_rows(conn, [_settlement_values(new)])
         except StoreConflict:
-            return self.settlement_by_tx(new.chain, new.tx_hash, owner=new.owner), False
-        return self.settlement(new.settlement_id), True
+            return self.settlement_by_tx(new.chain, new.tx_hash, owner=new.owner)
+        return None
 
     def register_many(self, news: Sequence[NewSettlement]) -> None:
         """Insert many new settlements in one transaction (a bulk import).

@@ -1,0 +1,88 @@
+"""A single registration's insert (``Store.add``, watcher/store/row_insert.py: a compiled
+positional statement on SQLite) stores each row exactly as SQLAlchemy's ``insert`` of the
+same values does, on SQLite and PostgreSQL: every column's stored value equal, JSON ``null``
+where the dependent state is None; and a repeat writes nothing and answers the stored row.
+
+Real parts: a SQLite file and the machine's PostgreSQL (the ``store_url`` fixture).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import insert, text
+
+from tests.integration.helpers import numbered_settlement
+from watcher.store import NewSettlement, Store
+from watcher.store import schema as s
+from watcher.store.settlements_store import settlement_values
+
+VARIANTS: list[dict[str, Any]] = [
+    {},
+    {"dependent_state": {"k": 'a "q" \\ é ☃', "list": [1, None, 2.5], "NULL": None}},
+    {"commit_url": "http://127.0.0.1:9/c?q=x", "provisional": True},
+    {"sender": "0x" + "ab" * 20, "nonce": 2**63 - 1, "raw_tx": "0x" + "cd" * 100},
+    {"dependent_state": {}, "owner": 'caller, "two"', "kind": "evm_payment"},
+]
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    opened = Store.open(store_url)
+    yield opened
+    opened.close()
+
+
+def _stored(store: Store, settlement_id: str) -> dict[str, Any]:
+    """Every column of the row as the database's text of it (NULL as None)."""
+    with store.writer.connect() as conn:
+        names = [
+            r[0] for r in conn.execute(text("SELECT * FROM settlements LIMIT 0")).cursor.description
+        ]
+        columns = ", ".join(f'CAST("{n}" AS TEXT)' for n in names)
+        row = conn.execute(
+            text(f"SELECT {columns} FROM settlements WHERE settlement_id = :sid"),
+            {"sid": settlement_id},
+        ).one()
+    return dict(zip(names, row, strict=True))
+
+
+def _inserted_by_sqlalchemy(store: Store, new: NewSettlement) -> None:
+    with store.writer.begin() as conn:
+        conn.execute(insert(s.settlements), settlement_values(new))
+
+
+def test_a_row_added_is_the_row_sqlalchemy_inserts(store: Store) -> None:
+    per_row = {"seq", "settlement_id", "tx_hash"}
+    for k, variant in enumerate(VARIANTS):
+        added, reference = (
+            numbered_settlement(k, **variant),
+            numbered_settlement(100 + k, **variant),
+        )
+        assert store.add(added) is None  # new: nothing to answer
+        _inserted_by_sqlalchemy(store, reference)
+        a, b = _stored(store, added.settlement_id), _stored(store, reference.settlement_id)
+        assert {n: v for n, v in a.items() if n not in per_row} == {
+            n: v for n, v in b.items() if n not in per_row
+        }
+        read = store.settlement(added.settlement_id)
+        assert (read.dependent_state, read.decision, read.provisional, read.nonce) == (
+            added.dependent_state,
+            added.decision,
+            added.provisional,
+            added.nonce,
+        )
+
+
+def test_a_repeat_writes_nothing_and_answers_the_stored_row(store: Store) -> None:
+    first = numbered_settlement(1, timeout_ms=60_000)
+    assert store.add(first) is None
+    stored = store.settlement(first.settlement_id)
+    again = numbered_settlement(1, timeout_ms=120_000, deadline=121_000)  # other terms
+    assert store.add(again) == stored
+    assert store.settlement(first.settlement_id) == stored  # untouched
+    other_owner = numbered_settlement(2, tx_hash=first.tx_hash, owner="another")
+    assert store.add(other_owner) is None  # another caller's registration of the same tx
+    assert store.settlement(other_owner.settlement_id).owner == "another"
