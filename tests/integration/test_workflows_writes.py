@@ -248,7 +248,7 @@ def test_writes_queued_together_on_either_store_apply_in_order_per_workflow(
 
 
 def test_a_step_write_refuses_bad_input_as_an_ordinary_route_does(live: LiveApp) -> None:
-    # The step writes have their own ASGI app (watcher/api/step_write.py); the lease route
+    # The step writes have their own ASGI app (watcher/api/json_write.py); the lease route
     # is FastAPI's ordinary handler over a body with the same ``fencing_token`` field. The
     # same bad input must get the same refusal, byte for byte, and change nothing.
     wid = _create(live)

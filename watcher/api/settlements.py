@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from guard.payment import PAYMENT_KIND
 from watcher.api.auth import Reader, Registrar
 from watcher.api.deps import ApiDeps
+from watcher.api.json_write import JsonWrite
 from watcher.api.models.errors import ERRORS
 from watcher.api.models.payments import PaymentRequest
 from watcher.api.models.settlements import SettlementView, SourceSettlementRequest
@@ -84,12 +85,11 @@ def install_read(app: FastAPI, deps: ApiDeps) -> None:
     )
 
 
-def router(deps: ApiDeps) -> APIRouter:
-    """The settlement routes over ``deps`` (the read: :func:`install_read`)."""
-    api = APIRouter()
-    body_doc = request_body([c.name for c in deps.config.chains])
+def install_create(app: FastAPI, deps: ApiDeps) -> None:
+    """Declare ``POST /v1/settlements`` on ``app``'s own router, before every topic's router:
+    matched before them, and answered by its route's own ASGI app (watcher/api/json_write.py;
+    every refusal of the body or the token is FastAPI's own answer)."""
 
-    @api.post("/v1/settlements", **_CREATE, openapi_extra={"requestBody": body_doc})
     async def create_settlement(
         caller: Registrar, payload: Annotated[dict[str, Any], Body()]
     ) -> Response:
@@ -109,6 +109,22 @@ def router(deps: ApiDeps) -> APIRouter:
         settlement_id, created = await run_in_threadpool(_register, deps, body, caller.name)
         answer = await settlement_answer(deps, settlement_id, caller.name)
         return Response(answer, 201 if created else 200, media_type="application/json")
+
+    body_doc = request_body([c.name for c in deps.config.chains])
+    app.router.add_api_route(
+        "/v1/settlements",
+        create_settlement,
+        methods=["POST"],
+        route_class_override=JsonWrite,
+        openapi_extra={"requestBody": body_doc},
+        **_CREATE,
+    )
+
+
+def router(deps: ApiDeps) -> APIRouter:
+    """The settlement routes over ``deps`` (the read: :func:`install_read`; the
+    registration: :func:`install_create`)."""
+    api = APIRouter()
 
     @api.get(
         "/v1/settlements/{settlement_id}/receipt",
