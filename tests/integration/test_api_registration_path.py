@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+from typing import Any
 
-import httpx
 import pytest
 from starlette.testclient import TestClient
 
@@ -56,8 +56,9 @@ def apps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveApp, Te
             yield live, client
 
 
-def _shown(answer: httpx.Response) -> tuple[int, list[tuple[str, str]], bytes]:
-    """Status, headers (all but ``date`` and uvicorn's ``server``) and body bytes."""
+def _shown(answer: Any) -> tuple[int, list[tuple[str, str]], bytes]:
+    """Status, headers (all but ``date`` and uvicorn's ``server``) and body bytes (of an
+    httpx answer, or of the test client's, whose httpx is its own)."""
     headers = [(k, v) for k, v in answer.headers.items() if k not in ("date", "server")]
     return answer.status_code, headers, answer.content
 
