@@ -25,10 +25,11 @@ from watcher.api.models.views import EventView
 from watcher.api.payments import register_payment_settlement
 from watcher.api.receipt_read import receipt_answer
 from watcher.api.registration import SettlementRequest, checked_settlement, same_terms
-from watcher.api.settlement_read import SettlementRead, settlement_answer
+from watcher.api.settlement_read import SettlementRead, encoded_view, settlement_answer
 from watcher.api.source_settlements import register_source_settlement
 from watcher.api.views import RECEIPT_WAIT_MAX_S, settlement_or_error, shown_event
 from watcher.config.secrets import configured_secrets
+from watcher.store.listing_store import listing
 
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: ERRORS[404]}
 
@@ -104,10 +105,9 @@ def install_create(app: FastAPI, deps: ApiDeps) -> None:
             body = SettlementRequest.model_validate(_without_kind(payload))
         except ValidationError as exc:
             raise RequestValidationError(exc.errors(include_url=False)) from None
-        # The checks (a commit URL's host is resolved) and the write in a worker thread; the
-        # answer read as GET reads it, with its chain's head, on the event loop.
-        settlement_id, created = await run_in_threadpool(_register, deps, body, caller.name)
-        answer = await settlement_answer(deps, settlement_id, caller.name)
+        # The checks (a commit URL's host is resolved), the write and the answer's view in
+        # one worker thread: a thread's round trip cost the loop as much as the view.
+        answer, created = await run_in_threadpool(_register, deps, body, caller.name)
         return Response(answer, 201 if created else 200, media_type="application/json")
 
     body_doc = request_body([c.name for c in deps.config.chains])
@@ -171,12 +171,12 @@ def _register_other(deps: ApiDeps, payload: dict[str, Any], owner: str) -> tuple
     return register_source_settlement(deps, payload, owner)
 
 
-def _register(deps: ApiDeps, body: SettlementRequest, owner: str) -> tuple[str, bool]:
-    """Check a chain registration against its chain and store it as ``owner``'s; (its id,
-    created: False when ``owner`` had registered the tx already, with the same terms)."""
+def _register(deps: ApiDeps, body: SettlementRequest, owner: str) -> tuple[bytes, bool]:
+    """Check a chain registration against its chain and store it as ``owner``'s; (its view
+    at its chain's head, encoded as GET answers it; created: False when ``owner`` had
+    registered the tx already, with the same terms)."""
     new = checked_settlement(deps, body, owner)
-    stored = deps.store.add(new)
-    if stored is None:
-        return new.settlement_id, True
-    same_terms(stored, new)
-    return stored.settlement_id, False
+    rec, head, created = listing(deps.store).register_one(new)
+    if not created:
+        same_terms(rec, new)
+    return encoded_view(deps, rec, head), created

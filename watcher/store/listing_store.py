@@ -14,13 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, bindparam, select
 
 from chains.finality_modes import FINALITY_MODES
 from guard.payment import ADDRESS_KINDS
 from watcher.store import schema as s
 from watcher.store.db import Db
-from watcher.store.errors import StoreConflict
+from watcher.store.errors import SettlementNotFound, StoreConflict
 from watcher.store.payment_records import NewPaymentSpec, payment_spec_values
 from watcher.store.pg_batch import insert_unnest, stored_seqs
 from watcher.store.records import NewSettlement, SettlementRecord, from_row
@@ -95,6 +95,22 @@ class Listing:
         except StoreConflict:
             return self._register_batch(news, specs or {})
 
+    def register_one(self, new: NewSettlement) -> tuple[SettlementRecord, int | None, bool]:
+        """Register one settlement as a batch item is (``POST /v1/settlements``): (its record
+        as stored, its chain's recorded head read in the same transaction, created). Inserted
+        and answered from the values inserted (nothing read back but its ``seq``); one its
+        owner already registered (chain, tx hash) is answered as stored, with False."""
+        key = (new.chain, new.tx_hash, new.owner)
+        try:
+            with self._writer.begin() as conn:
+                return _insert(conn, {key: new})[key], _head(conn, new.chain), True
+        except StoreConflict:
+            with self._reader.connect() as conn:
+                rows = _rows_of(conn, [key], [s.settlements])
+                if not rows:  # as Store.register: the row it conflicted with is gone
+                    raise SettlementNotFound(f"{new.chain}/{new.tx_hash}") from None
+                return from_row(SettlementRecord, rows[0]._mapping), _head(conn, new.chain), False
+
     def _register_batch(
         self, news: Sequence[NewSettlement], specs: Mapping[str, NewPaymentSpec]
     ) -> list[tuple[SettlementRecord, bool]]:
@@ -141,8 +157,8 @@ def _insert(conn: Connection, fresh: Mapping[Key, NewSettlement]) -> dict[Key, S
         by_id = insert_unnest(conn, values)
         seqs = {key: by_id[new.settlement_id] for key, new in fresh.items()}
     else:
-        insert_rows(conn, values)
-        seqs = _seqs_of(conn, list(fresh))
+        rowid = insert_rows(conn, values)  # a single row's seq is its rowid
+        seqs = _seqs_of(conn, list(fresh)) if rowid is None else dict.fromkeys(fresh, rowid)
     left_out: dict[str, Any] = {name: None for name in _RECORD_FIELDS if name not in values[0]}
     return {
         key: from_row(SettlementRecord, {**row, **left_out, "seq": seqs[key]})
@@ -208,6 +224,20 @@ def _rows_of(conn: Connection, keys: Sequence[Key], columns: Sequence[Any]) -> l
             )
             rows.extend(conn.execute(query).all())
     return rows
+
+
+_HEAD = select(s.chains.c.head_number).where(s.chains.c.name == bindparam("name"))
+_HEAD_SQL = "SELECT head_number FROM chains WHERE name = ?"
+
+
+def _head(conn: Connection, chain: str) -> int | None:
+    """``chain``'s recorded head (None before its first block); on SQLite as plain driver
+    SQL (SQLAlchemy's execution of a one-value read cost more than SQLite's answer)."""
+    if conn.dialect.name == "sqlite" and conn.dialect.paramstyle == "qmark":
+        row = conn.exec_driver_sql(_HEAD_SQL, (chain,)).first()
+    else:
+        row = conn.execute(_HEAD, {"name": chain}).first()
+    return None if row is None else row[0]
 
 
 def listing(store: _Dbs) -> Listing:

@@ -25,14 +25,15 @@ _COMPILED: dict[tuple[str, tuple[str, ...]], _Compiled] = {}
 order, and each one's bind processor (or None)."""
 
 
-def insert_rows(conn: Connection, values: Sequence[dict[str, Any]]) -> None:
+def insert_rows(conn: Connection, values: Sequence[dict[str, Any]]) -> int | None:
     """INSERT ``values`` (rows of the same keys) into settlements: on SQLite the compiled
     positional statement, one executemany (module doc); elsewhere SQLAlchemy's executemany
     (PostgreSQL's batch has its own single statement: watcher/store/pg_batch.py). A
-    repeated (chain, tx hash, owner) raises the unique violation, as any insert does."""
+    repeated (chain, tx hash, owner) raises the unique violation, as any insert does.
+    Returns the ``seq`` of a single row inserted on SQLite (its rowid), else None."""
     if conn.dialect.name != "sqlite" or conn.dialect.paramstyle != "qmark":
         conn.execute(s.settlements.insert(), list(values))
-        return
+        return None
     sql, names, processors = _compiled_insert(conn.dialect, tuple(values[0]))
     pick = itemgetter(*names)
     rows = [list(pick(v)) for v in values]
@@ -40,7 +41,8 @@ def insert_rows(conn: Connection, values: Sequence[dict[str, Any]]) -> None:
         if process is not None:  # a column at a time: JSON, booleans
             for row in rows:
                 row[i] = process(row[i])
-    conn.exec_driver_sql(sql, [tuple(row) for row in rows])  # one row: a plain execute
+    result = conn.exec_driver_sql(sql, [tuple(row) for row in rows])  # one: a plain execute
+    return result.lastrowid if len(rows) == 1 else None
 
 
 def _compiled_insert(dialect: Dialect, columns: tuple[str, ...]) -> _Compiled:

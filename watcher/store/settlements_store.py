@@ -44,21 +44,15 @@ class SettlementQueries:
 
     def register(self, new: NewSettlement) -> tuple[SettlementRecord, bool]:
         """Insert a settlement; if its owner already registered (chain, tx hash), return
-        the stored one and False (another owner's settlement of the tx is not touched)."""
-        stored = self.add(new)
-        return (self.settlement(new.settlement_id), True) if stored is None else (stored, False)
-
-    def add(self, new: NewSettlement) -> SettlementRecord | None:
-        """Insert a settlement and answer None; if its owner already registered (chain, tx
-        hash), write nothing and answer the stored one. Nothing is read back: a caller that
-        shows the new row reads it with its chain's head (``POST /v1/settlements`` through
-        :meth:`settlement_at_head`, as ``GET`` does)."""
+        the stored one and False (another owner's settlement of the tx is not touched).
+        (``POST /v1/settlements`` registers through ``Listing.register_one``, which answers
+        the record from the values inserted with its chain's head.)"""
         try:
             with self._writer.begin() as conn:
                 insert_rows(conn, [_settlement_values(new)])
         except StoreConflict:
-            return self.settlement_by_tx(new.chain, new.tx_hash, owner=new.owner)
-        return None
+            return self.settlement_by_tx(new.chain, new.tx_hash, owner=new.owner), False
+        return self.settlement(new.settlement_id), True
 
     def register_many(self, news: Sequence[NewSettlement]) -> None:
         """Insert many new settlements in one transaction (a bulk import).

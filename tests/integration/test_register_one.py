@@ -1,7 +1,9 @@
-"""A single registration's insert (``Store.add``, watcher/store/row_insert.py: a compiled
-positional statement on SQLite) stores each row exactly as SQLAlchemy's ``insert`` of the
-same values does, on SQLite and PostgreSQL: every column's stored value equal, JSON ``null``
-where the dependent state is None; and a repeat writes nothing and answers the stored row.
+"""A single registration (``Listing.register_one``, ``POST /v1/settlements``; its insert the
+compiled positional statement of watcher/store/row_insert.py on SQLite) stores each row
+exactly as SQLAlchemy's ``insert`` of the same values does, on SQLite and PostgreSQL: every
+column's stored value equal, JSON ``null`` where the dependent state is None; the record it
+answers is the row as read back (its ``seq`` too) with its chain's recorded head; and a
+repeat writes nothing and answers the stored row.
 
 Real parts: a SQLite file and the machine's PostgreSQL (the ``store_url`` fixture).
 """
@@ -17,6 +19,7 @@ from sqlalchemy import insert, text
 from tests.integration.helpers import numbered_settlement
 from watcher.store import NewSettlement, Store
 from watcher.store import schema as s
+from watcher.store.listing_store import listing
 from watcher.store.settlements_store import settlement_values
 
 VARIANTS: list[dict[str, Any]] = [
@@ -61,7 +64,9 @@ def test_a_row_added_is_the_row_sqlalchemy_inserts(store: Store) -> None:
             numbered_settlement(k, **variant),
             numbered_settlement(100 + k, **variant),
         )
-        assert store.add(added) is None  # new: nothing to answer
+        record, head, created = listing(store).register_one(added)
+        assert created and head is None  # no block recorded for the chain yet
+        assert record == store.settlement(added.settlement_id)  # as read back, seq and all
         _inserted_by_sqlalchemy(store, reference)
         a, b = _stored(store, added.settlement_id), _stored(store, reference.settlement_id)
         assert {n: v for n, v in a.items() if n not in per_row} == {
@@ -77,12 +82,16 @@ def test_a_row_added_is_the_row_sqlalchemy_inserts(store: Store) -> None:
 
 
 def test_a_repeat_writes_nothing_and_answers_the_stored_row(store: Store) -> None:
+    store.ensure_chain("local", 31337, 1_000)
+    with store.block_txn("local", 2_000) as txn:
+        txn.put_header(7, "0x" + "77" * 32, "0x" + "66" * 32, 0, keep=64)
+    register = listing(store).register_one
     first = numbered_settlement(1, timeout_ms=60_000)
-    assert store.add(first) is None
-    stored = store.settlement(first.settlement_id)
+    stored, head, created = register(first)
+    assert (created, head) == (True, 7)  # the head recorded with the chain's last block
     again = numbered_settlement(1, timeout_ms=120_000, deadline=121_000)  # other terms
-    assert store.add(again) == stored
-    assert store.settlement(first.settlement_id) == stored  # untouched
+    assert register(again) == (stored, 7, False)  # the stored row, untouched
+    assert store.settlement(first.settlement_id) == stored
     other_owner = numbered_settlement(2, tx_hash=first.tx_hash, owner="another")
-    assert store.add(other_owner) is None  # another caller's registration of the same tx
-    assert store.settlement(other_owner.settlement_id).owner == "another"
+    record, _, created = register(other_owner)  # another caller's registration of the tx
+    assert created and record.owner == "another" and record.seq > stored.seq
