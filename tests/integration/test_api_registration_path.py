@@ -21,23 +21,13 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.support.rigs import FakeClock
-from tests.support.sources_app import LiveApp, source_config_file
+from tests.support.sources_app import LiveApp, source_config_file, token_tables
 from watcher.api.json_write import JsonWrite
 from watcher.api.server import create_app
 
 REGISTRAR = "reg-" + secrets.token_hex(16)
 READER = "read-" + secrets.token_hex(16)
-TOKENS = f"""
-[[api.tokens]]
-name = "backend"
-token = "{REGISTRAR}"
-scopes = ["read", "register"]
-
-[[api.tokens]]
-name = "reader"
-token = "{READER}"
-scopes = ["read"]
-"""
+TOKENS = token_tables(REGISTRAR, READER)
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import insert, text
+from sqlalchemy import insert
 
-from tests.integration.helpers import numbered_settlement
+from tests.integration.helpers import numbered_settlement, stored_text
 from watcher.store import NewSettlement, Store
 from watcher.store import schema as s
 from watcher.store.listing_store import listing
@@ -38,20 +38,6 @@ def store(store_url: str) -> Iterator[Store]:
     opened.close()
 
 
-def _stored(store: Store, settlement_id: str) -> dict[str, Any]:
-    """Every column of the row as the database's text of it (NULL as None)."""
-    with store.writer.connect() as conn:
-        names = [
-            r[0] for r in conn.execute(text("SELECT * FROM settlements LIMIT 0")).cursor.description
-        ]
-        columns = ", ".join(f'CAST("{n}" AS TEXT)' for n in names)
-        row = conn.execute(
-            text(f"SELECT {columns} FROM settlements WHERE settlement_id = :sid"),
-            {"sid": settlement_id},
-        ).one()
-    return dict(zip(names, row, strict=True))
-
-
 def _inserted_by_sqlalchemy(store: Store, new: NewSettlement) -> None:
     with store.writer.begin() as conn:
         conn.execute(insert(s.settlements), settlement_values(new))
@@ -68,7 +54,7 @@ def test_a_row_added_is_the_row_sqlalchemy_inserts(store: Store) -> None:
         assert created and head is None  # no block recorded for the chain yet
         assert record == store.settlement(added.settlement_id)  # as read back, seq and all
         _inserted_by_sqlalchemy(store, reference)
-        a, b = _stored(store, added.settlement_id), _stored(store, reference.settlement_id)
+        a, b = stored_text(store, added.settlement_id), stored_text(store, reference.settlement_id)
         assert {n: v for n, v in a.items() if n not in per_row} == {
             n: v for n, v in b.items() if n not in per_row
         }

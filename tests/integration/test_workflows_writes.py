@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from tests.support.rigs import FakeClock
-from tests.support.sources_app import LiveApp, source_config_file
+from tests.support.sources_app import LiveApp, source_config_file, token_tables
 from watcher.store.workflows_store import WorkflowGroup
 from watcher.workflows.steps import WorkflowRefused
 from watcher.workflows.writer import Answer, GroupWriter
@@ -29,17 +29,7 @@ AGENT = "wf-agent-" + secrets.token_hex(16)
 """read + register."""
 READER = "wf-reader-" + secrets.token_hex(16)
 """read only."""
-TOKENS = f"""
-[[api.tokens]]
-name = "agent"
-token = "{AGENT}"
-scopes = ["read", "register"]
-
-[[api.tokens]]
-name = "reader"
-token = "{READER}"
-scopes = ["read"]
-"""
+TOKENS = token_tables(AGENT, READER, registrar_name="agent")
 
 
 @pytest.fixture(scope="module")
