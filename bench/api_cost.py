@@ -10,6 +10,9 @@ other processes). Figures:
 
 - ``GET /v1/settlements/{id}`` (a watched settlement, the bench's case) and ``GET /healthz``,
   microseconds per request;
+- ``POST /v1/settlements`` with one new chain registration (the body ``bench.receipts_cost``
+  sends: chain and tx hash), microseconds per request: what one registration costs the
+  daemon's API (auth, parsing, checks, the store's insert, the answer);
 - ``POST /v1/settlements/batch`` with 1,000 new items, milliseconds per request (and the
   registrations per second one core would give).
 
@@ -140,6 +143,11 @@ def batch_body(count: int) -> bytes:
     return json.dumps({"items": items}).encode()
 
 
+def single_body() -> bytes:
+    """One new chain registration, as ``bench.receipts_cost`` registers a tx."""
+    return json.dumps({"chain": "local", "tx_hash": "0x" + secrets.token_hex(32)}).encode()
+
+
 async def best(
     rounds: int, per_round: int, request: Callable[[int], Awaitable[None]]
 ) -> tuple[float, float]:
@@ -171,6 +179,12 @@ async def measure(call: Call, rounds: int) -> dict[str, tuple[float, float]]:
     async def health(_k: int) -> None:
         await call("GET", "/healthz", b"")  # 503: nothing polls the chain; the same work
 
+    bodies = [single_body() for _ in range(rounds * 200)]  # encoded before the clock starts
+
+    async def register(k: int) -> None:
+        status, body = await call("POST", "/v1/settlements", bodies[k])
+        assert status == 201, body[:300]
+
     async def batch(_k: int) -> None:
         status, body = await call("POST", "/v1/settlements/batch", batch_body(1000))
         assert status == 200, body[:300]
@@ -179,6 +193,7 @@ async def measure(call: Call, rounds: int) -> dict[str, tuple[float, float]]:
     return {
         "get": await best(rounds, 300, get),
         "healthz": await best(rounds, 300, health),
+        "register": await best(rounds, 200, register),
         "batch": await best(max(3, rounds // 2), 1, batch),
     }
 
@@ -206,6 +221,11 @@ def main() -> None:
         f"GET /v1/settlements/{{id}}: {get * 1e6:,.0f} us a request ({get_cpu * 1e6:,.0f} us CPU)"
     )
     print(f"GET /healthz: {health * 1e6:,.0f} us a request ({health_cpu * 1e6:,.0f} us CPU)")
+    register, register_cpu = figures["register"]
+    print(
+        f"POST /v1/settlements (1 new): {register * 1e6:,.0f} us a request "
+        f"({register_cpu * 1e6:,.0f} us CPU)"
+    )
     batch, batch_cpu = figures["batch"]
     print(
         f"POST /v1/settlements/batch (1,000 new): {batch * 1e3:,.0f} ms ({1000 / batch:,.0f}/s), "

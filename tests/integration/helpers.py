@@ -13,7 +13,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
-from sqlalchemy import create_engine, insert
+from sqlalchemy import create_engine, insert, text
 
 from chains.rpc import Web3Transport
 from tests.support.anvil import Anvil
@@ -112,3 +112,18 @@ def migrate(store_url: str, step: str, revision: str) -> None:
             getattr(command, step)(cfg, revision)
     finally:
         engine.dispose()
+
+
+def stored_text(store: Store, settlement_id: str) -> dict[str, Any]:
+    """Every column of a settlement's row as the database's own text of it (NULL as None):
+    two rows compared this way were stored alike, whatever wrote them."""
+    with store.writer.connect() as conn:
+        names = [
+            r[0] for r in conn.execute(text("SELECT * FROM settlements LIMIT 0")).cursor.description
+        ]
+        columns = ", ".join(f'CAST("{n}" AS TEXT)' for n in names)
+        row = conn.execute(
+            text(f"SELECT {columns} FROM settlements WHERE settlement_id = :sid"),
+            {"sid": settlement_id},
+        ).one()
+    return dict(zip(names, row, strict=True))

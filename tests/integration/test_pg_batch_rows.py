@@ -13,9 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
-from tests.integration.helpers import numbered_settlement
+from tests.integration.helpers import numbered_settlement, stored_text
 from watcher.store import NewSettlement, Store
 from watcher.store.listing_store import listing
 from watcher.store.pg_batch import array_literal
@@ -46,20 +45,6 @@ VARIANTS: list[dict[str, Any]] = [
 ]
 
 
-def _stored(store: Store, settlement_id: str) -> dict[str, Any]:
-    """Every column of the row as PostgreSQL's text of it (NULL as None)."""
-    with store.writer.connect() as conn:
-        names = [
-            r[0] for r in conn.execute(text("SELECT * FROM settlements LIMIT 0")).cursor.description
-        ]
-        columns = ", ".join(f'"{n}"::text' for n in names)
-        row = conn.execute(
-            text(f"SELECT {columns} FROM settlements WHERE settlement_id = :sid"),
-            {"sid": settlement_id},
-        ).one()
-    return dict(zip(names, row, strict=True))
-
-
 def test_a_batch_row_is_stored_as_a_single_registration_stores_it(store: Store) -> None:
     alone = [_new(k, **v) for k, v in enumerate(VARIANTS)]
     batched = [_new(100 + k, **v) for k, v in enumerate(VARIANTS)]
@@ -69,7 +54,7 @@ def test_a_batch_row_is_stored_as_a_single_registration_stores_it(store: Store) 
     assert [created for _, created in results] == [True] * len(VARIANTS)
     per_item = {"seq", "settlement_id", "tx_hash"}
     for one, many, (record, _) in zip(alone, batched, results, strict=True):
-        a, b = _stored(store, one.settlement_id), _stored(store, many.settlement_id)
+        a, b = stored_text(store, one.settlement_id), stored_text(store, many.settlement_id)
         assert {k: v for k, v in a.items() if k not in per_item} == {
             k: v for k, v in b.items() if k not in per_item
         }
@@ -81,7 +66,7 @@ def test_a_batch_row_is_stored_as_a_single_registration_stores_it(store: Store) 
             many.commit_url,
             many.owner,
         )
-    assert _stored(store, batched[0].settlement_id)["dependent_state"] == "null"
+    assert stored_text(store, batched[0].settlement_id)["dependent_state"] == "null"
 
 
 def test_a_batch_answers_stored_rows_and_repeats_and_inserts_the_rest(store: Store) -> None:

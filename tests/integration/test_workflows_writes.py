@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from tests.support.rigs import FakeClock
-from tests.support.sources_app import LiveApp, source_config_file
+from tests.support.sources_app import LiveApp, source_config_file, token_tables
 from watcher.store.workflows_store import WorkflowGroup
 from watcher.workflows.steps import WorkflowRefused
 from watcher.workflows.writer import Answer, GroupWriter
@@ -29,17 +29,7 @@ AGENT = "wf-agent-" + secrets.token_hex(16)
 """read + register."""
 READER = "wf-reader-" + secrets.token_hex(16)
 """read only."""
-TOKENS = f"""
-[[api.tokens]]
-name = "agent"
-token = "{AGENT}"
-scopes = ["read", "register"]
-
-[[api.tokens]]
-name = "reader"
-token = "{READER}"
-scopes = ["read"]
-"""
+TOKENS = token_tables(AGENT, READER, registrar_name="agent")
 
 
 @pytest.fixture(scope="module")
@@ -248,7 +238,7 @@ def test_writes_queued_together_on_either_store_apply_in_order_per_workflow(
 
 
 def test_a_step_write_refuses_bad_input_as_an_ordinary_route_does(live: LiveApp) -> None:
-    # The step writes have their own ASGI app (watcher/api/step_write.py); the lease route
+    # The step writes have their own ASGI app (watcher/api/json_write.py); the lease route
     # is FastAPI's ordinary handler over a body with the same ``fencing_token`` field. The
     # same bad input must get the same refusal, byte for byte, and change nothing.
     wid = _create(live)

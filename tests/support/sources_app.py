@@ -48,6 +48,22 @@ def source_config_file(
     return path
 
 
+def token_tables(registrar: str, reader: str, registrar_name: str = "backend") -> str:
+    """``[[api.tokens]]`` tables to append to a config: ``registrar`` holding read and
+    register (named ``registrar_name``), ``reader`` holding read alone (named ``reader``)."""
+    return f"""
+[[api.tokens]]
+name = "{registrar_name}"
+token = "{registrar}"
+scopes = ["read", "register"]
+
+[[api.tokens]]
+name = "reader"
+token = "{reader}"
+scopes = ["read"]
+"""
+
+
 class LiveApp:
     """A service and its API on loopback (see the module doc). Use as a context manager.
 

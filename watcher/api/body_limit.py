@@ -210,7 +210,7 @@ async def _read_capped(receive: Receive, limit: int) -> bytes | None:
 
 def replay_body(body: bytes, receive: Receive) -> Receive:
     """A ``receive`` that hands the app the body read already, then the real one (here, and
-    for the step writes' hand-over to FastAPI's handler: watcher/api/step_write.py)."""
+    for the step writes' hand-over to FastAPI's handler: watcher/api/json_write.py)."""
     sent = False
 
     async def replayed() -> Message:

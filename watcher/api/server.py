@@ -61,6 +61,7 @@ def build_app(deps: ApiDeps) -> FastAPI:
         app.add_middleware(RequestSpans)  # outermost: refused requests are spans too
     settlements.install_read(app, deps)  # first: the read callers poll is matched first
     workflows.install_writes(app, deps)  # then the step writes agents make most
+    settlements.install_create(app, deps)  # and the registration (its path's place kept)
     for topic in (
         settlements,
         listing,

@@ -87,9 +87,17 @@ async def settlement_answer(deps: ApiDeps, settlement_id: str, owner: str) -> by
     except SettlementNotFound:
         raise ApiError(404, f"settlement_id: no settlement {settlement_id!r}") from None
     if plain(deps, rec):  # no receipt (not terminal), no binding (no state)
-        view = settlement_view(rec, head, now=deps.clock())
-    else:
-        view = await run_in_threadpool(_view, deps, rec, head)
+        return _ENCODE(settlement_view(rec, head, now=deps.clock())).encode("utf-8")
+    return await run_in_threadpool(encoded_view, deps, rec, head)
+
+
+def encoded_view(deps: ApiDeps, rec: SettlementRecord, head: int | None) -> bytes:
+    """The view of ``rec`` at ``head``, encoded as ``JSONResponse`` encodes it; what it needs
+    beyond the row and its head is read here (call it from a worker thread: the registration
+    does, after its write)."""
+    view = (
+        settlement_view(rec, head, now=deps.clock()) if plain(deps, rec) else _view(deps, rec, head)
+    )
     # Encoded as it is, not through the model: pydantic's encoder stops at 255 levels, and
     # a dependent_state stored before it was bounded must still read back.
     return _ENCODE(view).encode("utf-8")

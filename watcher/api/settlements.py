@@ -12,10 +12,12 @@ from fastapi import APIRouter, Body, FastAPI, Query
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
 
 from guard.payment import PAYMENT_KIND
 from watcher.api.auth import Reader, Registrar
 from watcher.api.deps import ApiDeps
+from watcher.api.json_write import JsonWrite
 from watcher.api.models.errors import ERRORS
 from watcher.api.models.payments import PaymentRequest
 from watcher.api.models.settlements import SettlementView, SourceSettlementRequest
@@ -23,15 +25,11 @@ from watcher.api.models.views import EventView
 from watcher.api.payments import register_payment_settlement
 from watcher.api.receipt_read import receipt_answer
 from watcher.api.registration import SettlementRequest, checked_settlement, same_terms
-from watcher.api.settlement_read import SettlementRead, settlement_answer
+from watcher.api.settlement_read import SettlementRead, encoded_view, settlement_answer
 from watcher.api.source_settlements import register_source_settlement
-from watcher.api.views import (
-    RECEIPT_WAIT_MAX_S,
-    chain_settlement_view,
-    settlement_or_error,
-    shown_event,
-)
+from watcher.api.views import RECEIPT_WAIT_MAX_S, settlement_or_error, shown_event
 from watcher.config.secrets import configured_secrets
+from watcher.store.listing_store import listing
 
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: ERRORS[404]}
 
@@ -88,31 +86,45 @@ def install_read(app: FastAPI, deps: ApiDeps) -> None:
     )
 
 
-def router(deps: ApiDeps) -> APIRouter:
-    """The settlement routes over ``deps`` (the read: :func:`install_read`)."""
-    api = APIRouter()
-    body_doc = request_body([c.name for c in deps.config.chains])
+def install_create(app: FastAPI, deps: ApiDeps) -> None:
+    """Declare ``POST /v1/settlements`` on ``app``'s own router, before every topic's router:
+    matched before them, and answered by its route's own ASGI app (watcher/api/json_write.py;
+    every refusal of the body or the token is FastAPI's own answer)."""
 
-    @api.post("/v1/settlements", **_CREATE, openapi_extra={"requestBody": body_doc})
-    def create_settlement(
+    async def create_settlement(
         caller: Registrar, payload: Annotated[dict[str, Any], Body()]
-    ) -> JSONResponse:
+    ) -> Response:
         """Register a settlement; 200 with the same settlement if it was already registered.
 
         ``kind``: ``evm_tx`` by default (``chain``, ``tx_hash``...), ``evm_payment`` (``to``,
         ``asset``, ``amount``: docs/api.md) or a source kind with ``ref`` (docs/sources.md)."""
-        if payload.get("kind") == PAYMENT_KIND:  # a payment to an address (api/payments.py)
-            view, status = register_payment_settlement(deps, payload, caller.name)
-            return JSONResponse(view, status_code=status)
-        if payload.get("kind", "evm_tx") != "evm_tx":
-            view, status = register_source_settlement(deps, payload, caller.name)
+        if payload.get("kind", "evm_tx") != "evm_tx":  # a payment or a source's settlement
+            view, status = await run_in_threadpool(_register_other, deps, payload, caller.name)
             return JSONResponse(view, status_code=status)
         try:
             body = SettlementRequest.model_validate(_without_kind(payload))
         except ValidationError as exc:
             raise RequestValidationError(exc.errors(include_url=False)) from None
-        view, created = _register(deps, body, caller.name)
-        return JSONResponse(view, status_code=201 if created else 200)
+        # The checks (a commit URL's host is resolved), the write and the answer's view in
+        # one worker thread: a thread's round trip cost the loop as much as the view.
+        answer, created = await run_in_threadpool(_register, deps, body, caller.name)
+        return Response(answer, 201 if created else 200, media_type="application/json")
+
+    body_doc = request_body([c.name for c in deps.config.chains])
+    app.router.add_api_route(
+        "/v1/settlements",
+        create_settlement,
+        methods=["POST"],
+        route_class_override=JsonWrite,
+        openapi_extra={"requestBody": body_doc},
+        **_CREATE,
+    )
+
+
+def router(deps: ApiDeps) -> APIRouter:
+    """The settlement routes over ``deps`` (the read: :func:`install_read`; the
+    registration: :func:`install_create`)."""
+    api = APIRouter()
 
     @api.get(
         "/v1/settlements/{settlement_id}/receipt",
@@ -151,11 +163,20 @@ def _without_kind(payload: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in payload.items() if k != "kind"}
 
 
-def _register(deps: ApiDeps, body: SettlementRequest, owner: str) -> tuple[dict[str, Any], bool]:
-    """Check a chain registration against its chain and store it as ``owner``'s; (view,
-    created: False when ``owner`` had registered the tx already)."""
+def _register_other(deps: ApiDeps, payload: dict[str, Any], owner: str) -> tuple[Any, int]:
+    """A body of another kind than ``evm_tx``: a payment to an address (api/payments.py) or
+    a source's settlement (api/source_settlements.py); (view or error, status)."""
+    if payload.get("kind") == PAYMENT_KIND:
+        return register_payment_settlement(deps, payload, owner)
+    return register_source_settlement(deps, payload, owner)
+
+
+def _register(deps: ApiDeps, body: SettlementRequest, owner: str) -> tuple[bytes, bool]:
+    """Check a chain registration against its chain and store it as ``owner``'s; (its view
+    at its chain's head, encoded as GET answers it; created: False when ``owner`` had
+    registered the tx already, with the same terms)."""
     new = checked_settlement(deps, body, owner)
-    rec, created = deps.store.register(new)
+    rec, head, created = listing(deps.store).register_one(new)
     if not created:
         same_terms(rec, new)
-    return chain_settlement_view(deps, rec), created
+    return encoded_view(deps, rec, head), created

@@ -20,6 +20,7 @@ from watcher.api.auth import Reader, Registrar
 from watcher.api.deps import ApiDeps
 from watcher.api.errors import ApiError
 from watcher.api.json_answer import JsonAnswer
+from watcher.api.json_write import JsonWrite
 from watcher.api.models.errors import ERRORS
 from watcher.api.models.params import CURSOR
 from watcher.api.models.workflows import (
@@ -30,7 +31,6 @@ from watcher.api.models.workflows import (
     WorkflowCreate,
 )
 from watcher.api.registration import check_dependent_state
-from watcher.api.step_write import StepWrite
 from watcher.workflows.service import MAX_PAGE, WorkflowService
 from watcher.workflows.steps import WorkflowRefused
 from watcher.workflows.writer import Write
@@ -69,7 +69,7 @@ def _served(deps: ApiDeps) -> Callable[[], WorkflowService]:
 def install_writes(app: FastAPI, deps: ApiDeps) -> None:
     """Declare the step writes (``begin``, ``complete``) on ``app``'s own router, before every
     topic's router: matched before them, and answered by their route's own ASGI app
-    (watcher/api/step_write.py), the body validated with the same models."""
+    (watcher/api/json_write.py), the body validated with the same models."""
     service = _served(deps)
     limit_bytes = deps.config.delivery.max_dependent_state_bytes
 
@@ -101,7 +101,7 @@ def install_writes(app: FastAPI, deps: ApiDeps) -> None:
             "/v1/workflows/{workflow_id}/steps/{step}/" + action,
             endpoint,
             methods=["POST"],
-            route_class_override=StepWrite,
+            route_class_override=JsonWrite,
             **_WRITE,
         )
 

@@ -12,19 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
-from operator import itemgetter
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, Dialect, select
+from sqlalchemy import Connection, bindparam, select
 
 from chains.finality_modes import FINALITY_MODES
 from guard.payment import ADDRESS_KINDS
 from watcher.store import schema as s
 from watcher.store.db import Db
-from watcher.store.errors import StoreConflict
+from watcher.store.errors import SettlementNotFound, StoreConflict
 from watcher.store.payment_records import NewPaymentSpec, payment_spec_values
 from watcher.store.pg_batch import insert_unnest, stored_seqs
 from watcher.store.records import NewSettlement, SettlementRecord, from_row
+from watcher.store.row_insert import insert_rows
 from watcher.store.settlements_store import settlement_values
 
 Key = tuple[str, str, str]
@@ -95,6 +95,22 @@ class Listing:
         except StoreConflict:
             return self._register_batch(news, specs or {})
 
+    def register_one(self, new: NewSettlement) -> tuple[SettlementRecord, int | None, bool]:
+        """Register one settlement as a batch item is (``POST /v1/settlements``): (its record
+        as stored, its chain's recorded head read in the same transaction, created). Inserted
+        and answered from the values inserted (nothing read back but its ``seq``); one its
+        owner already registered (chain, tx hash) is answered as stored, with False."""
+        key = (new.chain, new.tx_hash, new.owner)
+        try:
+            with self._writer.begin() as conn:
+                return _insert(conn, {key: new})[key], _head(conn, new.chain), True
+        except StoreConflict:
+            with self._reader.connect() as conn:
+                rows = _rows_of(conn, [key], [s.settlements])
+                if not rows:  # as Store.register: the row it conflicted with is gone
+                    raise SettlementNotFound(f"{new.chain}/{new.tx_hash}") from None
+                return from_row(SettlementRecord, rows[0]._mapping), _head(conn, new.chain), False
+
     def _register_batch(
         self, news: Sequence[NewSettlement], specs: Mapping[str, NewPaymentSpec]
     ) -> list[tuple[SettlementRecord, bool]]:
@@ -141,50 +157,13 @@ def _insert(conn: Connection, fresh: Mapping[Key, NewSettlement]) -> dict[Key, S
         by_id = insert_unnest(conn, values)
         seqs = {key: by_id[new.settlement_id] for key, new in fresh.items()}
     else:
-        _insert_rows(conn, values)
-        seqs = _seqs_of(conn, list(fresh))
+        rowid = insert_rows(conn, values)  # a single row's seq is its rowid
+        seqs = _seqs_of(conn, list(fresh)) if rowid is None else dict.fromkeys(fresh, rowid)
     left_out: dict[str, Any] = {name: None for name in _RECORD_FIELDS if name not in values[0]}
     return {
         key: from_row(SettlementRecord, {**row, **left_out, "seq": seqs[key]})
         for key, row in zip(fresh, values, strict=True)
     }
-
-
-def _insert_rows(conn: Connection, values: Sequence[dict[str, Any]]) -> None:
-    """INSERT ``values`` (rows of the same keys) into settlements, one executemany. On
-    SQLite the statement is compiled once and the rows go to the driver as tuples through
-    the column types' own bind processors: SQLAlchemy building every row's parameters
-    was a tenth of a batch's time. Elsewhere, the plain executemany."""
-    if conn.dialect.name != "sqlite" or conn.dialect.paramstyle != "qmark":
-        conn.execute(s.settlements.insert(), list(values))
-        return
-    sql, names, processors = _compiled_insert(conn.dialect, tuple(values[0]))
-    pick = itemgetter(*names)
-    rows = [list(pick(v)) for v in values]
-    for i, process in enumerate(processors):
-        if process is not None:  # a column at a time: JSON, booleans
-            for row in rows:
-                row[i] = process(row[i])
-    conn.exec_driver_sql(sql, [tuple(row) for row in rows])
-
-
-_Compiled = tuple[str, tuple[str, ...], tuple[Any, ...]]
-_COMPILED: dict[tuple[str, tuple[str, ...]], _Compiled] = {}
-"""The settlements INSERT by dialect and columns: its text, its parameters' column names in
-order, and each one's bind processor (or None)."""
-
-
-def _compiled_insert(dialect: Dialect, columns: tuple[str, ...]) -> _Compiled:
-    """The positional INSERT of ``columns`` for ``dialect`` (compiled once)."""
-    key = (dialect.name, columns)
-    found = _COMPILED.get(key)
-    if found is None:
-        compiled = s.settlements.insert().compile(dialect=dialect, column_keys=list(columns))
-        names = tuple(compiled.positiontup or ())
-        types = [dialect.type_descriptor(s.settlements.c[name].type) for name in names]
-        processors = tuple(kind.bind_processor(dialect) for kind in types)
-        found = _COMPILED[key] = (compiled.string, names, processors)
-    return found
 
 
 _RECORD_FIELDS = {f.name for f in fields(SettlementRecord)} - {"seq"}
@@ -245,6 +224,20 @@ def _rows_of(conn: Connection, keys: Sequence[Key], columns: Sequence[Any]) -> l
             )
             rows.extend(conn.execute(query).all())
     return rows
+
+
+_HEAD = select(s.chains.c.head_number).where(s.chains.c.name == bindparam("name"))
+_HEAD_SQL = "SELECT head_number FROM chains WHERE name = ?"
+
+
+def _head(conn: Connection, chain: str) -> int | None:
+    """``chain``'s recorded head (None before its first block); on SQLite as plain driver
+    SQL (SQLAlchemy's execution of a one-value read cost more than SQLite's answer)."""
+    if conn.dialect.name == "sqlite" and conn.dialect.paramstyle == "qmark":
+        row = conn.exec_driver_sql(_HEAD_SQL, (chain,)).first()
+    else:
+        row = conn.execute(_HEAD, {"name": chain}).first()
+    return None if row is None else row[0]
 
 
 def listing(store: _Dbs) -> Listing:

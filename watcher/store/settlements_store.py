@@ -20,6 +20,7 @@ from watcher.store.conditions import finality_reasons
 from watcher.store.db import Db
 from watcher.store.errors import SettlementNotFound, StoreConflict, StoreError
 from watcher.store.records import NewSettlement, SettlementRecord, WatchEntry, from_row
+from watcher.store.row_insert import insert_rows
 
 _BY_ID = select(s.settlements).where(s.settlements.c.settlement_id == bindparam("settlement_id"))
 """One settlement by id, built once: SQLAlchemy reuses its compiled form by cache key, but
@@ -34,10 +35,6 @@ _RECORDED_HEAD = (
 _OWNED_AT_HEAD = _OWNED.add_columns(_RECORDED_HEAD)
 
 
-_INSERT = insert(s.settlements)
-"""A registration's insert (its values as parameters: the statement is built once)."""
-
-
 class SettlementQueries:
     """Registration and reads of settlements; part of :class:`~watcher.store.store.Store`."""
 
@@ -48,10 +45,12 @@ class SettlementQueries:
 
     def register(self, new: NewSettlement) -> tuple[SettlementRecord, bool]:
         """Insert a settlement; if its owner already registered (chain, tx hash), return
-        the stored one and False (another owner's settlement of the tx is not touched)."""
+        the stored one and False (another owner's settlement of the tx is not touched).
+        (``POST /v1/settlements`` registers through ``Listing.register_one``, which answers
+        the record from the values inserted with its chain's head.)"""
         try:
             with self._writer.begin() as conn:
-                conn.execute(_INSERT, _settlement_values(new))
+                insert_rows(conn, [_settlement_values(new)])
         except StoreConflict:
             return self.settlement_by_tx(new.chain, new.tx_hash, owner=new.owner), False
         return self.settlement(new.settlement_id), True
