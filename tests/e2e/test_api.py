@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 from typing import Any
 
 import pytest
@@ -448,3 +449,37 @@ def test_the_api_explorer_loads_nothing_from_off_the_host(daemon: Daemon) -> Non
             assert url.startswith("/"), f"{page} loads {url} from off the host"
             fetched = daemon.get(url)
             assert fetched.status_code == 200 and len(fetched.content) > 100, url
+
+
+def test_an_idle_connection_outlives_the_clients_own_idle_expiry(daemon: Daemon) -> None:
+    """httpx drops a pooled connection idle for 5 s; the API must not close it first (it
+    did, at 5 s too: a client's next request could race the close and get "Server
+    disconnected without sending a response"). One connection, idle 6 s (a read that
+    would see the server's close), then a second request on it."""
+    host, port = daemon.url.removeprefix("http://").rsplit(":", 1)
+    request = f"GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(request)
+        assert _response(conn).startswith(b"HTTP/1.1 200")
+        conn.settimeout(6.0)
+        with pytest.raises(TimeoutError):  # the server kept it open
+            assert conn.recv(1) != b"", "the server closed the idle connection"
+        conn.settimeout(10)
+        conn.sendall(request)
+        assert _response(conn).startswith(b"HTTP/1.1 200")
+
+
+def _response(conn: socket.socket) -> bytes:
+    """One whole HTTP response read from ``conn`` (headers and a Content-Length body)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        assert chunk, "the server closed the connection"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        assert chunk, "the server closed the connection"
+        body += chunk
+    return head + b"\r\n\r\n" + body

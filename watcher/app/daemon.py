@@ -50,6 +50,11 @@ from watcher.workflows.service import WorkflowService
 
 log = logging.getLogger("finality.service")
 
+KEEP_ALIVE_S = 75
+"""How long the API keeps an idle connection open (nginx's default): above the idle expiry of
+the clients that pool connections (httpx 5 s, aiohttp 15 s), so they, not the server, close
+an idle one, and never race a closing connection with a request."""
+
 
 @dataclass(frozen=True)
 class App:
@@ -295,6 +300,11 @@ class App:
             # Open SSE streams would otherwise hold a SIGTERM for their full timeout;
             # clients resume with Last-Event-ID.
             timeout_graceful_shutdown=2,
+            # Longer than the clients' own idle expiry (httpx: 5 s, the same as uvicorn's
+            # default): with equal timers a client sent its next request on a connection
+            # the server was closing, and got "Server disconnected without sending a
+            # response" (seen at 1 in 4 runs of bench.receipts_cost's registrations).
+            timeout_keep_alive=KEEP_ALIVE_S,
         )
 
 
