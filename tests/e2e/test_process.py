@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import threading
 import time
 from collections.abc import Callable
 
@@ -37,6 +40,33 @@ def assert_stored_head_matches_node(daemon: Daemon, anvil: Anvil, high: int) -> 
 def confirmations_recorded(daemon: Daemon, settlement_id: str) -> int:
     """How many ``settlement_confirmed`` events the settlement's event list shows."""
     return sum(1 for e in daemon.events(settlement_id) if e["kind"] == "settlement_confirmed")
+
+
+def test_sigusr1_again_and_again_while_the_daemon_works_never_kills_it(
+    anvil: Anvil, make_daemon: MakeDaemon
+) -> None:
+    # faulthandler's own SIGUSR1 handler read the other threads' frames while they ran: a
+    # daemon answering requests and polling every 0.1 s died of SIGSEGV within 3 dumps.
+    daemon = make_daemon(anvil.url, poll_interval_s=0.1)
+    assert daemon.proc is not None
+    busy = threading.Event()
+
+    def requests() -> None:
+        while not busy.is_set():
+            daemon.get("/v1/chains")
+
+    worker = threading.Thread(target=requests)
+    worker.start()
+    try:
+        for _ in range(60):
+            os.kill(daemon.proc.pid, signal.SIGUSR1)
+            anvil.mine(1)
+            assert daemon.proc.poll() is None, daemon.log_tail()
+    finally:
+        busy.set()
+        worker.join()
+    assert daemon.log().count("most recent call first") >= 60
+    assert daemon.terminate(timeout=30.0) == 0, daemon.log_tail()
 
 
 def test_sigterm_exits_0_with_summary_and_sigusr1_shows_the_stacks(

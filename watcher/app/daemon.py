@@ -50,6 +50,12 @@ from watcher.workflows.service import WorkflowService
 
 log = logging.getLogger("finality.service")
 
+def _dump_stacks(signum: int, frame: object) -> None:
+    """Every thread's stack to stderr (``kill -USR1``), the interpreter held meanwhile."""
+    del signum, frame
+    faulthandler.dump_traceback(all_threads=True)
+
+
 KEEP_ALIVE_S = 75
 """How long the API keeps an idle connection open (nginx's default): above the idle expiry of
 the clients that pool connections (httpx 5 s, aiohttp 15 s), so they, not the server, close
@@ -260,7 +266,10 @@ class App:
             raise
         # `kill -USR1 <pid>` writes every thread's stack to stderr (the log): where a daemon
         # that seems stuck is, without stopping it (the tests ask for it when a wait fails).
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
+        # Written from a Python handler, which holds the interpreter: faulthandler's own
+        # handler reads the other threads' frames while they run, and a daemon busy in a
+        # poll died of it (SIGSEGV) in a test.
+        signal.signal(signal.SIGUSR1, _dump_stacks)
         server = _Server(self.stopping, self._server_config(create_app(self)))
         # What start-up built (modules, config, the application, the watch index) lives as
         # long as the process: frozen out of the collector, so its full passes under load do
