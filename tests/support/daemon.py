@@ -423,8 +423,8 @@ class Daemon:
             ) from None
 
     def stacks(self) -> str:
-        """Every thread's stack of the running daemon (SIGUSR1: the daemon
-        writes them to its log), for a failed wait to show where the daemon was."""
+        """Every thread's stack of the running daemon (SIGUSR1: the daemon writes them to
+        its log), for a failed wait to show where the daemon was."""
         if self.proc is None or self.proc.poll() is not None:
             return "(no running daemon: no stacks)"
         before = len(self.log())
