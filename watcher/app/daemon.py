@@ -50,6 +50,7 @@ from watcher.workflows.service import WorkflowService
 
 log = logging.getLogger("finality.service")
 
+
 def _dump_stacks(signum: int, frame: object) -> None:
     """Every thread's stack to stderr (``kill -USR1``), the interpreter held meanwhile."""
     del signum, frame
