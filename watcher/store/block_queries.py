@@ -36,7 +36,7 @@ _t = s.settlements
 _h = s.headers
 
 
-def _param(name: str, column: Any) -> Any:
+def param(name: str, column: Any) -> Any:
     """A bound parameter ``q_<name>`` of ``column``'s type."""
     return bindparam("q_" + name, type_=column.type)
 
@@ -44,7 +44,7 @@ def _param(name: str, column: Any) -> Any:
 def _of_chain(*conditions: Any) -> Select[Any]:
     """The chain's settlements (``q_chain``) meeting ``conditions``, in registration order."""
     return (
-        select(_t).where(_t.c.chain == _param("chain", _t.c.chain), *conditions).order_by(_t.c.seq)
+        select(_t).where(_t.c.chain == param("chain", _t.c.chain), *conditions).order_by(_t.c.seq)
     )
 
 
@@ -52,10 +52,10 @@ def _of_chain(*conditions: Any) -> Select[Any]:
 def due(with_finalized: bool) -> Select[Any]:
     """:meth:`~watcher.store.block_txn.BlockTxn.due`: ``q_head``, ``q_now``, ``q_cut`` (the
     end of the late watch: now - late watch) and, ``with_finalized``, ``q_finalized``."""
-    finalized = _param("finalized", _t.c.block_number) if with_finalized else None
+    finalized = param("finalized", _t.c.block_number) if with_finalized else None
     reasons = [
-        *finality_reasons(_param("head", _t.c.confirm_height), finalized),
-        *deadline_reasons_at(_param("now", _t.c.deadline), _param("cut", _t.c.deadline)),
+        *finality_reasons(param("head", _t.c.confirm_height), finalized),
+        *deadline_reasons_at(param("now", _t.c.deadline), param("cut", _t.c.deadline)),
     ]
     return _of_chain(_t.c.watching.is_(True), _t.c.kind.not_in(ADDRESS_KINDS), or_(*reasons))
 
@@ -72,10 +72,10 @@ def due_span(with_finalized: bool) -> Select[Any]:
     row with ``due_first``: whether it is due at ``q_first`` (a lower head, the same time
     and ``finalized`` height) already. The same conditions, asked at both heights; without
     a ``finalized`` height, on the rows :func:`_may_be_due` finds."""
-    finalized = _param("finalized", _t.c.block_number) if with_finalized else None
-    deadline = deadline_reasons_at(_param("now", _t.c.deadline), _param("cut", _t.c.deadline))
-    at_head = or_(*finality_reasons(_param("head", _t.c.confirm_height), finalized), *deadline)
-    at_first = or_(*finality_reasons(_param("first", _t.c.confirm_height), finalized), *deadline)
+    finalized = param("finalized", _t.c.block_number) if with_finalized else None
+    deadline = deadline_reasons_at(param("now", _t.c.deadline), param("cut", _t.c.deadline))
+    at_head = or_(*finality_reasons(param("head", _t.c.confirm_height), finalized), *deadline)
+    at_first = or_(*finality_reasons(param("first", _t.c.confirm_height), finalized), *deadline)
     due_first = at_first.label("due_first")
     if with_finalized:
         return _of_chain(_t.c.watching.is_(True), _not_address(), at_head).add_columns(due_first)
@@ -92,14 +92,14 @@ def _may_be_due() -> Any:
     passed by ``q_now`` or by ``q_cut`` (``ix_settlements_deadline``). Asked with the
     reasons or'ed, SQLite walked every watched row of the chain at every watched block of
     a catch-up (1,000 queries over up to 1,000 rows: the largest part of its writes)."""
-    chain = _t.c.chain == _param("chain", _t.c.chain)
+    chain = _t.c.chain == param("chain", _t.c.chain)
     watched = _t.c.watching.is_(True)
     return union(
         select(_t.c.seq).where(
-            chain, watched, _t.c.confirm_height <= _param("head", _t.c.confirm_height)
+            chain, watched, _t.c.confirm_height <= param("head", _t.c.confirm_height)
         ),
-        select(_t.c.seq).where(chain, watched, _t.c.deadline <= _param("now", _t.c.deadline)),
-        select(_t.c.seq).where(chain, watched, _t.c.deadline <= _param("cut", _t.c.deadline)),
+        select(_t.c.seq).where(chain, watched, _t.c.deadline <= param("now", _t.c.deadline)),
+        select(_t.c.seq).where(chain, watched, _t.c.deadline <= param("cut", _t.c.deadline)),
     )
 
 
@@ -113,7 +113,7 @@ def by_id_list(size: int) -> Select[Any]:
     """:meth:`~watcher.store.block_txn.BlockTxn.by_ids`: the chain's settlements of the ids
     ``q_id0``... (``size`` of them, no literal value: compiled once, run on the driver's
     cursor, which takes no expanding list)."""
-    ids = [_param(f"id{i}", _t.c.settlement_id) for i in range(size)]
+    ids = [param(f"id{i}", _t.c.settlement_id) for i in range(size)]
     return _of_chain(_t.c.settlement_id.in_(ids))
 
 
@@ -134,7 +134,7 @@ def provisional_in_progress() -> Select[Any]:
 def headers_from() -> Delete:
     """Drop the chain's stored headers at or above ``q_number``."""
     return delete(_h).where(
-        _h.c.chain == _param("chain", _h.c.chain), _h.c.number >= _param("number", _h.c.number)
+        _h.c.chain == param("chain", _h.c.chain), _h.c.number >= param("number", _h.c.number)
     )
 
 
@@ -142,7 +142,7 @@ def headers_from() -> Delete:
 def headers_up_to() -> Delete:
     """Drop the chain's stored headers at or below ``q_number`` (the window's pruning)."""
     return delete(_h).where(
-        _h.c.chain == _param("chain", _h.c.chain), _h.c.number <= _param("number", _h.c.number)
+        _h.c.chain == param("chain", _h.c.chain), _h.c.number <= param("number", _h.c.number)
     )
 
 
@@ -152,11 +152,11 @@ def move_head() -> Update:
     c = s.chains.c
     return (
         update(s.chains)
-        .where(c.name == _param("chain", c.name))
+        .where(c.name == param("chain", c.name))
         .values(
-            head_number=_param("number", c.head_number),
-            head_hash=_param("hash", c.head_hash),
-            updated_at=_param("now", c.updated_at),
+            head_number=param("number", c.head_number),
+            head_hash=param("hash", c.head_hash),
+            updated_at=param("now", c.updated_at),
         )
     )
 

@@ -14,10 +14,10 @@ writes inside a block's transaction.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import and_, delete, insert, or_, select
+from sqlalchemy import Select, and_, delete, insert, or_, select
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql.elements import ColumnElement
 
 from chains.quorum import Anchor
 from guard.payment import ADDRESS_KINDS, DEPOSIT_KIND, PAYMENT_KIND
@@ -133,11 +133,9 @@ class PaymentQueries:
         t = s.settlements
         if ids is None:  # every poll: the statement built once
             params = {"q_chain": chain, "q_seq": after_seq}
-            with self._reader.connect() as conn:
-                rows = conn.execute(pq.payment_watches(), params).mappings().all()
-            return [from_row(PaymentWatch, r) for r in rows]
+            return self._watches(pq.payment_watches(), params)
         conds = [t.c.watching.is_(True), t.c.seq > after_seq, t.c.settlement_id.in_(list(ids))]
-        return self._watches(chain, conds)
+        return self._watches(pq.payment_watch_query(chain, *conds))
 
     def payments_paid_above(self, chain: str, number: int) -> list[PaymentWatch]:
         """Payments of ``chain`` (any verdict) with a transfer counted above block
@@ -145,7 +143,7 @@ class PaymentQueries:
         include again."""
         t, x = s.settlements, s.payment_transfers
         paid = select(x.c.settlement_id).where(x.c.chain == chain, x.c.block_number > number)
-        return self._watches(chain, [t.c.settlement_id.in_(paid.distinct())])
+        return self._watches(pq.payment_watch_query(chain, t.c.settlement_id.in_(paid.distinct())))
 
     def payment_anchors(self, chain: str) -> list[Anchor]:
         """Per watched payment with counted transfers: its highest transfer's block (whose
@@ -162,23 +160,13 @@ class PaymentQueries:
         top = {r[0]: r for r in rows}  # ordered by block: the last one per payment wins
         return [Anchor(sid, r[1], r[2], r[1] + r[3] - 1) for sid, r in top.items()]
 
-    def _watches(self, chain: str, conds: list[ColumnElement[bool]]) -> list[PaymentWatch]:
-        t, p = s.settlements, s.payment_specs
-        query = (
-            select(
-                t.c.seq,
-                t.c.settlement_id,
-                p.c.to_address,
-                p.c.asset,
-                p.c.sender,
-                p.c.after_block,
-            )
-            .join(p, p.c.settlement_id == t.c.settlement_id)
-            .where(t.c.chain == chain, t.c.kind == PAYMENT_KIND, *conds)
-            .order_by(t.c.seq)
-        )
+    def _watches(
+        self, query: Select[Any], params: dict[str, Any] | None = None
+    ) -> list[PaymentWatch]:
+        """The payment watches ``query`` (:func:`~watcher.store.poll_queries.payment_watch_query`)
+        selects."""
         with self._reader.connect() as conn:
-            rows = conn.execute(query).mappings().all()
+            rows = conn.execute(query, params).mappings().all()
         return [from_row(PaymentWatch, r) for r in rows]
 
 

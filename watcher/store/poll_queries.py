@@ -18,14 +18,10 @@ from sqlalchemy import Select, bindparam, or_, select
 
 from guard.payment import ADDRESS_KINDS, PAYMENT_KIND
 from watcher.store import schema as s
+from watcher.store.block_queries import param as _param
 from watcher.store.conditions import deadline_reasons_at
 
 _t = s.settlements
-
-
-def _param(name: str, column: Any) -> Any:
-    """A bound parameter ``q_<name>`` of ``column``'s type."""
-    return bindparam("q_" + name, type_=column.type)
 
 
 @functools.cache
@@ -75,20 +71,23 @@ def any_deadline_due() -> Select[Any]:
     )
 
 
-@functools.cache
-def payment_watches() -> Select[Any]:
-    """Watched payments of ``q_chain`` after ``q_seq``, with their specs, in order."""
+def payment_watch_query(chain: Any, *conditions: Any) -> Select[Any]:
+    """Payments of ``chain`` (a value or a bound parameter) meeting ``conditions``, with
+    their specs, in order: what the engine's payment index is built from."""
     p = s.payment_specs
     return (
         select(_t.c.seq, _t.c.settlement_id, p.c.to_address, p.c.asset, p.c.sender, p.c.after_block)
         .join(p, p.c.settlement_id == _t.c.settlement_id)
-        .where(
-            _t.c.chain == _param("chain", _t.c.chain),
-            _t.c.kind == PAYMENT_KIND,
-            _t.c.watching.is_(True),
-            _t.c.seq > _param("seq", _t.c.seq),
-        )
+        .where(_t.c.chain == chain, _t.c.kind == PAYMENT_KIND, *conditions)
         .order_by(_t.c.seq)
+    )
+
+
+@functools.cache
+def payment_watches() -> Select[Any]:
+    """Watched payments of ``q_chain`` after ``q_seq``, with their specs, in order."""
+    return payment_watch_query(
+        _param("chain", _t.c.chain), _t.c.watching.is_(True), _t.c.seq > _param("seq", _t.c.seq)
     )
 
 
