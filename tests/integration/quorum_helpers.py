@@ -6,11 +6,14 @@ service builds (chains.pool), and gate alerts are recorded through watcher.engin
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from chains import pool
 from chains.multi import MultiRpcClient
@@ -18,6 +21,7 @@ from tests.support.anvil import Anvil
 from tests.support.daemon import toml_value
 from tests.support.faulty_proxy import FaultyProxy
 from tests.support.rigs import CHAIN, FakeClock, Rig, build_watcher, chain_config
+from watcher.api.server import create_app
 from watcher.app.build import build
 from watcher.app.daemon import App
 from watcher.config.loading import parse_config
@@ -101,14 +105,21 @@ def service_over(
     tmp_path: Path,
     rpc: list[str],
     monotonic: Callable[[], float] | None = None,
+    store_url: str | None = None,
+    instance_id: str | None = None,
     **chain: Any,
 ) -> App:
     """A built daemon (not started) following chain ``local`` through ``rpc``, on a
-    SQLite store in ``tmp_path``; ``chain`` adds keys to its ``[[chains]]`` table."""
+    SQLite store in ``tmp_path`` (or ``store_url``), as ``instance_id`` when given;
+    ``chain`` adds keys to its ``[[chains]]`` table."""
+    handoff = (
+        [] if instance_id is None else ["[handoff]", f"instance_id = {toml_value(instance_id)}"]
+    )
     text = "\n".join(
         [
             "[store]",
-            f"url = {toml_value(f'sqlite:///{tmp_path}/s.db')}",
+            f"url = {toml_value(store_url or f'sqlite:///{tmp_path}/s.db')}",
+            *handoff,
             "[signing]",
             f"dev_key_file = {toml_value(f'{tmp_path}/dev.key')}",
             "[[chains]]",
@@ -120,6 +131,17 @@ def service_over(
     )
     config = parse_config(text, "<test>")
     return build(config) if monotonic is None else build(config, monotonic=monotonic)
+
+
+def api_get(service: App, path: str) -> httpx.Response:
+    """One GET to the built daemon's API, in process (through ASGI, no socket)."""
+
+    async def send() -> httpx.Response:
+        transport = httpx.ASGITransport(app=create_app(service))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            return await c.get(path)
+
+    return asyncio.run(send())
 
 
 def close_built(service: App) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import threading
 import time
@@ -11,16 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from guard.receipts import BindingTerms, Subject, binding_body
+from tests.integration.quorum_helpers import api_get, close_built, service_over
 from tests.support.anvil import Anvil
-from tests.support.daemon import toml_value, wait_for
-from watcher.api.server import create_app
-from watcher.app.build import build
+from tests.support.daemon import wait_for
 from watcher.app.daemon import App
-from watcher.config.loading import parse_config
 from watcher.handoff.manager import HandoffManager
 from watcher.receipts.signer import Signer
 from watcher.store import StaleFencingToken, Store, db
@@ -520,16 +516,18 @@ def test_a_takeover_the_role_cannot_unblock_is_alerted_and_named_by_healthz(
     assert lease is not None
     ls.heartbeat(store.writer, "A", lapsed_at, 500)
     stuck = _stuck_mid_pipeline(pg_url, "A")
-    service = _standby(role_without_signal, anvil, tmp_path)
+    service = service_over(tmp_path, [anvil.url], store_url=role_without_signal, instance_id="B")
     try:
         service.handoff.tick()  # cannot end A's session: its lease row stays locked
         service.handoff.tick()
         assert "local" not in service.handoff.held
         [blocked] = service.handoff.blocked().values()
         assert "lacks a privilege" in blocked and "pg_signal_backend" in blocked
-        health = _get(service, "/healthz").json()
+        health = api_get(service, "/healthz").json()
         assert health["handoff_blocked"] == {"local": blocked}
-        events = [e for e in _get(service, "/v1/events").json() if e["kind"] == "takeover_blocked"]
+        events = [
+            e for e in api_get(service, "/v1/events").json() if e["kind"] == "takeover_blocked"
+        ]
         assert len(events) == 1, "said once per reason, not once per check"
         assert events[0]["severity"] == "critical"
         assert events[0]["payload"]["lease"] == "local" and events[0]["payload"]["instance"] == "B"
@@ -537,44 +535,14 @@ def test_a_takeover_the_role_cannot_unblock_is_alerted_and_named_by_healthz(
         stuck.close()  # the operator ended the frozen process
         wait_for(lambda: _takes(service), 30, what="the takeover once A's session is gone")
         assert service.handoff.blocked() == {}
-        assert "handoff_blocked" not in _get(service, "/healthz").json()
+        assert "handoff_blocked" not in api_get(service, "/healthz").json()
     finally:
         with contextlib.suppress(Exception):
             stuck.close()
-        service.store.close()
+        close_built(service)
         store.close()
-
-
-def _standby(url: str, anvil: Anvil, tmp_path: Path) -> App:
-    """A built daemon (not started) of instance B on the shared store at ``url``."""
-    text = "\n".join(
-        [
-            "[store]",
-            f"url = {toml_value(url)}",
-            "[handoff]",
-            'instance_id = "B"',
-            "[signing]",
-            f"dev_key_file = {toml_value(f'{tmp_path}/dev.key')}",
-            "[[chains]]",
-            'name = "local"',
-            "chain_id = 31337",
-            f"rpc = {toml_value([anvil.url])}",
-        ]
-    )
-    return build(parse_config(text, "<test>"))
 
 
 def _takes(service: App) -> bool:
     service.handoff.tick()
     return "local" in service.handoff.held
-
-
-def _get(service: App, path: str) -> Any:
-    """One request to the daemon's API, in process."""
-
-    async def send() -> Any:
-        transport = httpx.ASGITransport(app=create_app(service))
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
-            return await c.get(path)
-
-    return asyncio.run(send())

@@ -8,21 +8,18 @@ runner's poll job publishes the next; ``/healthz`` answers from the snapshot too
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.integration.helpers import wait_included
-from tests.integration.quorum_helpers import close_built, service_over
+from tests.integration.quorum_helpers import api_get, close_built, service_over
 from tests.support.anvil import Anvil
 from tests.support.rigs import register_tx
-from watcher.api.server import create_app
 from watcher.app.daemon import App
 from watcher.app.status import PollHealth
 
@@ -37,19 +34,8 @@ def service(anvil: Anvil, tmp_path: Path) -> Iterator[App]:
         close_built(built)
 
 
-def get(service: App, path: str) -> httpx.Response:
-    """One request to the daemon's API, in process."""
-
-    async def send() -> httpx.Response:
-        transport = httpx.ASGITransport(app=create_app(service))
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
-            return await c.get(path)
-
-    return asyncio.run(send())
-
-
 def chain_json(service: App) -> dict[str, Any]:
-    answer = get(service, "/v1/chains")
+    answer = api_get(service, "/v1/chains")
     assert answer.status_code == 200, answer.text
     (chain,) = answer.json()
     assert isinstance(chain, dict)
@@ -57,7 +43,7 @@ def chain_json(service: App) -> dict[str, Any]:
 
 
 def polls_metric(service: App) -> float:
-    text = get(service, "/metrics").text
+    text = api_get(service, "/metrics").text
     found = re.search(r'^finality_polls_total\{chain="local"\} (\S+)$', text, re.MULTILINE)
     assert found is not None, text
     return float(found.group(1))
@@ -81,19 +67,19 @@ def test_the_api_shows_the_snapshot_the_poll_job_published(service: App, anvil: 
 
 def test_healthz_answers_from_the_published_snapshot(service: App) -> None:
     service.chains.poll("local")
-    assert get(service, "/healthz").status_code == 200
+    assert api_get(service, "/healthz").status_code == 200
     failing = replace(
         service.board.get("local"),
         health=PollHealth(last_success_ms=service.clock(), last_error="node went away"),
         lagging=True,
     )
     service.board.publish(failing)
-    answer = get(service, "/healthz")
+    answer = api_get(service, "/healthz")
     assert answer.status_code == 503
     assert answer.json()["chains"]["local"]["healthy"] is False
     assert answer.json()["chains"]["local"]["last_error"] == "node went away"
     chain = chain_json(service)
     assert chain["lagging"] is True and chain["last_error"] == "node went away"
     service.chains.poll("local")  # the next poll job's snapshot replaces it
-    assert get(service, "/healthz").status_code == 200
+    assert api_get(service, "/healthz").status_code == 200
     assert chain_json(service)["lagging"] is False
