@@ -127,3 +127,13 @@ def stored_text(store: Store, settlement_id: str) -> dict[str, Any]:
             {"sid": settlement_id},
         ).one()
     return dict(zip(names, row, strict=True))
+
+
+def stored_alike(store: Store, a: str, b: str, per_row: set[str]) -> dict[str, Any]:
+    """Assert that settlements ``a`` and ``b`` were stored alike but for the ``per_row``
+    columns (:func:`stored_text`); ``b``'s stored text."""
+    left, right = stored_text(store, a), stored_text(store, b)
+    assert {n: v for n, v in left.items() if n not in per_row} == {
+        n: v for n, v in right.items() if n not in per_row
+    }
+    return right

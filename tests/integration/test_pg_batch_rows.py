@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.helpers import numbered_settlement, stored_text
+from tests.integration.helpers import numbered_settlement, stored_alike, stored_text
 from watcher.store import NewSettlement, Store
 from watcher.store.listing_store import listing
 from watcher.store.pg_batch import array_literal
@@ -54,10 +54,7 @@ def test_a_batch_row_is_stored_as_a_single_registration_stores_it(store: Store) 
     assert [created for _, created in results] == [True] * len(VARIANTS)
     per_item = {"seq", "settlement_id", "tx_hash"}
     for one, many, (record, _) in zip(alone, batched, results, strict=True):
-        a, b = stored_text(store, one.settlement_id), stored_text(store, many.settlement_id)
-        assert {k: v for k, v in a.items() if k not in per_item} == {
-            k: v for k, v in b.items() if k not in per_item
-        }
+        b = stored_alike(store, one.settlement_id, many.settlement_id, per_item)
         assert int(b["seq"]) == record.seq  # the seq the batch answers is the stored one
         read = store.settlement(many.settlement_id)
         assert (read.dependent_state, read.decision, read.commit_url, read.owner) == (

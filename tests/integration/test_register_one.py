@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import insert
 
-from tests.integration.helpers import numbered_settlement, stored_text
+from tests.integration.helpers import numbered_settlement, stored_alike
 from watcher.store import NewSettlement, Store
 from watcher.store import schema as s
 from watcher.store.listing_store import listing
@@ -54,10 +54,7 @@ def test_a_row_added_is_the_row_sqlalchemy_inserts(store: Store) -> None:
         assert created and head is None  # no block recorded for the chain yet
         assert record == store.settlement(added.settlement_id)  # as read back, seq and all
         _inserted_by_sqlalchemy(store, reference)
-        a, b = stored_text(store, added.settlement_id), stored_text(store, reference.settlement_id)
-        assert {n: v for n, v in a.items() if n not in per_row} == {
-            n: v for n, v in b.items() if n not in per_row
-        }
+        stored_alike(store, added.settlement_id, reference.settlement_id, per_row)
         read = store.settlement(added.settlement_id)
         assert (read.dependent_state, read.decision, read.provisional, read.nonce) == (
             added.dependent_state,
