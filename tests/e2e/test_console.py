@@ -150,6 +150,9 @@ def test_the_timeline_and_time_to_final_answer_the_callers_own_only(
     sid, block = mined_settlement(daemon, module_anvil, confirmations=2)
     module_anvil.mine(1)
     daemon.wait_verdict(sid, "FINALITY_CONFIRMED")
+    # The receipt is built after the verdict, by the receipts thread: wait for it (a whole
+    # run read the timeline before it was issued).
+    assert daemon.get(f"/v1/settlements/{sid}/receipt?wait=20").status_code == 200
     story = daemon.get(f"/v1/settlements/{sid}/timeline").json()
     steps = story["steps"]
     assert [s["step"] for s in steps][:5] == ["registered", "included", "depth", "depth", "final"]
