@@ -208,6 +208,63 @@ def test_a_probe_costs_one_call_per_tx(proxied: tuple[Rig, CountingProxy]) -> No
         assert rig.settlement(sid).raw_tx == "0x" + raw.hex()
 
 
+def test_a_tx_registered_after_its_block_was_followed_costs_no_lookup(
+    proxied: tuple[Rig, CountingProxy],
+) -> None:
+    """Registered by hash alone after the tracker fetched its block whole: the block's tx
+    object is what ``eth_getTransactionByHash`` would answer, so nothing is asked; sender
+    and nonce are still proven by the signature (the receipt claims nothing on the
+    caller's word), and the verdict is the one a lookup gives."""
+    rig, proxy = proxied
+    rig.watcher.poll()
+    factories = [TxFactory(rig.anvil, account) for account in range(3)]
+    hashes = [f.send(f.dynamic()) for f in factories]
+    rig.mine_and_poll(1)  # followed while nothing watched its txs
+    start = len(proxy.log)
+    ids = [rig.register(h).settlement_id for h in hashes]
+    rig.watcher.poll()
+    methods = [m for m, _ in proxy.log[start:]]
+    assert "eth_getTransactionByHash" not in methods, methods
+    assert "eth_getTransactionReceipt" not in methods, methods
+    block = rig.anvil.rpc("eth_getBlockByNumber", "latest", False)
+    for sid, factory in zip(ids, factories, strict=True):
+        rec = rig.settlement(sid)
+        assert (rec.block_number, rec.block_hash) == (int(block["number"], 16), block["hash"])
+        assert (rec.sender or "").lower() == factory.account.address.lower()
+        assert rec.nonce == factory.nonce - 1
+    rig.mine_and_poll(11)
+    receipts = receipts_for(rig)
+    receipts.run(rig)
+    for sid in ids:
+        assert rig.settlement(sid).verdict == "FINALITY_CONFIRMED"
+        assert verify_receipt(receipts.latest(sid)).claims == ()
+
+
+def test_a_tx_seen_only_in_a_block_a_reorg_took_away_is_asked_of_the_node(
+    proxied: tuple[Rig, CountingProxy],
+) -> None:
+    """The tracker fetched the tx's block, then a reorg replaced it with a block holding
+    another tx of the same nonce: the held tx object names a block that is no longer the
+    chain, so the registration asks the node, and is not recorded in the lost block."""
+    rig, proxy = proxied
+    rig.watcher.poll()
+    factory = TxFactory(rig.anvil)
+    lost = factory.send(factory.dynamic())
+    rig.mine_and_poll(1)
+    lost_block = rig.anvil.rpc("eth_getBlockByNumber", "latest", False)["hash"]
+    factory.nonce -= 1  # the same nonce: the lost tx can never be included again
+    rig.anvil.reorg(1, [("0x" + factory.dynamic(max_fee=20 * GWEI).hex(), 0)])
+    rig.watcher.poll()  # the window now holds the new block at that height
+    assert rig.anvil.rpc("eth_getBlockByNumber", "latest", False)["hash"] != lost_block
+    start = len(proxy.log)
+    sid = rig.register(lost).settlement_id
+    rig.watcher.poll()
+    asked = [p for m, p in proxy.log[start:] if m == "eth_getTransactionByHash"]
+    assert asked == [[lost]]
+    rec = rig.settlement(sid)
+    assert rec.block_hash is None and rec.verdict != "FINALITY_CONFIRMED"
+
+
 def test_compact_header_chains_verify_at_half_the_size(
     proxied: tuple[Rig, CountingProxy],
 ) -> None:

@@ -16,11 +16,18 @@ from typing import Any
 from chains.block_checks import check_senders
 from chains.models import BlockHeader, TxInfo
 from chains.quorum import Anchor, GateResult
+from chains.tracker import HeaderWindow
 from guard.types import Address, TxHash
 from watcher.engine.apply import decide_records
 from watcher.engine.fetch import ChainSource
 from watcher.engine.memory import ChainMemory
-from watcher.engine.probes import located_info, lookup, per_hash, receipts_by_block
+from watcher.engine.probes import (
+    held_tx_objects,
+    located_info,
+    lookup,
+    per_hash,
+    receipts_by_block,
+)
 from watcher.engine.rules import ChainRules, Tally
 from watcher.engine.tags import ChainTags, fetch_tags, tags_stale
 from watcher.store.block_txn import BlockTxn
@@ -127,7 +134,7 @@ class TxLookups:
         if not todo:
             return NOTHING_LOOKED_UP
         head = memory.window.head
-        answers = self._answers(todo, by_receipt, max_batch, head)
+        answers = self._answers(todo, by_receipt, max_batch, memory.window)
         # Included where we cannot judge it yet (no head before the first block is stored, or
         # no receipt yet at a height already processed): leave it untouched so the next poll
         # looks it up again. Recording its sender would end its probing for good, and block
@@ -181,18 +188,20 @@ class TxLookups:
         todo: list[SettlementRecord],
         by_receipt: bool,
         max_batch: int | None,
-        head: BlockHeader | None,
+        window: HeaderWindow,
     ) -> Answers:
         """Ask the node about ``todo``: one call per tx hash at most (several settlements of
-        one tx share it), one per block for receipts (watcher/engine/probes.py) at or below
-        ``head`` (:func:`_ahead`); with ``by_receipt`` every receipt and raw tx is asked."""
+        one tx share it; none for a tx in a block ``window`` holds), one per block for
+        receipts (watcher/engine/probes.py) at or below the window's head (:func:`_ahead`);
+        with ``by_receipt`` every receipt and raw tx is asked."""
         hashes = [r.tx_hash for r in todo]
         rebuilt: dict[str, str | None] = {}
         client = self.client
+        head = window.head
         infos = (
             per_hash(client.transactions, hashes)
             if by_receipt
-            else self._infos(todo, rebuilt, max_batch)
+            else self._infos(todo, rebuilt, max_batch, window)
         )
         every = per_hash(client.receipts, hashes) if by_receipt else [None] * len(todo)
         hits = [
@@ -261,16 +270,23 @@ class TxLookups:
         return self.gate.approve(anchors, head) if anchors else None
 
     def _infos(
-        self, todo: list[SettlementRecord], rebuilt: dict[str, str | None], max_batch: int | None
+        self,
+        todo: list[SettlementRecord],
+        rebuilt: dict[str, str | None],
+        max_batch: int | None,
+        window: HeaderWindow,
     ) -> list[Any]:
         """What the node says of each of ``todo`` (TxInfo or None), filling ``rebuilt`` with
         the signed bytes of pending ones. A registration that gave sender and nonce is not
-        asked: it is found in the blocks the tracker holds, or left to block scanning."""
+        asked: it is found in the blocks the tracker holds, or left to block scanning; nor
+        one whose tx is in a block ``window`` holds (its tx object is in hand)."""
         unknown = [r for r in todo if r.sender is None or r.nonce is None]
         peers = self._peers(unknown) if unknown else {}
-        asked = [r for r in unknown if r.settlement_id not in peers]
-        looked = lookup(self.client, [r.tx_hash for r in asked], max_batch)
-        answers = dict(zip((r.settlement_id for r in asked), looked, strict=True))
+        asked = [r.tx_hash for r in unknown if r.settlement_id not in peers]
+        held = held_tx_objects(self.facts, window, asked)
+        looked = lookup(self.client, asked, max_batch, held)
+        ids = (r.settlement_id for r in unknown if r.settlement_id not in peers)
+        answers = dict(zip(ids, looked, strict=True))
         infos: list[Any] = []
         for r in todo:
             if r.settlement_id in answers:

@@ -14,7 +14,12 @@ block:
   proves from);
 * a registration that gave ``sender`` and ``nonce`` (or ``raw_tx``) is not looked up at
   all: its tx is found by hash in the blocks the tracker holds, else block scanning finds
-  it when it is mined.
+  it when it is mined;
+* a tx registered by its hash alone after the block that includes it was followed is not
+  asked either: the tracker fetched that block with its tx objects, which are what
+  ``eth_getTransactionByHash`` would answer (:func:`held_tx_objects`: only a block the
+  engine's window holds as canonical). Half the registrations of a load that registers
+  after mining cost no call.
 
 Several settlements of one tx (one per caller that registered it) are asked about once:
 every call here takes the distinct hashes (:func:`per_hash`).
@@ -29,6 +34,7 @@ from chains.block_checks import checked_receipts, sender_mismatch
 from chains.block_facts import BlockFacts
 from chains.models import TxInfo, TxReceipt
 from chains.rpc import RpcClient
+from chains.tracker import HeaderWindow
 from chains.transport import Call
 from guard import rlp
 from guard.tx_encode import encode_checked
@@ -49,23 +55,54 @@ def per_hash(ask: Callable[[Sequence[str]], Sequence[T]], tx_hashes: Sequence[st
 
 
 def lookup(
-    client: RpcClient, tx_hashes: Sequence[str], max_batch: int | None = None
+    client: RpcClient,
+    tx_hashes: Sequence[str],
+    max_batch: int | None = None,
+    held: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[tuple[TxInfo | None, str | None]]:
     """(``eth_getTransactionByHash`` parsed, signed bytes) per hash, in batches of at most
     ``max_batch`` (each distinct hash asked once); the bytes are rebuilt locally, fetched raw
     only for a pending tx where that fails (an included one's may be None). Bytes returned
-    were checked: they hash to the tx and their signature names the sender and nonce given."""
-    return per_hash(lambda hashes: _lookup(client, hashes, max_batch), tx_hashes)
+    were checked: they hash to the tx and their signature names the sender and nonce given.
+    ``held``: tx objects already in hand by hash (:func:`held_tx_objects`), taken as the
+    node's answer and checked the same way, not asked."""
+    return per_hash(lambda hashes: _lookup(client, hashes, max_batch, held or {}), tx_hashes)
+
+
+def held_tx_objects(
+    facts: BlockFacts, window: HeaderWindow, tx_hashes: Sequence[str]
+) -> dict[str, Mapping[str, Any]]:
+    """The tx objects of those of ``tx_hashes`` in a block the tracker fetched whole and
+    ``window`` holds as canonical (its hash at its height), by hash. A block object's tx is
+    what ``eth_getTransactionByHash`` answers for an included tx (its block, index, sender,
+    nonce and signed fields); a tx seen only in a block a reorg took away is not here."""
+    by_block: dict[str, list[str]] = {}
+    for tx_hash in dict.fromkeys(tx_hashes):
+        where = facts.located(tx_hash)
+        header = None if where is None else window.get(where[0])
+        if where is not None and header is not None and header.hash == where[1]:
+            by_block.setdefault(where[1], []).append(tx_hash)
+    found: dict[str, Mapping[str, Any]] = {}
+    for block_hash, wanted in by_block.items():
+        block = facts.tx_objects.get(block_hash)
+        objects = {} if block is None else {tx.get("hash"): tx for tx in block["transactions"]}
+        found.update((h, objects[h]) for h in wanted if h in objects)
+    return found
 
 
 def _lookup(
-    client: RpcClient, tx_hashes: Sequence[str], max_batch: int | None
+    client: RpcClient,
+    tx_hashes: Sequence[str],
+    max_batch: int | None,
+    held: Mapping[str, Mapping[str, Any]],
 ) -> list[tuple[TxInfo | None, str | None]]:
     """:func:`lookup` of distinct hashes."""
     if not tx_hashes:
         return []
-    calls: list[Call] = [("eth_getTransactionByHash", [h]) for h in tx_hashes]
-    raws = client.batch(calls, max_batch)
+    asked = [h for h in tx_hashes if h not in held]
+    calls: list[Call] = [("eth_getTransactionByHash", [h]) for h in asked]
+    answered = dict(zip(asked, client.batch(calls, max_batch), strict=True)) if asked else {}
+    raws = [held[h] if h in held else answered[h] for h in tx_hashes]
     out: list[tuple[TxInfo | None, str | None]] = []
     unbuilt: list[int] = []
     for i, raw in enumerate(raws):
