@@ -260,6 +260,9 @@ def test_a_settlement_page_walks_its_timeline_to_final_without_a_reload(
             tab.page.get_by_text(f"depth {k}/3").wait_for(timeout=WAIT_MS)
         tab.page.locator("li[data-step=final]").wait_for(timeout=WAIT_MS)
         tab.page.locator("li[data-step=commit_delivered]").wait_for(timeout=WAIT_MS)
+        # The receipt is built after the verdict, by the receipts thread: waited for as the
+        # steps above, not assumed to be on the page once the commit is.
+        tab.page.locator("li[data-step=receipt_issued]").wait_for(timeout=WAIT_MS)
         assert tab.page.evaluate("window.sameDocument") is True
         shown = [s.split("\n")[0] for s in steps.all_inner_texts()]
         order = [
