@@ -6,7 +6,8 @@ milliseconds) used to run before the head was read, so each block's verdicts wai
 them, and the poll pacer, which takes the poll's start for the moment the chain was read,
 took blocks that came during the look-ups for blocks already there. A tx the new block
 includes is recorded by the block scan and is then not looked up at all; one included in a
-block processed before its registration is looked up after the head and decided at once.
+block processed before its registration is found after the head, in that block's tx objects
+(no lookup call: the tracker fetched the block whole), and decided at once.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def test_a_tx_in_a_block_processed_before_its_registration_is_decided_after_the_
 
     methods = recording.methods
     assert methods[0] == "eth_getBlockByNumber", methods
-    assert methods.index("eth_getTransactionByHash") > 0, methods
+    assert "eth_getTransactionByHash" not in methods, methods  # its block's tx object is held
+    assert methods.index("eth_getBlockReceipts") > 0, methods  # its status, after the head
     view = rig.view(sid)
     assert (view["verdict"], view["block_number"]) == (CONFIRMED, included)

@@ -190,14 +190,12 @@ class TxLookups:
         max_batch: int | None,
         window: HeaderWindow,
     ) -> Answers:
-        """Ask the node about ``todo``: one call per tx hash at most (several settlements of
-        one tx share it; none for a tx in a block ``window`` holds), one per block for
-        receipts (watcher/engine/probes.py) at or below the window's head (:func:`_ahead`);
-        with ``by_receipt`` every receipt and raw tx is asked."""
+        """Ask the node about ``todo``: one call per tx hash at most (its settlements share
+        it; none for a tx in a block ``window`` holds), one per block for receipts (probes.py)
+        at or below its head (:func:`_ahead`); with ``by_receipt`` every receipt and raw tx."""
         hashes = [r.tx_hash for r in todo]
         rebuilt: dict[str, str | None] = {}
         client = self.client
-        head = window.head
         infos = (
             per_hash(client.transactions, hashes)
             if by_receipt
@@ -210,7 +208,7 @@ class TxLookups:
             if i is not None and (i.block_number is not None or receipt is not None)
         ]
         included = [(r, i) for r, i, _ in hits]
-        ahead = _ahead(hits, rebuilt, head)
+        ahead = _ahead(hits, rebuilt, window.head)
         # Every receipt is checked against its block's roots (chains/block_checks.py): the
         # node's word alone (``eth_getTransactionReceipt``) only says which block to check.
         blocks = [
