@@ -79,6 +79,9 @@ class Run:
     to the stored receipt, from the stored receipt to the receipt in hand."""
     cpu_s: float = 0.0
     """Daemon only: its process's CPU seconds (user + system) over the whole run."""
+    confirming: int = 0
+    """Daemon only: the blocks the watched txs were mined in, each confirmed by its own
+    depth-N block (a receipt's history proof costs one ``eth_getProof`` per such block)."""
     cpu_marks: tuple[float, float] = (0.0, 0.0)
     """Daemon only: its CPU seconds once started, and once the last tx was registered (what
     follows is mostly the finality path: verdicts, receipts, the waiting reads)."""
