@@ -321,20 +321,16 @@ class FaultyProxy:
 
 def _finalized_as_latest(item: Any) -> None:
     """Rewrite a ``finalized``/``safe`` block request to ``latest`` (a tag running ahead)."""
-    if not isinstance(item, dict):
-        return
-    params = item.get("params")
-    if (
-        item.get("method") == "eth_getBlockByNumber"
-        and isinstance(params, list)
-        and params
-        and params[0] in ("finalized", "safe")
-    ):
-        params[0] = "latest"
+    _retag(item, ("finalized", "safe"), "latest")
 
 
 def _cap_request(item: Any, ceiling: int) -> None:
     """Rewrite block tags so that the node seems to stop at ``ceiling``."""
+    _retag(item, ("latest", "pending"), hex(ceiling))
+
+
+def _retag(item: Any, tags: tuple[str, ...], block: str) -> None:
+    """Ask an ``eth_getBlockByNumber`` request of one of ``tags`` for ``block`` instead."""
     if not isinstance(item, dict):
         return
     params = item.get("params")
@@ -342,9 +338,9 @@ def _cap_request(item: Any, ceiling: int) -> None:
         item.get("method") == "eth_getBlockByNumber"
         and isinstance(params, list)
         and params
-        and params[0] in ("latest", "pending")
+        and params[0] in tags
     ):
-        params[0] = hex(ceiling)
+        params[0] = block
 
 
 def _cap_result(method: Any, result: Any, ceiling: int) -> Any:
