@@ -75,17 +75,22 @@ def held_tx_objects(
     """The tx objects of those of ``tx_hashes`` in a block the tracker fetched whole and
     ``window`` holds as canonical (its hash at its height), by hash. A block object's tx is
     what ``eth_getTransactionByHash`` answers for an included tx (its block, index, sender,
-    nonce and signed fields); a tx seen only in a block a reorg took away is not here."""
-    by_block: dict[str, list[str]] = {}
+    nonce and signed fields); a tx seen only in a block a reorg took away is not here, nor
+    one whose object names another block than the one that carried it."""
+    by_block: dict[tuple[str, str], list[str]] = {}
     for tx_hash in dict.fromkeys(tx_hashes):
         where = facts.located(tx_hash)
         header = None if where is None else window.get(where[0])
         if where is not None and header is not None and header.hash == where[1]:
-            by_block.setdefault(where[1], []).append(tx_hash)
+            by_block.setdefault((where[1], hex(where[0])), []).append(tx_hash)
     found: dict[str, Mapping[str, Any]] = {}
-    for block_hash, wanted in by_block.items():
+    for (block_hash, number), wanted in by_block.items():
         block = facts.tx_objects.get(block_hash)
-        objects = {} if block is None else {tx.get("hash"): tx for tx in block["transactions"]}
+        objects = {
+            tx.get("hash"): tx
+            for tx in (block or {}).get("transactions", ())
+            if tx.get("blockHash") == block_hash and tx.get("blockNumber") == number
+        }
         found.update((h, objects[h]) for h in wanted if h in objects)
     return found
 
