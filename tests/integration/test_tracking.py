@@ -477,6 +477,7 @@ def test_final_after_timeout_keeps_the_timeout_and_alerts(rig: Rig) -> None:
 
 def test_deadline_and_finality_reached_in_the_same_poll(rig: Rig) -> None:
     tx = rig.anvil.send()
+    wait_included(rig.anvil, tx)  # anvil's automine may mine after the send has returned
     rec = rig.register(tx, timeout_s=5)
     sid = rec.settlement_id
     rig.watcher.poll()
