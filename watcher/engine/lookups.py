@@ -280,11 +280,11 @@ class TxLookups:
         one whose tx is in a block ``window`` holds (its tx object is in hand)."""
         unknown = [r for r in todo if r.sender is None or r.nonce is None]
         peers = self._peers(unknown) if unknown else {}
-        asked = [r.tx_hash for r in unknown if r.settlement_id not in peers]
-        held = held_tx_objects(self.facts, window, asked)
-        looked = lookup(self.client, asked, max_batch, held)
-        ids = (r.settlement_id for r in unknown if r.settlement_id not in peers)
-        answers = dict(zip(ids, looked, strict=True))
+        asked = [r for r in unknown if r.settlement_id not in peers]
+        hashes = [r.tx_hash for r in asked]
+        held = held_tx_objects(self.facts, window, hashes)
+        looked = lookup(self.client, hashes, max_batch, held)
+        answers = dict(zip((r.settlement_id for r in asked), looked, strict=True))
         infos: list[Any] = []
         for r in todo:
             if r.settlement_id in answers:

@@ -89,7 +89,9 @@ def held_tx_objects(
         objects = {
             tx.get("hash"): tx
             for tx in (block or {}).get("transactions", ())
-            if tx.get("blockHash") == block_hash and tx.get("blockNumber") == number
+            if isinstance(tx, Mapping)
+            and tx.get("blockHash") == block_hash
+            and tx.get("blockNumber") == number
         }
         found.update((h, objects[h]) for h in wanted if h in objects)
     return found
