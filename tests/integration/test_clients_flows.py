@@ -94,6 +94,28 @@ def test_confirms_and_follows_the_node_head(rig: Rig, node: DevNode) -> None:
     _asked_once(rig, "eth_getBlockReceipts")
 
 
+def test_a_tx_registered_after_its_block_was_followed_costs_no_lookup(
+    rig: Rig, node: DevNode
+) -> None:
+    """The tracker fetched the tx's block whole while nothing watched it: registered by hash
+    then, the tx is taken from that block's tx objects as this node serves them (no
+    ``eth_getTransactionByHash``), and followed to a receipt that verifies."""
+    tx = node.send()
+    block = int(node.receipt(tx)["blockNumber"], 16)
+    rig.watcher.poll()  # the block is followed before the registration
+    sid = rig.register(tx).settlement_id
+    rig.watcher.poll()
+    assert (rig.view(sid)["verdict"], rig.view(sid)["block_number"]) == (AWAITING, block)
+    assert rig.client.calls["eth_getTransactionByHash"] == 0
+
+    rig.mine_and_poll(2)
+    assert rig.view(sid)["verdict"] == CONFIRMED
+    receipts = receipts_for(rig)
+    receipts.run(rig)
+    verified = verify_receipt(receipts.latest(sid), trusted_signers=[receipts.signer.address])
+    assert (verified.tx_hash, verified.facts.block_number, verified.claims) == (tx, block, ())
+
+
 def test_tx_registered_while_pending_is_followed_to_finality(rig: Rig, node: DevNode) -> None:
     node.automine(False)
     tx = node.send()
