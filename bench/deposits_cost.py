@@ -1,5 +1,5 @@
 """What standing address watches cost per block, run by hand:
-``.venv/bin/python -m bench.deposits_cost [--addresses 100000] [--deposits 1000] [--blocks 6]
+``.venv/bin/python -m bench.deposits_cost [--addresses 100000] [--deposits 1000] [--blocks 12]
 [--profile DIR]``.
 
 A real anvil (gas limit raised, mining on demand) with a real ERC-20, every call counted by
@@ -27,6 +27,7 @@ import gc
 import multiprocessing
 import resource
 import secrets
+import statistics
 import tempfile
 import time
 from collections import Counter
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Anvil
+from bench.deposits_floor import Floor, decode_floor, store_floor
 from bench.proxy import CountingProxy
 from chains.rpc import RpcClient, Web3Transport
 from guard.payment import NATIVE
@@ -44,6 +46,9 @@ from tests.support.rigs import chain_config
 from watcher.engine.chain_watcher import ChainWatcher
 from watcher.store import Store
 from watcher.store.deposit_records import NewSubscription
+
+CONFIRMATIONS = 3
+"""The watched chain's depth rule: a block makes the deposits of two blocks before it final."""
 
 
 class _ProxyProcess:
@@ -139,7 +144,7 @@ def run(
         anvil.rpc("evm_setAutomine", False)
         proxy = CountingProxy(anvil.url) if proxy_here else _ProxyProcess(anvil.url)
         store = Store.open(f"sqlite:///{workdir}/deposits.db")
-        config = chain_config(anvil, confirmations=3)
+        config = chain_config(anvil, confirmations=CONFIRMATIONS)
         watcher = ChainWatcher(config, store, RpcClient(Web3Transport(proxy.url)))
         watcher.catch_up()
         # As the daemon does once started (watcher/app/daemon.py: run): what start-up built
@@ -154,6 +159,7 @@ def run(
             f"{addresses} addresses: subscribed in {took:.2f} s, indexed in "
             f"{time.process_time() - cpu:.2f} s CPU"
         )
+        spent_by_block: list[float] = []
         for b in range(blocks):
             targets = [watched[(b * deposits + i) * 7919 % addresses] for i in range(deposits)]
             _send_block(anvil, token, targets)
@@ -169,6 +175,7 @@ def run(
                 assert profile is not None
                 profiler.dump_stats(str(profile / f"block{b + 1}.prof"))
             spent = time.process_time() - cpu
+            spent_by_block.append(spent)
             calls = Counter(proxy.calls)
             calls.subtract(before)
             used = {k: v for k, v in calls.items() if v}
@@ -183,15 +190,41 @@ def run(
         print(f"deposits stored: {len(stored)} ({final} final)")
         store.close()
         proxy.close()
+        last = int(anvil.rpc("eth_blockNumber"), 16)
+        floor = Floor(
+            decode_floor(anvil.url, last, token.address),
+            store_floor(workdir / "deposits.db", workdir, deposits),
+        )
+        _summary(spent_by_block, CONFIRMATIONS, floor)
     finally:
         anvil.stop()
+
+
+def _summary(spent: list[float], confirmations: int, floor: Floor) -> None:
+    """The medians of the blocks that only bring deposits and of those that also make
+    earlier ones final, and the latter against the floor measured in this run."""
+    seen = spent[: confirmations - 1]
+    finalizing = spent[confirmations - 1 :]
+    print(
+        f"floor (this machine, this run): decode {floor.decode * 1000:.0f} ms + store "
+        f"{floor.store * 1000:.0f} ms = {floor.total * 1000:.0f} ms"
+    )
+    if seen:
+        print(f"blocks seen only: median {statistics.median(seen) * 1000:.0f} ms")
+    if finalizing:
+        median = statistics.median(finalizing)
+        print(
+            f"blocks also finalizing: median {median * 1000:.0f} ms "
+            f"(min {min(finalizing) * 1000:.0f}, max {max(finalizing) * 1000:.0f}) = "
+            f"{median / floor.total:.2f}x the floor; target 100 ms"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--addresses", type=int, default=100_000)
     parser.add_argument("--deposits", type=int, default=1_000)
-    parser.add_argument("--blocks", type=int, default=6)
+    parser.add_argument("--blocks", type=int, default=12)
     parser.add_argument("--profile", type=Path, default=None, help="write cProfiles here")
     parser.add_argument(
         "--proxy-here",

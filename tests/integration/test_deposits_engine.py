@@ -23,6 +23,8 @@ from tests.integration.deposit_helpers import deposits, event_kinds, facts, pay,
 from tests.support.anvil import Anvil
 from tests.support.erc20 import Token, deploy_token
 from tests.support.rigs import FakeClock, Rig, RigFactory, make_watcher
+from watcher.store.deposits_ripe import ripe_deposits
+from watcher.store.payments_store import payments_due
 
 pytestmark = pytest.mark.anvil
 N = 3
@@ -209,3 +211,37 @@ def test_a_deleted_subscription_keeps_its_seen_deposit_through_a_reorg_but_gets_
     (dep,) = deposits(rig, sub)
     assert dep.verdict == "FINALITY_CONFIRMED" and facts(rig, dep)[0][0] == tx
     assert rig.watcher.subscriptions.subscriptions == {}  # nothing of it is matched any more
+
+
+def test_the_narrow_read_of_ripe_deposits_is_exactly_what_the_whole_read_leaves_out(
+    rig: Rig,
+) -> None:
+    """A block making deposits final reads the ripe ones awaiting finality narrowly
+    (watcher/store/deposits_ripe.py) and the rest whole (payments_due without them): the two
+    reads are disjoint and together what the whole read alone gives, at a head where one
+    deposit is ripe and another is not, and past their deadline (then nothing is ripe
+    before its deadline: both are due by it)."""
+    early, late = fresh(2)
+    sub = subscribe(rig, [early, late], [NATIVE])
+    pay(rig, 1, early, 10)
+    rig.watcher.catch_up()
+    pay(rig, 1, late, 20)  # the next block
+    rig.watcher.catch_up()
+    ids = {facts(rig, d)[0][2]: d.settlement_id for d in deposits(rig, sub)}
+    head = rig.store.chain(rig.config.name)
+    assert head is not None and head.head_number is not None
+    ripe_at = head.head_number + 1  # the early deposit's block N deep, the late one's not
+    deadline = max(d.deadline for d in deposits(rig, sub))
+
+    def reads(now: int) -> tuple[set[str], set[str], set[str]]:
+        with rig.store.block_txn(rig.config.name, now) as txn:
+            whole = {r.settlement_id for r in payments_due(txn, 0, ripe_at)}
+            rest = {r.settlement_id for r in payments_due(txn, 0, ripe_at, plain_deposits=False)}
+            narrow = [d.settlement_id for d in ripe_deposits(txn, ripe_at)]
+        assert len(narrow) == len(set(narrow))
+        return whole, rest, set(narrow)
+
+    whole, rest, narrow = reads(rig.clock())
+    assert narrow == {ids["10"]} and not rest & narrow and whole == rest | narrow
+    whole, rest, narrow = reads(deadline)
+    assert narrow == set() and whole == rest >= {ids["10"], ids["20"]}

@@ -51,6 +51,7 @@ from watcher.store.outbox_store import (
     NewDelivery,
     retire_commit,
 )
+from watcher.store.records import SettlementRef
 
 log = logging.getLogger("finality.delivery")
 
@@ -189,7 +190,7 @@ class OutboxPlan:
 
     # -- commit channel ------------------------------------------------------------------
 
-    def on_verdict(self, txn: BlockTxn, rec: SettlementRecord, verdict: str, event_id: int) -> None:
+    def on_verdict(self, txn: BlockTxn, rec: SettlementRef, verdict: str, event_id: int) -> None:
         """A settlement became terminal: enqueue its commit or discard (body assembled later)."""
         kind = TERMINAL_KIND.get(verdict)
         if kind is None or rec.commit_url is None:

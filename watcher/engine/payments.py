@@ -13,7 +13,7 @@ so far, or to the oldest of all when every one is.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from chains.tracker import Reorg
 from guard.event_kinds import EventKind
@@ -24,11 +24,14 @@ from watcher.delivery.plan import OutboxPlan
 from watcher.engine.collector import collector_paused
 from watcher.engine.decisions import record_event
 from watcher.engine.deposits_apply import deposit_payload, deposit_writes
+from watcher.engine.observe import ChainPosition
 from watcher.engine.payments_scan import Candidate
-from watcher.engine.payments_settle import decide_payment_settlements
+from watcher.engine.payments_settle import Outcome, decide_payment_settlements, ripe_outcomes
 from watcher.engine.rules import ChainRules, Tally
+from watcher.engine.settle import Rules
 from watcher.engine.values import BlockInput
 from watcher.store.block_txn import BlockTxn
+from watcher.store.deposits_ripe import ripe_deposits
 from watcher.store.deposits_store import deposit_specs_and_subscriptions, deposits_in
 from watcher.store.payment_records import NewTransfer, PaymentState, TransferRecord
 from watcher.store.payments_store import (
@@ -76,24 +79,62 @@ def _payment_writes(
         add_transfers(txn, block.header.number, counted)
     pos = inp.position
     ripe = (pos.head_number, pos.finalized_number, pos.safe_number)
-    due = {r.settlement_id: r for r in payments_due(txn, rules.late_watch_ms, *ripe)}
-    for r in txn.by_ids(sorted(touched - set(due))):
+    deciding = rules.deciding(inp.approval, reversal)
+    confirmed, others = _ripe_confirmed(txn, pos, touched, inp.now, deciding)
+    due = {
+        r.settlement_id: r
+        for r in payments_due(txn, rules.late_watch_ms, *ripe, plain_deposits=False)
+    }
+    for r in txn.by_ids(sorted((touched | others) - set(due))):
         due[r.settlement_id] = r
-    if not due:
+    if not due and not confirmed:
         return []
     ids = list(due)
     deposits = [i for i, r in due.items() if r.kind == DEPOSIT_KIND]  # their spec: their row
     specs = specs_in(txn, [i for i, r in due.items() if r.kind != DEPOSIT_KIND])
     deposit_specs, subscriptions = deposit_specs_and_subscriptions(txn.conn, deposits)
     specs.update(deposit_specs)
+    subscriptions.update(confirmed.subscriptions)
     transfers = transfers_in(txn, ids)
-    deciding = rules.deciding(inp.approval, reversal)
     items = [(r, specs[i], transfers.get(i, []), i in reversed_ids) for i, r in due.items()]
-    for decided in decide_payment_settlements(txn, items, pos, inp.now, deciding, subscriptions):
+    outcomes = confirmed.outcomes
+    for decided in decide_payment_settlements(
+        txn, items, pos, inp.now, deciding, subscriptions, outcomes
+    ):
         tally.count(decided)
     # The payment index follows payments only (a deposit is matched by its address's
     # subscription): a block finalizing 1,000 deposits need not read them back.
     return payment_states(txn, [i for i, r in due.items() if r.kind != DEPOSIT_KIND])
+
+
+@dataclass(frozen=True)
+class _Confirmed:
+    """Ripe deposits read narrowly and confirmed final (their outcomes) and the
+    subscription of each."""
+
+    outcomes: list[Outcome]
+    subscriptions: dict[str, str]
+
+
+def _ripe_confirmed(
+    txn: BlockTxn, pos: ChainPosition, touched: set[str], now: int, rules: Rules
+) -> tuple[_Confirmed, set[str]]:
+    """The deposits awaiting finality before their deadline whose transfer may be final
+    at ``pos``, read narrowly (:func:`~watcher.store.deposits_ripe.ripe_deposits`: a block
+    making 1,000 deposits final read them whole) and decided; returns those confirmed, and
+    the ids of the others, which are read whole and decided the whole way: one a reorg
+    touched, one held by a finality gate, one with more than one transfer, one the guard
+    does not confirm."""
+    waiting = ripe_deposits(txn, pos.head_number, pos.finalized_number, pos.safe_number)
+    quick = [
+        d
+        for d in waiting
+        if not rules.gated and d.settlement_id not in touched and len(d.transfers) == 1
+    ]
+    decided = ripe_outcomes(quick, pos, now, rules)
+    others = {d.settlement_id for d in waiting if d.settlement_id not in decided}
+    subscriptions = {d.settlement_id: d.subscription_id for d in quick}
+    return _Confirmed(list(decided.values()), subscriptions), others
 
 
 def _report_reorged(

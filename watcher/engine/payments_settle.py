@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from guard.deposit import decide_deposit, lost_transfer
 from guard.deposit_batch import DepositItem, decide_deposits
@@ -37,9 +37,10 @@ from watcher.engine.invoice_states import follow_invoice
 from watcher.engine.observe import ChainPosition
 from watcher.engine.settle import UNCHANGED, Decided, Rules
 from watcher.store.block_txn import BlockTxn
+from watcher.store.deposits_ripe import RipeDeposit
 from watcher.store.deposits_store import subscriptions_of
 from watcher.store.payment_records import PaymentSpecRecord, TransferRecord
-from watcher.store.records import SettlementRecord
+from watcher.store.records import SettlementRecord, SettlementRef
 
 
 def spec_of(rec: PaymentSpecRecord) -> PaymentSpec:
@@ -60,7 +61,39 @@ def transfer_of(rec: TransferRecord) -> Transfer:
     )
 
 
-def rule_position(rec: SettlementRecord, pos: ChainPosition) -> RulePosition:
+class _Deciding(SettlementRef, Protocol):
+    """What deciding a deposit that may become final reads of its record: a whole
+    :class:`SettlementRecord`, or the narrow :class:`RipeDeposit`."""
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def chain(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def verdict(self) -> str: ...
+
+    @property
+    def finality_mode(self) -> str: ...
+
+    @property
+    def required_confirmations(self) -> int: ...
+
+    @property
+    def initiated_at(self) -> int: ...
+
+    @property
+    def timeout_ms(self) -> int: ...
+
+    @property
+    def deadline(self) -> int: ...
+
+
+def rule_position(rec: _Deciding, pos: ChainPosition) -> RulePosition:
     """The chain position under the settlement's own rule and depth."""
     return RulePosition(
         rec.finality_mode,
@@ -73,12 +106,12 @@ def rule_position(rec: SettlementRecord, pos: ChainPosition) -> RulePosition:
 
 
 @dataclass(frozen=True)
-class _Outcome:
+class Outcome:
     """One payment's fresh evaluation, combined with its stored decision (nothing written)."""
 
-    rec: SettlementRecord
+    rec: _Deciding
     spec: PaymentSpecRecord
-    transfers: list[TransferRecord]
+    transfers: Sequence[TransferRecord]
     previous: Decision
     fresh: Decision
     transition: Transition
@@ -111,15 +144,18 @@ def decide_payment_settlements(
     now: int,
     rules: Rules,
     subscriptions: Mapping[str, str] | None = None,
+    confirmed: Sequence[Outcome] = (),
 ) -> list[Decided]:
     """:func:`decide_payment_settlement` for each of ``due`` ((record, spec, transfers,
     reversed) each), in order. The deposits that simply move on (seen to final, waiting to
     failed: no violation, no late finality) are written together: their decisions in one
     statement, their events in another (a block finalizing 1,000 deposits made 3,000
     statements); any other change goes the one-by-one way. ``subscriptions``: the
-    subscription of each due deposit, as read with its spec (those missing are read)."""
-    out: list[Decided] = []
-    plain: list[_Outcome] = []
+    subscription of each due deposit, as read with its spec (those missing are read).
+    ``confirmed``: deposits already decided final (:func:`ripe_outcomes`), written with the
+    others that move on, in registration order; one more decision each in the result."""
+    out: list[Decided] = [Decided(True) for _ in confirmed]
+    plain: list[Outcome] = list(confirmed)
     ripe = _ripe_deposits(due, pos, now, rules)
     for at, (rec, spec, transfers, reversed_) in enumerate(due):
         outcome = ripe.get(at) or _evaluate(rec, spec, transfers, pos, now, rules, reversed_)
@@ -135,16 +171,32 @@ def decide_payment_settlements(
             plain.append(outcome)
         else:
             _store_one(txn, outcome, rules)
+    if confirmed:
+        plain.sort(key=lambda o: o.rec.seq)
     _store_plain_deposits(txn, plain, rules, subscriptions or {})
     return out
 
 
+def ripe_outcomes(
+    ripe: Sequence[RipeDeposit], pos: ChainPosition, now: int, rules: Rules
+) -> dict[str, Outcome]:
+    """The deposits of ``ripe`` (read narrowly: :mod:`watcher.store.deposits_ripe`) that
+    the guard confirms final now, by id, decided as :func:`decide_payment_settlements`
+    decides them from whole records (:func:`_ripe_deposits`); the others are for the
+    caller to decide the whole way."""
+    items = [(d, d.spec, d.transfers, False) for d in ripe]
+    return {
+        ripe[at].settlement_id: outcome
+        for at, outcome in _ripe_deposits(items, pos, now, rules).items()
+    }
+
+
 def _ripe_deposits(
-    due: Sequence[tuple[SettlementRecord, PaymentSpecRecord, list[TransferRecord], bool]],
+    due: Sequence[tuple[_Deciding, PaymentSpecRecord, Sequence[TransferRecord], bool]],
     pos: ChainPosition,
     now: int,
     rules: Rules,
-) -> dict[int, _Outcome]:
+) -> dict[int, Outcome]:
     """The outcomes of the deposits of ``due`` that become final now, by their place in
     ``due``: waiting, not reversed, not held by a finality gate, their one transfer's block
     final by their rule. The guard decides them a block at a time
@@ -175,7 +227,7 @@ def _ripe_deposits(
         )
         item = DepositItem(settlement, spec_of(spec), [transfer_of(transfers[0])])
         chosen.setdefault((rec.chain, where), []).append((at, item))
-    out: dict[int, _Outcome] = {}
+    out: dict[int, Outcome] = {}
     for (chain, where), items in chosen.items():
         fresh = decide_deposits(chain, [i for _, i in items], where, rules.policy, now)
         for (at, _item), decided in zip(items, fresh, strict=True):
@@ -187,7 +239,7 @@ def _ripe_deposits(
             )
             transition = settle_transition(waiting, decided)
             watching = still_watched(transition, rec.deadline, rules.late_watch_ms, now)
-            out[at] = _Outcome(rec, spec, transfers, waiting, decided, transition, watching)
+            out[at] = Outcome(rec, spec, transfers, waiting, decided, transition, watching)
     return out
 
 
@@ -199,7 +251,7 @@ def _evaluate(
     now: int,
     rules: Rules,
     reversed_: bool,
-) -> _Outcome | None:
+) -> Outcome | None:
     """The fresh decision and how it relates to the stored one; None when nothing is to be
     written (same verdict, watching and payment)."""
     settlement = Settlement(
@@ -221,7 +273,7 @@ def _evaluate(
         return None
     if transition.kind is TransitionKind.HELD and same:
         return None
-    return _Outcome(rec, spec, transfers, previous, fresh, transition, watching)
+    return Outcome(rec, spec, transfers, previous, fresh, transition, watching)
 
 
 def _subject(rec: SettlementRecord, spec: PaymentSpecRecord) -> dict[str, Any]:
@@ -235,11 +287,12 @@ def _subject(rec: SettlementRecord, spec: PaymentSpecRecord) -> dict[str, Any]:
     }
 
 
-def _store_one(txn: BlockTxn, o: _Outcome, rules: Rules) -> None:
+def _store_one(txn: BlockTxn, o: Outcome, rules: Rules) -> None:
     """Store one outcome with its events (the shared decision path) and its kind's own: a
     deposit that became final records ``deposit_confirmed`` in place of the lifecycle
     event."""
-    rec, spec, transfers = o.rec, o.spec, o.transfers
+    rec, spec, transfers = o.rec, o.spec, list(o.transfers)
+    assert isinstance(rec, SettlementRecord), "decided alone from its whole record"
     kept = o.transition.decision
     subject = _subject(rec, spec)
     where = f"chain {rules.chain}"
@@ -255,7 +308,7 @@ def _store_one(txn: BlockTxn, o: _Outcome, rules: Rules) -> None:
         )
 
 
-def _confirmed(o: _Outcome, subscriptions: Mapping[str, str]) -> dict[str, Any]:
+def _confirmed(o: Outcome, subscriptions: Mapping[str, str]) -> dict[str, Any]:
     """What ``deposit_confirmed`` says: the deposit (its subscription, address, asset,
     amount, sender, tx, log and block) and the decision's verdict and digest."""
     kept, spec = o.transition.decision, o.spec
@@ -281,7 +334,7 @@ def _confirmed(o: _Outcome, subscriptions: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _store_plain_deposits(
-    txn: BlockTxn, plain: Sequence[_Outcome], rules: Rules, known: Mapping[str, str]
+    txn: BlockTxn, plain: Sequence[Outcome], rules: Rules, known: Mapping[str, str]
 ) -> None:
     """Store deposits' outcomes that set off no alert of their own (see
     :func:`decide_payment_settlements`), as :func:`store_decision` would, in two
@@ -294,7 +347,7 @@ def _store_plain_deposits(
     subs = {**known, **subscriptions_of(txn, missing)} if missing else known
     rows = []
     events: list[tuple[str, str, dict[str, Any], str | None]] = []
-    lifecycle: dict[int, tuple[SettlementRecord, str]] = {}  # event position → its verdict
+    lifecycle: dict[int, tuple[SettlementRef, str]] = {}  # event position → its verdict
     for o in plain:
         kept = o.transition.decision
         terminal = kept.verdict.terminal
@@ -322,7 +375,7 @@ def _store_plain_deposits(
             rules.plan.on_verdict(txn, rec, verdict, event_id)
 
 
-def _hold(rec: SettlementRecord, rules: Rules) -> str | None:
+def _hold(rec: SettlementRef, rules: Rules) -> str | None:
     """Why a non-trivial finality gate holds the payment back (None: it does not)."""
     if not rules.gated:
         return None

@@ -21,7 +21,7 @@ from watcher.store import schema as s
 from watcher.store.driver_sql import statement
 from watcher.store.events_store import insert_event, insert_events
 from watcher.store.outbox_store import NewDelivery, cancel_undelivered, enqueue
-from watcher.store.records import SettlementRecord, from_row
+from watcher.store.records import SettlementRecord, SettlementRef, from_row
 
 
 def _bound(column: str) -> Any:
@@ -294,7 +294,7 @@ class BlockTxn:
         )
 
     def save_decisions(
-        self, rows: Sequence[tuple[SettlementRecord, str, str, dict[str, Any], bool, bool]]
+        self, rows: Sequence[tuple[SettlementRef, str, str, dict[str, Any], bool, bool]]
     ) -> None:
         """Store new decisions, (record, verdict, digest, decision, watching, terminal)
         each, in one statement executed for every row (a block's final deposits)."""

@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection
 
 from chains.quorum import Anchor
 from guard.payment import ADDRESS_KINDS, DEPOSIT_KIND, PAYMENT_KIND
+from guard.settlement import Verdict
 from watcher.store import poll_queries as pq
 from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
@@ -268,19 +269,30 @@ def payment_states(txn: BlockTxn, ids: Sequence[str]) -> list[PaymentState]:
     return [PaymentState(sid, kind, bool(watching)) for sid, kind, watching in rows]
 
 
+def _not_plain(plain_deposits: bool) -> list[Any]:
+    """The condition leaving out what :func:`~watcher.store.deposits_ripe.ripe_deposits`
+    reads (an awaiting deposit past its deadline is due by its deadline)."""
+    if plain_deposits:
+        return []
+    return [s.settlements.c.verdict != Verdict.AWAITING_FINALITY]
+
+
 def payments_due(
     txn: BlockTxn,
     late_watch_ms: int,
     head: int,
     finalized: int | None = None,
     safe: int | None = None,
+    plain_deposits: bool = True,
 ) -> list[SettlementRecord]:
     """Watched payments and deposits whose verdict may change now: payments with counted
     transfers (they may have become final), deposits whose transfer's block may be final at
     ``head`` (by depth, or at or below the ``finalized``/``safe`` height: a superset of every
     rule), and those whose deadline (or late watch) passed. A deposit is not decided while
     its one transfer is merely deeper than before: nothing about it can change until then
-    (a reorg that takes the transfer out decides it anyway).
+    (a reorg that takes the transfer out decides it anyway). ``plain_deposits`` False leaves
+    out the ripe deposits awaiting finality before their deadline: the caller reads those
+    narrowly (:func:`watcher.store.deposits_ripe.ripe_deposits`).
 
     The transfers are looked up per watched payment (``EXISTS`` on the settlement's own
     transfers, by index), not scanned: the transfers of final deposits stay while their
@@ -300,7 +312,7 @@ def payments_due(
                 t.c.watching.is_(True),
                 or_(
                     and_(t.c.kind == PAYMENT_KIND, with_transfers),
-                    and_(t.c.kind == DEPOSIT_KIND, ripe_transfer),
+                    and_(t.c.kind == DEPOSIT_KIND, ripe_transfer, *_not_plain(plain_deposits)),
                     *deadline_reasons(txn.now, late_watch_ms),
                 ),
             )
