@@ -24,9 +24,10 @@ from watcher.delivery.plan import OutboxPlan
 from watcher.engine.collector import collector_paused
 from watcher.engine.decisions import record_event
 from watcher.engine.deposits_apply import deposit_payload, deposit_writes
+from watcher.engine.deposits_final import Outcome, ripe_outcomes
 from watcher.engine.observe import ChainPosition
 from watcher.engine.payments_scan import Candidate
-from watcher.engine.payments_settle import Outcome, decide_payment_settlements, ripe_outcomes
+from watcher.engine.payments_settle import decide_payment_settlements
 from watcher.engine.rules import ChainRules, Tally
 from watcher.engine.settle import Rules
 from watcher.engine.values import BlockInput

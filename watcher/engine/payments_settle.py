@@ -13,18 +13,15 @@ block.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from guard.deposit import decide_deposit, lost_transfer
-from guard.deposit_batch import DepositItem, decide_deposits
 from guard.event_kinds import LIFECYCLE_EVENT, EventKind
 from guard.late_watch import still_watched
-from guard.payment import DEPOSIT_KIND, PaymentSpec, RulePosition, Transfer, decide_payment
+from guard.payment import DEPOSIT_KIND, decide_payment
 from guard.settlement import (
     Decision,
     Settlement,
-    Transition,
     TransitionKind,
     Verdict,
     decision_as_json,
@@ -33,89 +30,21 @@ from guard.settlement import (
 )
 from guard.types import SettlementId, UnixMillis
 from watcher.engine.decisions import store_decision
+from watcher.engine.deposits_final import (
+    Outcome,
+    confirmed_deposits,
+    hold,
+    rule_position,
+    spec_of,
+    transfer_of,
+)
 from watcher.engine.invoice_states import follow_invoice
 from watcher.engine.observe import ChainPosition
 from watcher.engine.settle import UNCHANGED, Decided, Rules
 from watcher.store.block_txn import BlockTxn
-from watcher.store.deposits_ripe import RipeDeposit
 from watcher.store.deposits_store import subscriptions_of
 from watcher.store.payment_records import PaymentSpecRecord, TransferRecord
 from watcher.store.records import SettlementRecord, SettlementRef
-
-
-def spec_of(rec: PaymentSpecRecord) -> PaymentSpec:
-    """The guard's spec of a stored one."""
-    return PaymentSpec(rec.to_address, rec.asset, int(rec.amount), rec.sender)
-
-
-def transfer_of(rec: TransferRecord) -> Transfer:
-    """The guard's transfer of a stored one."""
-    return Transfer(
-        rec.tx_hash,
-        rec.block_number,
-        rec.block_hash,
-        rec.tx_index,
-        rec.log_index,
-        rec.sender,
-        int(rec.value),
-    )
-
-
-class _Deciding(SettlementRef, Protocol):
-    """What deciding a deposit that may become final reads of its record: a whole
-    :class:`SettlementRecord`, or the narrow :class:`RipeDeposit`."""
-
-    @property
-    def seq(self) -> int: ...
-
-    @property
-    def chain(self) -> str: ...
-
-    @property
-    def kind(self) -> str: ...
-
-    @property
-    def verdict(self) -> str: ...
-
-    @property
-    def finality_mode(self) -> str: ...
-
-    @property
-    def required_confirmations(self) -> int: ...
-
-    @property
-    def initiated_at(self) -> int: ...
-
-    @property
-    def timeout_ms(self) -> int: ...
-
-    @property
-    def deadline(self) -> int: ...
-
-
-def rule_position(rec: _Deciding, pos: ChainPosition) -> RulePosition:
-    """The chain position under the settlement's own rule and depth."""
-    return RulePosition(
-        rec.finality_mode,
-        rec.required_confirmations,
-        pos.head_number,
-        pos.head_hash,
-        pos.finalized_number,
-        pos.safe_number,
-    )
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One payment's fresh evaluation, combined with its stored decision (nothing written)."""
-
-    rec: _Deciding
-    spec: PaymentSpecRecord
-    transfers: Sequence[TransferRecord]
-    previous: Decision
-    fresh: Decision
-    transition: Transition
-    watching: bool
 
 
 def decide_payment_settlement(
@@ -156,7 +85,7 @@ def decide_payment_settlements(
     others that move on, in registration order; one more decision each in the result."""
     out: list[Decided] = [Decided(True) for _ in confirmed]
     plain: list[Outcome] = list(confirmed)
-    ripe = _ripe_deposits(due, pos, now, rules)
+    ripe = confirmed_deposits(due, pos, now, rules)
     for at, (rec, spec, transfers, reversed_) in enumerate(due):
         outcome = ripe.get(at) or _evaluate(rec, spec, transfers, pos, now, rules, reversed_)
         if outcome is None:
@@ -174,72 +103,6 @@ def decide_payment_settlements(
     if confirmed:
         plain.sort(key=lambda o: o.rec.seq)
     _store_plain_deposits(txn, plain, rules, subscriptions or {})
-    return out
-
-
-def ripe_outcomes(
-    ripe: Sequence[RipeDeposit], pos: ChainPosition, now: int, rules: Rules
-) -> dict[str, Outcome]:
-    """The deposits of ``ripe`` (read narrowly: :mod:`watcher.store.deposits_ripe`) that
-    the guard confirms final now, by id, decided as :func:`decide_payment_settlements`
-    decides them from whole records (:func:`_ripe_deposits`); the others are for the
-    caller to decide the whole way."""
-    items = [(d, d.spec, d.transfers, False) for d in ripe]
-    return {
-        ripe[at].settlement_id: outcome
-        for at, outcome in _ripe_deposits(items, pos, now, rules).items()
-    }
-
-
-def _ripe_deposits(
-    due: Sequence[tuple[_Deciding, PaymentSpecRecord, Sequence[TransferRecord], bool]],
-    pos: ChainPosition,
-    now: int,
-    rules: Rules,
-) -> dict[int, Outcome]:
-    """The outcomes of the deposits of ``due`` that become final now, by their place in
-    ``due``: waiting, not reversed, not held by a finality gate, their one transfer's block
-    final by their rule. The guard decides them a block at a time
-    (:func:`guard.deposit_batch.decide_deposits`: the first of a block alone, the others
-    from its decision with their own facts); one it does not confirm is left to
-    :func:`_evaluate`. Their stored decision is a wait (its verdict column says so), so the
-    transition is an advance whatever else it held: it is not read back."""
-    chosen: dict[tuple[str, RulePosition], list[tuple[int, DepositItem]]] = {}
-    places: dict[tuple[str, int], RulePosition] = {}  # the position under each rule
-    bases: dict[tuple[tuple[str, int], int], str | None] = {}  # a block's basis under one
-    for at, (rec, spec, transfers, reversed_) in enumerate(due):
-        if (
-            rec.kind != DEPOSIT_KIND
-            or reversed_
-            or len(transfers) != 1
-            or rec.verdict != Verdict.AWAITING_FINALITY
-            or _hold(rec, rules) is not None
-        ):
-            continue
-        rule = (rec.finality_mode, rec.required_confirmations)
-        where = places.get(rule) or places.setdefault(rule, rule_position(rec, pos))
-        block = (rule, transfers[0].block_number)
-        final = bases[block] if block in bases else bases.setdefault(block, where.basis(block[1]))
-        if final is None:
-            continue
-        settlement = Settlement(
-            SettlementId(rec.settlement_id), True, UnixMillis(rec.initiated_at), rec.timeout_ms
-        )
-        item = DepositItem(settlement, spec_of(spec), [transfer_of(transfers[0])])
-        chosen.setdefault((rec.chain, where), []).append((at, item))
-    out: dict[int, Outcome] = {}
-    for (chain, where), items in chosen.items():
-        fresh = decide_deposits(chain, [i for _, i in items], where, rules.policy, now)
-        for (at, _item), decided in zip(items, fresh, strict=True):
-            if decided.verdict is not Verdict.FINALITY_CONFIRMED:
-                continue
-            rec, spec, transfers, _ = due[at]
-            waiting = Decision(
-                Verdict.AWAITING_FINALITY, "", decided.settlement_id, decided.deadline, 0, 0, None
-            )
-            transition = settle_transition(waiting, decided)
-            watching = still_watched(transition, rec.deadline, rules.late_watch_ms, now)
-            out[at] = Outcome(rec, spec, transfers, waiting, decided, transition, watching)
     return out
 
 
@@ -263,9 +126,9 @@ def _evaluate(
     if rec.kind == DEPOSIT_KIND:
         reorg = rules.reversal.evidence if rules.reversal is not None else None
         lost = None if counted else lost_transfer(rec.settlement_id, previous, reorg)
-        fresh = decide_deposit(settlement, *args, _hold(rec, rules), lost)
+        fresh = decide_deposit(settlement, *args, hold(rec, rules), lost)
     else:
-        fresh = decide_payment(settlement, *args, _hold(rec, rules))
+        fresh = decide_payment(settlement, *args, hold(rec, rules))
     transition = settle_transition(previous, fresh, rules.reversal if reversed_ else None)
     watching = still_watched(transition, rec.deadline, rules.late_watch_ms, now)
     same = watching == rec.watching
@@ -373,17 +236,6 @@ def _store_plain_deposits(
         if at in lifecycle:
             rec, verdict = lifecycle[at]
             rules.plan.on_verdict(txn, rec, verdict, event_id)
-
-
-def _hold(rec: SettlementRef, rules: Rules) -> str | None:
-    """Why a non-trivial finality gate holds the payment back (None: it does not)."""
-    if not rules.gated:
-        return None
-    approval = rules.approval
-    if approval is not None and rec.settlement_id in approval.approved:
-        return None
-    waiting = approval.waiting if approval is not None else {}
-    return waiting.get(rec.settlement_id, "not yet checked against the other endpoints")
 
 
 def _paid(decision: Decision) -> tuple[object, ...]:
