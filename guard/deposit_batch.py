@@ -128,6 +128,16 @@ def _encode(value: object) -> str:
     return canonical_json(value).decode()
 
 
+def _encoded(values: tuple[object, ...]) -> list[str]:
+    """:func:`_encode` of each of ``values``, the strings checked together: when every one is
+    letters, digits and "_" (ids, hex, "native", amounts: the common case), each is written
+    directly; otherwise each value goes its own way."""
+    joined = "".join([v for v in values if type(v) is str])
+    if not (joined.isascii() and joined.replace("_", "a").isalnum()):
+        return [_encode(v) for v in values]
+    return [f'"{v}"' if type(v) is str else _encode(v) for v in values]
+
+
 @dataclass(frozen=True)
 class _Template:
     """A group's decision with its deposit's own values taken out: the canonical text's
@@ -187,7 +197,8 @@ class _Template:
     def decide(self, item: DepositItem) -> Decision:
         """``item``'s decision from the template."""
         own = _own(item)
-        text = self.pieces[0] + "".join([_encode(own[i]) + piece for i, piece in self.gaps])
+        encoded = _encoded(own)
+        text = self.pieces[0] + "".join([encoded[i] + piece for i, piece in self.gaps])
         moved = {**self.transfer, **dict(zip(_TRANSFER, own[1 + len(_FACTS) :], strict=True))}
         facts = tuple(
             [(k, [moved] if i == _MOVED else v if i is None else own[i]) for k, v, i in self.slots]

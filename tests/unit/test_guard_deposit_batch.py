@@ -80,3 +80,16 @@ def test_every_digest_is_the_deposits_own() -> None:
     items = [_item(i) for i in range(0, 20, 2)]
     digests = {d.digest for d in decide_deposits("mainnet", items, pos, POLICY, 5_000)}
     assert len(digests) == len(items)
+
+
+def test_a_value_canonical_json_escapes_is_written_as_the_guard_writes_it() -> None:
+    """Values a node would not send (a quote, a backslash, a control or non-ASCII character
+    in a sender; an empty one) still come out exactly as decided alone: the batch writes
+    only letters, digits and "_" directly (guard/deposit_batch.py ``_encoded``)."""
+    pos = RulePosition("depth", 3, 104, "0x" + "ab" * 32)
+    odd = ['0x"quoted"', "0x\\back", "0x\u00e9t\u00e9", "0x\n", "", "0x_ok"]
+    items = [_item(i) for i in range(4)]
+    items += [_item(4 + 2 * n, sender=s) for n, s in enumerate(odd)]  # natives, one group
+    together = decide_deposits("mainnet", items, pos, POLICY, 5_000)
+    assert together == _alone(items, pos, 5_000)
+    assert {d.verdict for d in together} == {Verdict.FINALITY_CONFIRMED}

@@ -14,7 +14,7 @@ change when a reorg includes the tx again at another height or log index.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from chains.logs import TransferLog
 from chains.models import Block, BlockTx
@@ -63,8 +63,11 @@ def deposit_candidates(
         if statuses.get(tx.hash) != 1:
             continue
         for w in _counted(index.watching(tx.to, NATIVE), number):
-            transfer = block_transfer(block, tx.hash, i, None, tx.sender, tx.value)
-            out.append(_candidate(w, tx.hash, NATIVE, tx.to, 0, transfer))
+            deposit = _deposit(w, tx.hash, NATIVE, tx.to, 0)
+            transfer = block_transfer(
+                block, tx.hash, i, None, tx.sender, tx.value, deposit.settlement_id
+            )
+            out.append(DepositCandidate(deposit, transfer))
     seen: dict[tuple[str, str, str], int] = {}
     for log in sorted(logs, key=lambda entry: entry.log_index):
         if log.value <= 0:
@@ -73,10 +76,17 @@ def deposit_candidates(
         ordinal = seen.get(key, 0)
         seen[key] = ordinal + 1
         for w in _counted(index.watching(log.to, log.token), number):
+            deposit = _deposit(w, log.tx_hash, log.token, log.to, ordinal)
             transfer = block_transfer(
-                block, log.tx_hash, log.tx_index, log.log_index, log.sender, log.value
+                block,
+                log.tx_hash,
+                log.tx_index,
+                log.log_index,
+                log.sender,
+                log.value,
+                deposit.settlement_id,
             )
-            out.append(_candidate(w, log.tx_hash, log.token, log.to, ordinal, transfer))
+            out.append(DepositCandidate(deposit, transfer))
     return out
 
 
@@ -84,9 +94,7 @@ def _counted(watches: list[WatchedBy], number: int) -> list[WatchedBy]:
     return [w for w in watches if w.after_block is None or number > w.after_block]
 
 
-def _candidate(
-    w: WatchedBy, tx_hash: str, asset: str, to: str, ordinal: int, transfer: NewTransfer
-) -> DepositCandidate:
+def _deposit(w: WatchedBy, tx_hash: str, asset: str, to: str, ordinal: int) -> NewDeposit:
+    """The deposit of ``w``'s subscription a transfer makes (its id: :func:`deposit_id`)."""
     sid = deposit_id(w.subscription_id, tx_hash, asset, to, ordinal)
-    deposit = NewDeposit(sid, w.subscription_id, tx_hash, ordinal, to, asset)
-    return DepositCandidate(deposit, replace(transfer, settlement_id=sid))
+    return NewDeposit(sid, w.subscription_id, tx_hash, ordinal, to, asset)

@@ -83,11 +83,17 @@ def candidates(
 
 
 def block_transfer(
-    block: Block, tx_hash: str, tx_index: int, log_index: int | None, sender: str, value: int
+    block: Block,
+    tx_hash: str,
+    tx_index: int,
+    log_index: int | None,
+    sender: str,
+    value: int,
+    settlement_id: str = "",
 ) -> NewTransfer:
-    """A transfer of ``block``, given to no settlement yet (``settlement_id`` empty)."""
+    """A transfer of ``block``, given to ``settlement_id`` (empty: to no settlement yet)."""
     return NewTransfer(
-        settlement_id="",
+        settlement_id=settlement_id,
         tx_hash=tx_hash,
         block_number=block.header.number,
         block_hash=block.header.hash,
