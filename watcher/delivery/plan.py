@@ -51,7 +51,7 @@ from watcher.store.outbox_store import (
     NewDelivery,
     retire_commit,
 )
-from watcher.store.records import SettlementRef
+from watcher.store.refs import SettlementRef
 
 log = logging.getLogger("finality.delivery")
 

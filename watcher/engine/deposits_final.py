@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from guard.deposit_batch import DepositItem, decide_deposits
 from guard.late_watch import still_watched
@@ -24,7 +23,7 @@ from watcher.engine.observe import ChainPosition
 from watcher.engine.settle import Rules
 from watcher.store.deposits_ripe import RipeDeposit
 from watcher.store.payment_records import PaymentSpecRecord, TransferRecord
-from watcher.store.records import SettlementRef
+from watcher.store.refs import DepositRef, SettlementRef
 
 
 def spec_of(rec: PaymentSpecRecord) -> PaymentSpec:
@@ -45,48 +44,7 @@ def transfer_of(rec: TransferRecord) -> Transfer:
     )
 
 
-class Deciding(Protocol):
-    """What deciding a deposit that may become final reads of its record: a whole
-    :class:`SettlementRecord`, or the narrow :class:`RipeDeposit`."""
-
-    @property
-    def settlement_id(self) -> str: ...
-
-    @property
-    def commit_url(self) -> str | None: ...
-
-    @property
-    def terminal_at(self) -> int | None: ...
-
-    @property
-    def seq(self) -> int: ...
-
-    @property
-    def chain(self) -> str: ...
-
-    @property
-    def kind(self) -> str: ...
-
-    @property
-    def verdict(self) -> str: ...
-
-    @property
-    def finality_mode(self) -> str: ...
-
-    @property
-    def required_confirmations(self) -> int: ...
-
-    @property
-    def initiated_at(self) -> int: ...
-
-    @property
-    def timeout_ms(self) -> int: ...
-
-    @property
-    def deadline(self) -> int: ...
-
-
-def rule_position(rec: Deciding, pos: ChainPosition) -> RulePosition:
+def rule_position(rec: DepositRef, pos: ChainPosition) -> RulePosition:
     """The chain position under the settlement's own rule and depth."""
     return RulePosition(
         rec.finality_mode,
@@ -102,7 +60,7 @@ def rule_position(rec: Deciding, pos: ChainPosition) -> RulePosition:
 class Outcome:
     """One payment's fresh evaluation, combined with its stored decision (nothing written)."""
 
-    rec: Deciding
+    rec: DepositRef
     spec: PaymentSpecRecord
     transfers: Sequence[TransferRecord]
     previous: Decision
@@ -126,7 +84,7 @@ def ripe_outcomes(
 
 
 def confirmed_deposits(
-    due: Sequence[tuple[Deciding, PaymentSpecRecord, Sequence[TransferRecord], bool]],
+    due: Sequence[tuple[DepositRef, PaymentSpecRecord, Sequence[TransferRecord], bool]],
     pos: ChainPosition,
     now: int,
     rules: Rules,

@@ -44,7 +44,8 @@ from watcher.engine.settle import UNCHANGED, Decided, Rules
 from watcher.store.block_txn import BlockTxn
 from watcher.store.deposits_store import subscriptions_of
 from watcher.store.payment_records import PaymentSpecRecord, TransferRecord
-from watcher.store.records import SettlementRecord, SettlementRef
+from watcher.store.records import SettlementRecord
+from watcher.store.refs import SettlementRef
 
 
 def decide_payment_settlement(

@@ -21,7 +21,8 @@ from watcher.store import schema as s
 from watcher.store.driver_sql import statement
 from watcher.store.events_store import insert_event, insert_events
 from watcher.store.outbox_store import NewDelivery, cancel_undelivered, enqueue
-from watcher.store.records import SettlementRecord, SettlementRef, from_row
+from watcher.store.records import SettlementRecord, from_row
+from watcher.store.refs import SettlementRef
 
 
 def _bound(column: str) -> Any:

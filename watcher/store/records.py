@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from guard.settlement import Verdict
 
@@ -28,21 +28,6 @@ def from_row(cls: type[R], row: Mapping[Any, Any]) -> R:
 
 _FIELDS: dict[type[Any], tuple[str, ...]] = {}
 """The field names of each record class :func:`from_row` has built (named once, not per row)."""
-
-
-class SettlementRef(Protocol):
-    """What writing a settlement's new decision names of it: a whole
-    :class:`SettlementRecord`, or a narrower read of it
-    (:class:`watcher.store.deposits_ripe.RipeDeposit`)."""
-
-    @property
-    def settlement_id(self) -> str: ...
-
-    @property
-    def commit_url(self) -> str | None: ...
-
-    @property
-    def terminal_at(self) -> int | None: ...
 
 
 @dataclass(frozen=True)
