@@ -73,7 +73,8 @@ def ripe_outcomes(
     ripe: Sequence[RipeDeposit], pos: ChainPosition, now: int, rules: Rules
 ) -> dict[str, Outcome]:
     """The deposits of ``ripe`` (read narrowly: :mod:`watcher.store.deposits_ripe`) that
-    the guard confirms final now, by id, decided as :func:`decide_payment_settlements`
+    the guard confirms final now, by id, decided as
+    :func:`~watcher.engine.payments_settle.decide_payment_settlements`
     decides them from whole records (:func:`confirmed_deposits`); the others are for the
     caller to decide the whole way."""
     items = [(d, d.spec, d.transfers, False) for d in ripe]
@@ -94,8 +95,9 @@ def confirmed_deposits(
     final by their rule. The guard decides them a block at a time
     (:func:`guard.deposit_batch.decide_deposits`: the first of a block alone, the others
     from its decision with their own facts); one it does not confirm is left to
-    :func:`_evaluate`. Their stored decision is a wait (its verdict column says so), so the
-    transition is an advance whatever else it held: it is not read back."""
+    :mod:`watcher.engine.payments_settle` to evaluate. Their stored decision is a wait (its
+    verdict column says so), so the transition is an advance whatever else it held: it is
+    not read back."""
     chosen: dict[tuple[str, RulePosition], list[tuple[int, DepositItem]]] = {}
     places: dict[tuple[str, int], RulePosition] = {}  # the position under each rule
     bases: dict[tuple[tuple[str, int], int], str | None] = {}  # a block's basis under one

@@ -82,7 +82,8 @@ def decide_payment_settlements(
     statement, their events in another (a block finalizing 1,000 deposits made 3,000
     statements); any other change goes the one-by-one way. ``subscriptions``: the
     subscription of each due deposit, as read with its spec (those missing are read).
-    ``confirmed``: deposits already decided final (:func:`ripe_outcomes`), written with the
+    ``confirmed``: deposits already decided final
+    (:func:`~watcher.engine.deposits_final.ripe_outcomes`), written with the
     others that move on, in registration order; one more decision each in the result."""
     out: list[Decided] = [Decided(True) for _ in confirmed]
     plain: list[Outcome] = list(confirmed)

@@ -4,9 +4,10 @@ A block of 1,000 deposits makes the 1,000 of a few blocks before it final. Readi
 whole settlement records (every column, the stored decision's JSON parsed, the spec and the
 transfer read by two more statements) was a sixth of such a block's CPU, and none of it was
 needed: a deposit awaiting finality before its deadline is decided from its registration
-instant, timeout, rule, spec and one transfer (:func:`watcher.engine.payments_settle.ripe_outcomes`),
-its stored decision being a wait whatever else it says. One statement reads exactly that,
-on the driver's cursor (:mod:`watcher.store.driver_sql`).
+instant, timeout, rule, spec and one transfer
+(:func:`watcher.engine.deposits_final.ripe_outcomes`), its stored decision being a wait
+whatever else it says. One statement reads exactly that, on the driver's cursor
+(:mod:`watcher.store.driver_sql`).
 """
 
 from __future__ import annotations
