@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
@@ -23,6 +23,18 @@ def from_row(cls: type[R], row: Mapping[Any, Any]) -> R:
         names = _FIELDS[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
     record: R = object.__new__(cls)
     record.__dict__.update({name: row[name] for name in names})
+    return record
+
+
+def from_values(cls: type[R], values: Sequence[Any]) -> R:
+    """:func:`from_row` from the fields' values in their declared order (a row read as a
+    tuple: a block's ripe deposits build three records each from one row)."""
+    names = _FIELDS.get(cls)
+    if names is None:
+        assert not hasattr(cls, "__post_init__"), cls
+        names = _FIELDS[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    record: R = object.__new__(cls)
+    record.__dict__.update(zip(names, values, strict=True))  # one value a field, no fewer
     return record
 
 
