@@ -17,29 +17,31 @@ def from_row(cls: type[R], row: Mapping[Any, Any]) -> R:
     The frozen dataclass's ``__init__`` is bypassed: it sets each field through
     ``object.__setattr__``, ~15 us for a settlement's 33 (a batch builds 1,000,
     a poll reads as many); a record class has no ``__post_init__`` to skip."""
-    names = _FIELDS.get(cls)
-    if names is None:  # once per class: ``fields`` per row was a fifth of a batch's read back
-        assert not hasattr(cls, "__post_init__"), cls
-        names = _FIELDS[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
     record: R = object.__new__(cls)
-    record.__dict__.update({name: row[name] for name in names})
+    record.__dict__.update({name: row[name] for name in _names(cls)})
     return record
 
 
 def from_values(cls: type[R], values: Sequence[Any]) -> R:
     """:func:`from_row` from the fields' values in their declared order (a row read as a
     tuple: a block's ripe deposits build three records each from one row)."""
-    names = _FIELDS.get(cls)
-    if names is None:
-        assert not hasattr(cls, "__post_init__"), cls
-        names = _FIELDS[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
     record: R = object.__new__(cls)
-    record.__dict__.update(zip(names, values, strict=True))  # one value a field, no fewer
+    record.__dict__.update(zip(_names(cls), values, strict=True))  # a value a field, exactly
     return record
 
 
+def _names(cls: type[Any]) -> tuple[str, ...]:
+    """The field names of the record class ``cls``, in order (named once per class:
+    ``fields`` per row was a fifth of a batch's read back)."""
+    names = _FIELDS.get(cls)
+    if names is None:
+        assert not hasattr(cls, "__post_init__"), cls
+        names = _FIELDS[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
 _FIELDS: dict[type[Any], tuple[str, ...]] = {}
-"""The field names of each record class :func:`from_row` has built (named once, not per row)."""
+"""The field names of each record class :func:`_names` has named (once a class, not a row)."""
 
 
 @dataclass(frozen=True)
