@@ -16,44 +16,15 @@ from dataclasses import dataclass
 
 from guard.deposit_batch import DepositItem, decide_deposits
 from guard.late_watch import still_watched
-from guard.payment import DEPOSIT_KIND, PaymentSpec, RulePosition, Transfer
+from guard.payment import DEPOSIT_KIND, RulePosition
 from guard.settlement import Decision, Settlement, Transition, Verdict, settle_transition
 from guard.types import SettlementId, UnixMillis
 from watcher.engine.observe import ChainPosition
+from watcher.engine.payment_terms import hold, rule_position, spec_of, transfer_of
 from watcher.engine.settle import Rules
 from watcher.store.deposits_ripe import RipeDeposit
 from watcher.store.payment_records import PaymentSpecRecord, TransferRecord
-from watcher.store.refs import DepositRef, SettlementRef
-
-
-def spec_of(rec: PaymentSpecRecord) -> PaymentSpec:
-    """The guard's spec of a stored one."""
-    return PaymentSpec(rec.to_address, rec.asset, int(rec.amount), rec.sender)
-
-
-def transfer_of(rec: TransferRecord) -> Transfer:
-    """The guard's transfer of a stored one."""
-    return Transfer(
-        rec.tx_hash,
-        rec.block_number,
-        rec.block_hash,
-        rec.tx_index,
-        rec.log_index,
-        rec.sender,
-        int(rec.value),
-    )
-
-
-def rule_position(rec: DepositRef, pos: ChainPosition) -> RulePosition:
-    """The chain position under the settlement's own rule and depth."""
-    return RulePosition(
-        rec.finality_mode,
-        rec.required_confirmations,
-        pos.head_number,
-        pos.head_hash,
-        pos.finalized_number,
-        pos.safe_number,
-    )
+from watcher.store.refs import DepositRef
 
 
 @dataclass(frozen=True)
@@ -135,14 +106,3 @@ def confirmed_deposits(
             watching = still_watched(transition, rec.deadline, rules.late_watch_ms, now)
             out[at] = Outcome(rec, spec, transfers, waiting, decided, transition, watching)
     return out
-
-
-def hold(rec: SettlementRef, rules: Rules) -> str | None:
-    """Why a non-trivial finality gate holds the payment back (None: it does not)."""
-    if not rules.gated:
-        return None
-    approval = rules.approval
-    if approval is not None and rec.settlement_id in approval.approved:
-        return None
-    waiting = approval.waiting if approval is not None else {}
-    return waiting.get(rec.settlement_id, "not yet checked against the other endpoints")

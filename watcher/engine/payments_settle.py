@@ -30,16 +30,10 @@ from guard.settlement import (
 )
 from guard.types import SettlementId, UnixMillis
 from watcher.engine.decisions import store_decision
-from watcher.engine.deposits_final import (
-    Outcome,
-    confirmed_deposits,
-    hold,
-    rule_position,
-    spec_of,
-    transfer_of,
-)
+from watcher.engine.deposits_final import Outcome, confirmed_deposits
 from watcher.engine.invoice_states import follow_invoice
 from watcher.engine.observe import ChainPosition
+from watcher.engine.payment_terms import hold, rule_position, spec_of, transfer_of
 from watcher.engine.settle import UNCHANGED, Decided, Rules
 from watcher.store.block_txn import BlockTxn
 from watcher.store.deposits_store import subscriptions_of
