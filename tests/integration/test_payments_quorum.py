@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from guard.payment import NATIVE, PaymentSpec
+from tests.integration.deposit_helpers import deposits, event_kinds, pay, subscribe
 from tests.integration.quorum_helpers import multi_rig
 from tests.support.anvil import Anvil
 from watcher.engine.payment_registration import PaymentRegistration, new_payment
@@ -47,5 +48,38 @@ def test_a_payment_waits_while_an_endpoint_shows_another_chain(
         rig.proxies[1].upstream = main.url  # back on the main chain: two agree
         rig.mine_and_poll(1)
         assert rig.store.settlement(rec.settlement_id).verdict == "FINALITY_CONFIRMED"
+    finally:
+        rig.close()
+
+
+def test_a_deposit_waits_while_an_endpoint_shows_another_chain(
+    start_anvil: Callable[..., Anvil], tmp_path: Path
+) -> None:
+    """The same for a deposit: a block's ripe deposits are read narrowly
+    (watcher/store/deposits_ripe.py), and one the gate holds is decided the whole way,
+    waiting with its reason; once two endpoints agree it is final."""
+    main = start_anvil()
+    main.mine(2)
+    rig = multi_rig(main, f"sqlite:///{tmp_path}/q.db", [main.url, main.url], quorum=2)
+    try:
+        rig.watcher.poll()
+        fork_point = main.head()
+        to = "0x" + "d0" * 20
+        sub = subscribe(rig, [to], [NATIVE])
+        pay(rig, 1, to, 1000)
+        fork = start_anvil("--fork-url", main.url, "--fork-block-number", str(fork_point))
+        fork.mine(8)
+        rig.proxies[1].upstream = fork.url  # the second endpoint is on another chain
+        for _ in range(3):
+            rig.mine_and_poll(2)
+        (waiting,) = deposits(rig, sub)
+        assert [int(t.value) for t in rig.store.payment_transfers(waiting.settlement_id)] == [1000]
+        assert waiting.verdict == "AWAITING_FINALITY"
+        assert waiting.decision["evidence"]["kind"] == "awaiting_quorum"
+        rig.proxies[1].upstream = main.url  # back on the main chain: two agree
+        rig.mine_and_poll(1)
+        (final,) = deposits(rig, sub)
+        assert final.verdict == "FINALITY_CONFIRMED"
+        assert event_kinds(rig, final.settlement_id) == ["deposit_seen", "deposit_confirmed"]
     finally:
         rig.close()

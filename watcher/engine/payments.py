@@ -127,11 +127,7 @@ def _ripe_confirmed(
     touched, one held by a finality gate, one with more than one transfer, one the guard
     does not confirm."""
     waiting = ripe_deposits(txn, pos.head_number, pos.finalized_number, pos.safe_number)
-    quick = [
-        d
-        for d in waiting
-        if not rules.gated and d.settlement_id not in touched and len(d.transfers) == 1
-    ]
+    quick = [d for d in waiting if d.settlement_id not in touched and len(d.transfers) == 1]
     decided = ripe_outcomes(quick, pos, now, rules)
     others = {d.settlement_id for d in waiting if d.settlement_id not in decided}
     subscriptions = {d.settlement_id: d.subscription_id for d in quick}
