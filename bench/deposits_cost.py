@@ -48,7 +48,11 @@ from watcher.store import Store
 from watcher.store.deposit_records import NewSubscription
 
 CONFIRMATIONS = 3
-"""The watched chain's depth rule: a block makes the deposits of two blocks before it final."""
+"""The watched chain's depth rule by default: a block makes the deposits of two blocks
+before it final."""
+ANVIL_FINALIZED_LAG = 64
+"""How far anvil's ``finalized`` block trails its head (two epochs of 32 slots, as on
+Ethereum): with ``--finality finalized``, deposits wait 64 blocks, as on mainnet."""
 
 
 class _ProxyProcess:
@@ -136,6 +140,8 @@ def run(
     profile: Path | None = None,
     proxy_here: bool = False,
     floor: bool = True,
+    finality: str = "depth",
+    confirmations: int = CONFIRMATIONS,
 ) -> None:
     anvil = Anvil("--no-mining", "--gas-limit", "1000000000", "--accounts", "10")
     try:
@@ -145,7 +151,7 @@ def run(
         anvil.rpc("evm_setAutomine", False)
         proxy = CountingProxy(anvil.url) if proxy_here else _ProxyProcess(anvil.url)
         store = Store.open(f"sqlite:///{workdir}/deposits.db")
-        config = chain_config(anvil, confirmations=CONFIRMATIONS)
+        config = chain_config(anvil, confirmations=confirmations, finality=finality)
         watcher = ChainWatcher(config, store, RpcClient(Web3Transport(proxy.url)))
         watcher.catch_up()
         # As the daemon does once started (watcher/app/daemon.py: run): what start-up built
@@ -198,16 +204,18 @@ def run(
                 decode_floor(anvil.url, last, token.address),
                 store_floor(workdir / "deposits.db", workdir, deposits),
             )
-        _summary(spent_by_block, CONFIRMATIONS, measured)
+        wait = ANVIL_FINALIZED_LAG if finality == "finalized" else confirmations - 1
+        _summary(spent_by_block, wait, measured)
     finally:
         anvil.stop()
 
 
-def _summary(spent: list[float], confirmations: int, floor: Floor | None) -> None:
-    """The medians of the blocks that only bring deposits and of those that also make
-    earlier ones final, and the latter against the floor measured in this run."""
-    seen = spent[: confirmations - 1]
-    finalizing = spent[confirmations - 1 :]
+def _summary(spent: list[float], wait: int, floor: Floor | None) -> None:
+    """The medians of the blocks that only bring deposits (the first ``wait``) and of those
+    that also make earlier ones final, and the latter against the floor measured in this
+    run."""
+    seen = spent[:wait]
+    finalizing = spent[wait:]
     if floor is not None:
         print(
             f"floor (this machine, this run): decode {floor.decode * 1000:.0f} ms + store "
@@ -241,6 +249,13 @@ def main() -> None:
         action="store_true",
         help="skip the floor (an instruction count of the blocks alone: run under callgrind)",
     )
+    parser.add_argument(
+        "--finality",
+        choices=("depth", "finalized"),
+        default="depth",
+        help="the chain's rule: depth (--confirmations) or anvil's finalized block (64 behind)",
+    )
+    parser.add_argument("--confirmations", type=int, default=CONFIRMATIONS)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         run(
@@ -251,6 +266,8 @@ def main() -> None:
             args.profile,
             args.proxy_here,
             not args.no_floor,
+            args.finality,
+            args.confirmations,
         )
 
 

@@ -6,10 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, or_
+from sqlalchemy import and_, literal, or_
 
+from guard.finality_rule import BASES_OF_MODE
 from guard.settlement import Verdict
 from watcher.store import schema as s
+
+_BY_DEPTH = tuple(m for m, bases in BASES_OF_MODE.items() if "depth" in bases)
+_BY_FINALIZED = tuple(m for m, bases in BASES_OF_MODE.items() if "finalized" in bases)
+_BY_SAFE = tuple(m for m, bases in BASES_OF_MODE.items() if "safe" in bases)
+_BY_BOTH = tuple(m for m, bases in BASES_OF_MODE.items() if "depth_and_finalized" in bases)
 
 
 def deadline_reasons(now: int, late_watch_ms: int) -> list[Any]:
@@ -41,3 +47,30 @@ def finality_reasons(head: Any, finalized: Any | None) -> list[Any]:
             )
         )
     return reasons
+
+
+def rule_reached(
+    block: Any, required: Any, mode: Any, head: Any, finalized: Any | None, safe: Any | None
+) -> Any:
+    """A block (``block``: a column) is final under its settlement's rule (``mode``,
+    ``required`` confirmations) at ``head`` and the chain's ``finalized``/``safe`` heights:
+    the SQL side of :func:`guard.finality_rule.finality_basis` being some basis, asked of
+    each mode as the guard asks it (values, or the bound parameters of a statement built
+    once).
+
+    Why exactly the rule, not "deep enough, or at or below some tag" for every mode: a
+    deposit awaiting the ``finalized`` tag is three blocks deep long before it is final,
+    and every one of them was decided again at every block until then (on Ethereum, 64
+    blocks of deposits a block)."""
+    def one_of(modes: tuple[str, ...]) -> Any:
+        # Literal values, not an expanding list: the driver's cursor runs such statements.
+        return mode.in_([literal(m, mode.type) for m in modes])
+
+    deep = block + required - 1 <= head
+    reached = [and_(one_of(_BY_DEPTH), deep)]
+    if finalized is not None:
+        reached.append(and_(one_of(_BY_FINALIZED), block <= finalized))
+        reached.append(and_(one_of(_BY_BOTH), deep, block <= finalized))
+    if safe is not None:
+        reached.append(and_(one_of(_BY_SAFE), block <= safe))
+    return or_(*reached)

@@ -15,13 +15,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from sqlalchemy import bindparam, or_, select
+from sqlalchemy import bindparam, select
 from sqlalchemy.sql import ClauseElement
 
 from guard.payment import DEPOSIT_KIND
 from guard.settlement import Verdict
 from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
+from watcher.store.conditions import rule_reached
 from watcher.store.driver_sql import statement
 from watcher.store.payment_records import PaymentSpecRecord, TransferRecord
 from watcher.store.records import from_values
@@ -67,8 +68,9 @@ def ripe_deposits(
     txn: BlockTxn, head: int, finalized: int | None = None, safe: int | None = None
 ) -> list[RipeDeposit]:
     """The chain's watched deposits awaiting finality whose deadline is after ``txn.now``
-    and one of whose transfers is in a block that may be final at ``head`` (by their depth,
-    or at or below the ``finalized``/``safe`` height), in registration order: the other
+    and one of whose transfers is in a block final under the deposit's rule at ``head`` and
+    the ``finalized``/``safe`` heights (:func:`~watcher.store.conditions.rule_reached`), in
+    registration order: the other
     half of :func:`watcher.store.payments_store.payments_due` (``plain_deposits=False``)."""
     heights = (finalized is not None, safe is not None)
     values: dict[str, object] = {"q_chain": txn.chain, "q_now": txn.now, "q_head": head}
@@ -100,11 +102,14 @@ def ripe_deposits(
 def _query(finalized: bool, safe: bool) -> ClauseElement:
     t, x, d = s.settlements, s.payment_transfers, s.deposits
     own = x.c.settlement_id == t.c.settlement_id
-    ripe = [x.c.block_number + t.c.required_confirmations - 1 <= bindparam("q_head")]
-    if finalized:
-        ripe.append(x.c.block_number <= bindparam("q_finalized"))
-    if safe:
-        ripe.append(x.c.block_number <= bindparam("q_safe"))
+    ripe = rule_reached(
+        x.c.block_number,
+        t.c.required_confirmations,
+        t.c.finality_mode,
+        bindparam("q_head"),
+        bindparam("q_finalized") if finalized else None,
+        bindparam("q_safe") if safe else None,
+    )
     mine = x.alias("mine")
     return (
         select(
@@ -134,7 +139,7 @@ def _query(finalized: bool, safe: bool) -> ClauseElement:
             t.c.watching.is_(True),
             t.c.verdict == Verdict.AWAITING_FINALITY.value,
             t.c.deadline > bindparam("q_now"),
-            select(x.c.id).where(own, or_(*ripe)).exists(),
+            select(x.c.id).where(own, ripe).exists(),
         )
         .order_by(t.c.seq, mine.c.block_number, mine.c.tx_index, mine.c.log_index, mine.c.id)
     )

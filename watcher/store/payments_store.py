@@ -25,7 +25,7 @@ from guard.settlement import Verdict
 from watcher.store import poll_queries as pq
 from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
-from watcher.store.conditions import deadline_reasons
+from watcher.store.conditions import deadline_reasons, rule_reached
 from watcher.store.db import Db
 from watcher.store.deposits_store import deposit_specs
 from watcher.store.driver_sql import insert_many
@@ -286,9 +286,9 @@ def payments_due(
     plain_deposits: bool = True,
 ) -> list[SettlementRecord]:
     """Watched payments and deposits whose verdict may change now: payments with counted
-    transfers (they may have become final), deposits whose transfer's block may be final at
-    ``head`` (by depth, or at or below the ``finalized``/``safe`` height: a superset of every
-    rule), and those whose deadline (or late watch) passed. A deposit is not decided while
+    transfers (they may have become final), deposits whose transfer's block is final under
+    the deposit's own rule at ``head`` and the ``finalized``/``safe`` heights
+    (:func:`~watcher.store.conditions.rule_reached`), and those whose deadline (or late watch) passed. A deposit is not decided while
     its one transfer is merely deeper than before: nothing about it can change until then
     (a reorg that takes the transfer out decides it anyway). ``plain_deposits`` False leaves
     out the ripe deposits awaiting finality before their deadline: the caller reads those
@@ -300,9 +300,10 @@ def payments_due(
     t, x = s.settlements, s.payment_transfers
     own = x.c.settlement_id == t.c.settlement_id
     with_transfers = select(x.c.id).where(own).exists()
-    ripe = [x.c.block_number + t.c.required_confirmations - 1 <= head]
-    ripe += [x.c.block_number <= h for h in (finalized, safe) if h is not None]
-    ripe_transfer = select(x.c.id).where(own, or_(*ripe)).exists()
+    ripe = rule_reached(
+        x.c.block_number, t.c.required_confirmations, t.c.finality_mode, head, finalized, safe
+    )
+    ripe_transfer = select(x.c.id).where(own, ripe).exists()
     rows = (
         txn.conn.execute(
             select(t)
