@@ -62,6 +62,7 @@ def rule_reached(
     deposit awaiting the ``finalized`` tag is three blocks deep long before it is final,
     and every one of them was decided again at every block until then (on Ethereum, 64
     blocks of deposits a block)."""
+
     def one_of(modes: tuple[str, ...]) -> Any:
         # Literal values, not an expanding list: the driver's cursor runs such statements.
         return mode.in_([literal(m, mode.type) for m in modes])
