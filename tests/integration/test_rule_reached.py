@@ -43,13 +43,10 @@ def test_the_sql_rule_is_the_guards_rule_for_every_mode_block_and_tag(store: Sto
         Column("mode", String(32)),
         prefixes=["TEMPORARY"],
     )
-    rows = [
-        {"block": b, "required": r, "mode": m}
-        for b, r, m in itertools.product(BLOCKS, REQUIRED, FINALITY_MODES)
-    ]
+    grid = list(itertools.product(BLOCKS, REQUIRED, FINALITY_MODES))
     with store.writer.begin() as conn:
         cases.create(conn)
-        conn.execute(insert(cases), rows)
+        conn.execute(insert(cases), [{"block": b, "required": r, "mode": m} for b, r, m in grid])
         checked = 0
         for finalized, safe in itertools.product(TAGS, TAGS):
             found = conn.execute(
@@ -60,20 +57,12 @@ def test_the_sql_rule_is_the_guards_rule_for_every_mode_block_and_tag(store: Sto
                 )
             ).all()
             expected = {
-                (row["block"], row["required"], row["mode"])
-                for row in rows
-                if finality_basis(
-                    row["mode"],
-                    row["block"],
-                    HEAD - row["block"] + 1,
-                    row["required"],
-                    finalized,
-                    safe,
-                )
-                is not None
+                (b, r, m)
+                for b, r, m in grid
+                if finality_basis(m, b, HEAD - b + 1, r, finalized, safe) is not None
             }
             assert {tuple(r) for r in found} == expected, (finalized, safe)
             checked += len(expected)
         cases.drop(conn)
     # The grid holds both answers for every rule: reached and not yet.
-    assert 0 < checked < len(rows) * len(TAGS) ** 2
+    assert 0 < checked < len(grid) * len(TAGS) ** 2
