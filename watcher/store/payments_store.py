@@ -313,7 +313,9 @@ def payments_due(
                 t.c.watching.is_(True),
                 or_(
                     and_(t.c.kind == PAYMENT_KIND, with_transfers),
-                    and_(t.c.kind == DEPOSIT_KIND, ripe_transfer, *_not_plain(plain_deposits)),
+                    # The verdict before the transfer's lookup: the narrow read takes the
+                    # awaiting ones, and a lookup apiece of them here was a scan's cost.
+                    and_(t.c.kind == DEPOSIT_KIND, *_not_plain(plain_deposits), ripe_transfer),
                     *deadline_reasons(txn.now, late_watch_ms),
                 ),
             )
