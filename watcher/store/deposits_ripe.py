@@ -70,8 +70,8 @@ def ripe_deposits(
     """The chain's watched deposits awaiting finality whose deadline is after ``txn.now``
     and one of whose transfers is in a block final under the deposit's rule at ``head`` and
     the ``finalized``/``safe`` heights (:func:`~watcher.store.conditions.rule_reached`), in
-    registration order: the other
-    half of :func:`watcher.store.payments_store.payments_due` (``plain_deposits=False``)."""
+    registration order: the other half of
+    :func:`watcher.store.payments_store.payments_due` (``plain_deposits=False``)."""
     heights = (finalized is not None, safe is not None)
     values: dict[str, object] = {"q_chain": txn.chain, "q_now": txn.now, "q_head": head}
     if finalized is not None:

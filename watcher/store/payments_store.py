@@ -288,9 +288,10 @@ def payments_due(
     """Watched payments and deposits whose verdict may change now: payments with counted
     transfers (they may have become final), deposits whose transfer's block is final under
     the deposit's own rule at ``head`` and the ``finalized``/``safe`` heights
-    (:func:`~watcher.store.conditions.rule_reached`), and those whose deadline (or late watch) passed. A deposit is not decided while
-    its one transfer is merely deeper than before: nothing about it can change until then
-    (a reorg that takes the transfer out decides it anyway). ``plain_deposits`` False leaves
+    (:func:`~watcher.store.conditions.rule_reached`), and those whose deadline (or late
+    watch) passed. A deposit is not decided while its one transfer is merely deeper than
+    before, or deep but short of its rule's tag: nothing about it can change until then (a
+    reorg that takes the transfer out decides it anyway). ``plain_deposits`` False leaves
     out the ripe deposits awaiting finality before their deadline: the caller reads those
     narrowly (:func:`watcher.store.deposits_ripe.ripe_deposits`).
 
