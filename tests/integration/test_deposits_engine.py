@@ -147,6 +147,29 @@ def test_a_reorg_takes_a_seen_deposit_back_and_a_re_included_one_counts_once(
         )
 
 
+def test_a_deposit_re_included_lower_is_final_once_its_new_block_is_deep_enough(
+    rig: Rig,
+) -> None:
+    """A block finds the deposits it may make final by their block keys
+    (watcher/store/deposits_ripe.py): a re-included deposit's keys follow its transfer down
+    (watcher/store/deposits_store.py ``lower_deposit_blocks``), so it is final when its new
+    block is N deep, not when the block it left would have been."""
+    stays, moves = fresh(2)
+    sub = subscribe(rig, [stays, moves], [NATIVE])
+    pay(rig, 1, stays, 5)
+    low = rig.anvil.head()
+    moved = pay(rig, 2, moves, 7)  # the block above
+    rig.watcher.catch_up()
+    rig.anvil.reorg(2, [(rig.anvil.raw_tx(moved), 0)])  # both replaced; it comes back lower
+    assert int(rig.anvil.receipt(moved)["blockNumber"], 16) == low
+    rig.watcher.catch_up()
+    (again,) = [d for d in deposits(rig, sub) if facts(rig, d) and facts(rig, d)[0][2] == "7"]
+    assert again.verdict == "AWAITING_FINALITY"
+    rig.mine_and_poll(low + N - 1 - rig.anvil.head())  # its new block N deep
+    assert rig.store.settlement(again.settlement_id).verdict == "FINALITY_CONFIRMED"
+    assert event_kinds(rig, again.settlement_id).count("deposit_seen") == 1
+
+
 def resigned(receipts: Any, receipt: dict[str, Any], **changed: Any) -> dict[str, Any]:
     """``receipt`` with ``changed`` fields, signed again by the same key (so only the
     verifier's checks of the content can refuse it)."""

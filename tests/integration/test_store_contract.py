@@ -34,7 +34,7 @@ def store(store_url: str) -> Iterator[Store]:
 
 
 def test_migrate_twice_is_a_no_op(store: Store, store_url: str) -> None:
-    assert store.revision() == SCHEMA_REVISION == "0021_deposit_specs"
+    assert store.revision() == SCHEMA_REVISION == "0022_deposit_ripe_index"
     rec = register_tx(store, CHAIN, random_tx_hash(), now=START_MS)
 
     store.migrate()

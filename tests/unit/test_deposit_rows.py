@@ -31,7 +31,7 @@ def test_a_copied_deposit_row_is_the_row_registered_alone(
 
     def alone(i: int) -> dict[str, object]:
         new = awaiting_row(awaiting, ids[i], ids[i], "alice", now, firsts[i], kind=DEPOSIT_KIND)
-        return deposit_row(new)
+        return deposit_row(new, 41)
 
     first = alone(0)
     copies = deposit_rows_alike(
@@ -39,3 +39,9 @@ def test_a_copied_deposit_row_is_the_row_registered_alone(
     )
     assert copies == [alone(1), alone(2)]
     assert len({c["digest"] for c in [first, *copies]}) == 3
+    # The keys a block finds it by when it may be final: its block, and (a depth rule) the
+    # height at which it is deep enough.
+    required = confirmations or 3
+    assert {(c["transfer_block"], c["confirm_height"]) for c in [first, *copies]} == {
+        (41, 41 + required - 1)
+    }

@@ -40,11 +40,12 @@ def deposit_writes(
     plan: OutboxPlan,
     subscriptions: dict[str, SubscriptionRecord],
     found: Sequence[DepositCandidate],
-) -> list[NewTransfer]:
+) -> tuple[list[NewTransfer], set[str]]:
     """Store the new deposits of ``found`` (and their ``deposit_seen`` events); return the
-    transfers to count for all of them."""
+    transfers to count for all of them, and the ids of those stored here (their rows hold
+    their block already: :func:`~watcher.store.payments_store.add_transfers`)."""
     if not found:
-        return []
+        return [], set()
     known = known_deposits(txn, [c.deposit.settlement_id for c in found])
     fresh: list[tuple[DepositCandidate, SubscriptionRecord]] = []
     for cand in found:
@@ -62,10 +63,14 @@ def deposit_writes(
     for (cand, sub), sid, first in zip(fresh, ids, firsts, strict=True):
         dep, t = cand.deposit, cand.transfer
         row = made.get(sub.subscription_id)
-        if row is None or row["verdict"] != first.verdict.value:
+        if (
+            row is None
+            or row["verdict"] != first.verdict.value
+            or row["transfer_block"] != (t.block_number)
+        ):
             awaiting = Awaiting(chain, sub.confirmations, None, None, sub.commit_url)
             new = awaiting_row(awaiting, sid, sid, sub.owner, txn.now, first, kind=DEPOSIT_KIND)
-            row = made[sub.subscription_id] = deposit_row(new)
+            row = made[sub.subscription_id] = deposit_row(new, t.block_number)
         else:  # registered alike: only the id and the first decision differ
             (row,) = deposit_rows_alike(row, [(sid, first.digest, decision_as_json(first))])
         spec = NewPaymentSpec(dep.address, dep.asset, t.value, t.sender, t.block_number - 1)
@@ -81,7 +86,8 @@ def deposit_writes(
         for _new, _spec, dep, t in rows
     ]
     record_events(txn, plan, seen)  # one statement for the block's new deposits
-    return [c.transfer for c in found if c.deposit.settlement_id in known]
+    transfers = [c.transfer for c in found if c.deposit.settlement_id in known]
+    return transfers, {dep.settlement_id for _row, _spec, dep, _t in rows}
 
 
 def deposit_payload(

@@ -76,8 +76,8 @@ def _payment_writes(
     if block is not None and (found.payments or found.deposits):
         counted = _allocate(txn, found.payments)
         subs = dict(inp.subscriptions)
-        counted += deposit_writes(txn, rules.config, rules.plan, subs, found.deposits)
-        add_transfers(txn, block.header.number, counted)
+        seen, fresh = deposit_writes(txn, rules.config, rules.plan, subs, found.deposits)
+        add_transfers(txn, block.header.number, counted + seen, fresh)
     pos = inp.position
     ripe = (pos.head_number, pos.finalized_number, pos.safe_number)
     deciding = rules.deciding(inp.approval, reversal)

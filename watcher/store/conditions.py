@@ -16,6 +16,9 @@ _BY_DEPTH = tuple(m for m, bases in BASES_OF_MODE.items() if "depth" in bases)
 _BY_FINALIZED = tuple(m for m, bases in BASES_OF_MODE.items() if "finalized" in bases)
 _BY_SAFE = tuple(m for m, bases in BASES_OF_MODE.items() if "safe" in bases)
 _BY_BOTH = tuple(m for m, bases in BASES_OF_MODE.items() if "depth_and_finalized" in bases)
+DEPTH_RULES = frozenset(_BY_DEPTH + _BY_BOTH)
+"""The rules a block can reach only by its depth among others: a deposit under one of them
+has a ``confirm_height`` (watcher/store/deposits_store.py ``deposit_row``)."""
 
 
 def deadline_reasons(now: int, late_watch_ms: int) -> list[Any]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import CompoundSelect, bindparam, select, union
 from sqlalchemy.sql import ClauseElement
 
 from guard.payment import DEPOSIT_KIND
@@ -134,15 +134,33 @@ def _query(finalized: bool, safe: bool) -> ClauseElement:
             )
         )
         .where(
-            t.c.chain == bindparam("q_chain"),
+            t.c.seq.in_(_candidates(finalized, safe)),
             t.c.kind == DEPOSIT_KIND,
-            t.c.watching.is_(True),
             t.c.verdict == Verdict.AWAITING_FINALITY.value,
             t.c.deadline > bindparam("q_now"),
             select(x.c.id).where(own, ripe).exists(),
         )
         .order_by(t.c.seq, mine.c.block_number, mine.c.tx_index, mine.c.log_index, mine.c.id)
     )
+
+
+def _candidates(finalized: bool, safe: bool) -> CompoundSelect[tuple[int]]:
+    """The chain's watched rows whose block keys say their rule may be reached: deep enough
+    (``confirm_height``, kept for a deposit whose rule has a depth basis) or at or below a
+    tag (``transfer_block``), each through an index of its own, so that a block reads the
+    deposits it may make final, not every one awaiting (on Ethereum, 64 blocks of them).
+    A superset: the keys are never above a deposit's counted transfers
+    (:func:`watcher.store.deposits_store.lower_deposit_blocks`), and the query asks the
+    exact rule of those transfers. The chain and ``watching`` are asked here only, so that
+    SQLite reads the rows these name instead of walking the watched ones."""
+    t = s.settlements
+    chain, watched = t.c.chain == bindparam("q_chain"), t.c.watching.is_(True)
+    ranges = [t.c.confirm_height <= bindparam("q_head")]
+    if finalized:
+        ranges.append(t.c.transfer_block <= bindparam("q_finalized"))
+    if safe:
+        ranges.append(t.c.transfer_block <= bindparam("q_safe"))
+    return union(*(select(t.c.seq).where(chain, watched, r) for r in ranges))
 
 
 _TRANSFER_COLUMNS: Sequence[str] = (

@@ -13,16 +13,17 @@ adds no deposit.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import case, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from guard.payment import DEPOSIT_KIND
 from watcher.store import poll_queries as pq
 from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
+from watcher.store.conditions import DEPTH_RULES
 from watcher.store.db import Db
 from watcher.store.deposit_records import (
     AddressWatch,
@@ -189,9 +190,17 @@ def known_deposits(txn: BlockTxn, ids: Sequence[str]) -> set[str]:
     return {r[0] for r in rows.all()}
 
 
-def deposit_row(new: NewSettlement) -> dict[str, Any]:
-    """The settlement row of a new deposit (``evm_deposit``)."""
-    return {**settlement_values(new), "kind": DEPOSIT_KIND}
+def deposit_row(new: NewSettlement, block: int) -> dict[str, Any]:
+    """The settlement row of a new deposit (``evm_deposit``) counted in ``block``: its
+    ``transfer_block``, and under a rule with a depth basis its ``confirm_height``, the keys
+    by which a block finds the deposits it may make final (:mod:`watcher.store.deposits_ripe`)."""
+    deep = block + new.required_confirmations - 1 if new.finality_mode in DEPTH_RULES else None
+    return {
+        **settlement_values(new),
+        "kind": DEPOSIT_KIND,
+        "transfer_block": block,
+        "confirm_height": deep,
+    }
 
 
 def deposit_rows_alike(
@@ -285,3 +294,29 @@ def subscriptions_of(txn: BlockTxn, ids: Sequence[str]) -> dict[str, str]:
     t = s.deposits
     query = select(t.c.settlement_id, t.c.subscription_id).where(t.c.settlement_id.in_(list(ids)))
     return {sid: sub for sid, sub in txn.conn.execute(query).all()}
+
+
+def lower_deposit_blocks(txn: BlockTxn, block_number: int, ids: Collection[str]) -> None:
+    """Those of ``ids`` that are deposits, counted again in ``block_number`` (a re-inclusion
+    after a reorg, a block scanned again): their ``transfer_block`` lowered to it where it
+    was above it or unset, and under a rule with a depth basis their ``confirm_height`` with
+    it. A key left lower than the deposit's counted transfers (the transfer a reorg dropped)
+    only makes it read once its rule might be reached, and the read checks its transfers;
+    a key above them would leave it unread when it is final, so none is ever left above."""
+    if not ids:
+        return
+    t = s.settlements
+    deep = case(
+        (t.c.finality_mode.in_(sorted(DEPTH_RULES)), block_number + t.c.required_confirmations - 1),
+        else_=t.c.confirm_height,
+    )
+    txn.conn.execute(
+        update(t)
+        .where(
+            t.c.chain == txn.chain,
+            t.c.settlement_id.in_(sorted(ids)),
+            t.c.kind == DEPOSIT_KIND,
+            or_(t.c.transfer_block.is_(None), t.c.transfer_block > block_number),
+        )
+        .values(transfer_block=block_number, confirm_height=deep)
+    )

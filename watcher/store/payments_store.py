@@ -14,6 +14,7 @@ writes inside a block's transaction.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from sqlalchemy import Select, and_, delete, insert, or_, select
@@ -27,7 +28,7 @@ from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
 from watcher.store.conditions import deadline_reasons, rule_reached
 from watcher.store.db import Db
-from watcher.store.deposits_store import deposit_specs
+from watcher.store.deposits_store import deposit_specs, lower_deposit_blocks
 from watcher.store.driver_sql import insert_many
 from watcher.store.errors import SettlementNotFound, StoreConflict, StoreError
 from watcher.store.payment_records import (
@@ -212,10 +213,18 @@ def transfers_in(txn: BlockTxn, ids: Sequence[str]) -> dict[str, list[TransferRe
     return _transfers(txn.conn, ids)
 
 
-def add_transfers(txn: BlockTxn, block_number: int, transfers: Sequence[NewTransfer]) -> None:
+def add_transfers(
+    txn: BlockTxn,
+    block_number: int,
+    transfers: Sequence[NewTransfer],
+    fresh: AbstractSet[str] = frozenset(),
+) -> None:
     """Count ``transfers`` of one block; those stored for that height before (a block
     processed again after a crash before its commit cannot leave any, but a re-scan may)
-    are replaced, so a block's transfers are counted once."""
+    are replaced, so a block's transfers are counted once. A deposit counted here that was
+    stored before (a re-inclusion, a block scanned again; not one of ``fresh``, stored in
+    this block with its keys) gets its block keys lowered to this block
+    (:func:`~watcher.store.deposits_store.lower_deposit_blocks`)."""
     t = s.payment_transfers
     txn.conn.execute(delete(t).where(t.c.chain == txn.chain, t.c.block_number == block_number))
     if transfers:
@@ -223,6 +232,8 @@ def add_transfers(txn: BlockTxn, block_number: int, transfers: Sequence[NewTrans
         # deposits a block spent ~50 ms in asdict's recursion).
         # One executemany on the driver's cursor (watcher/store/driver_sql.py).
         insert_many(txn.conn, t, [{**vars(n), "chain": txn.chain} for n in transfers])
+        again = {n.settlement_id for n in transfers} - fresh
+        lower_deposit_blocks(txn, block_number, again)
 
 
 def drop_transfers_above(txn: BlockTxn, number: int) -> list[TransferRecord]:

@@ -30,7 +30,7 @@ from watcher.store.schema_deposits import subscriptions as subscriptions
 from watcher.store.schema_types import AutoId, Hash
 from watcher.store.schema_types import metadata as metadata
 
-SCHEMA_REVISION = "0021_deposit_specs"
+SCHEMA_REVISION = "0022_deposit_ripe_index"
 """Alembic revision this code writes and reads."""
 
 
@@ -108,6 +108,10 @@ settlements = Table(
     # payment to an address: its tx_hash holds its own settlement id, which no tx matches;
     # its spec and counted transfers are in payment_specs / payment_transfers).
     Column("kind", String(32), nullable=False, server_default="evm_tx"),
+    # 0022: a deposit's lowest counted block (NULL for other kinds): with ``confirm_height``
+    # (set for a deposit whose rule has a depth basis), how a block finds the deposits it
+    # may make final by index ranges (watcher/store/deposits_ripe.py).
+    Column("transfer_block", BigInteger),
     UniqueConstraint("chain", "tx_hash", "owner", name="uq_settlements_chain_tx_owner"),
     # 0020: the indexes on a column that most rows (deposits, payments, a tx not yet
     # included) hold NULL keep only the rows that have it; every query on them compares the
@@ -117,6 +121,7 @@ settlements = Table(
     _partial("ix_settlements_block", "block_number", "chain"),
     _partial("ix_settlements_replaced", "replaced_block_number", "chain"),
     _partial("ix_settlements_probe", "next_probe_at", "chain", "watching"),
+    _partial("ix_settlements_transfer_block", "transfer_block", "chain", "watching"),
     Index("ix_settlements_owner", "owner", "seq"),
     # 0019: a poll's reads of watched payments and provisional settlements, and listing
     # pages by verdict, each a range of an index, not every watched (or stored) row.
