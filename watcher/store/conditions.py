@@ -78,3 +78,16 @@ def rule_reached(
     if safe is not None:
         reached.append(and_(one_of(_BY_SAFE), block <= safe))
     return or_(*reached)
+
+
+def deposit_key_ranges(head: Any, finalized: Any | None, safe: Any | None) -> list[Any]:
+    """The index ranges that hold every watched deposit whose rule may be reached at
+    ``head`` and the ``finalized``/``safe`` heights: deep enough by its ``confirm_height``
+    (kept for a rule with a depth basis), or at or below a tag by its ``transfer_block``
+    (values, or bound parameters). A superset (its keys are never above its counted
+    transfers: watcher/store/deposits_store.py ``lower_deposit_blocks``); each read asks
+    the exact rule of the transfers themselves (:func:`rule_reached`)."""
+    t = s.settlements
+    ranges = [t.c.confirm_height <= head]
+    ranges += [t.c.transfer_block <= tag for tag in (finalized, safe) if tag is not None]
+    return ranges

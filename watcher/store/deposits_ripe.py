@@ -22,7 +22,7 @@ from guard.payment import DEPOSIT_KIND
 from guard.settlement import Verdict
 from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
-from watcher.store.conditions import rule_reached
+from watcher.store.conditions import deposit_key_ranges, rule_reached
 from watcher.store.driver_sql import statement
 from watcher.store.payment_records import PaymentSpecRecord, TransferRecord
 from watcher.store.records import from_values
@@ -155,11 +155,11 @@ def _candidates(finalized: bool, safe: bool) -> CompoundSelect[tuple[int]]:
     SQLite reads the rows these name instead of walking the watched ones."""
     t = s.settlements
     chain, watched = t.c.chain == bindparam("q_chain"), t.c.watching.is_(True)
-    ranges = [t.c.confirm_height <= bindparam("q_head")]
-    if finalized:
-        ranges.append(t.c.transfer_block <= bindparam("q_finalized"))
-    if safe:
-        ranges.append(t.c.transfer_block <= bindparam("q_safe"))
+    ranges = deposit_key_ranges(
+        bindparam("q_head"),
+        bindparam("q_finalized") if finalized else None,
+        bindparam("q_safe") if safe else None,
+    )
     return union(*(select(t.c.seq).where(chain, watched, r) for r in ranges))
 
 

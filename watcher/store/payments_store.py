@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from sqlalchemy import Select, and_, delete, insert, or_, select
+from sqlalchemy import CompoundSelect, Select, and_, delete, insert, or_, select, union
 from sqlalchemy.engine import Connection
 
 from chains.quorum import Anchor
@@ -26,7 +26,7 @@ from guard.settlement import Verdict
 from watcher.store import poll_queries as pq
 from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
-from watcher.store.conditions import deadline_reasons, rule_reached
+from watcher.store.conditions import deadline_reasons, deposit_key_ranges, rule_reached
 from watcher.store.db import Db
 from watcher.store.deposits_store import deposit_specs, lower_deposit_blocks
 from watcher.store.driver_sql import insert_many
@@ -288,6 +288,25 @@ def _not_plain(plain_deposits: bool) -> list[Any]:
     return [s.settlements.c.verdict != Verdict.AWAITING_FINALITY]
 
 
+def _may_be_due(
+    txn: BlockTxn, head: int, finalized: int | None, safe: int | None
+) -> CompoundSelect[tuple[int]]:
+    """The chain's watched rows :func:`payments_due` may pick, each reason through an index
+    of its own: the payments (``ix_settlements_kind``), the deposits whose rule may be
+    reached (:func:`~watcher.store.conditions.deposit_key_ranges`), the deadlines passed
+    (``ix_settlements_deadline``). The chain and ``watching`` are asked here only, so that
+    SQLite reads the rows these name instead of walking the watched ones."""
+    t = s.settlements
+    chain, watched = t.c.chain == txn.chain, t.c.watching.is_(True)
+    # A late watch ends after the deadline: ``deadline <= now`` holds every row either
+    # deadline reason names.
+    ranges = [*deposit_key_ranges(head, finalized, safe), t.c.deadline <= txn.now]
+    return union(
+        select(t.c.seq).where(chain, t.c.kind == PAYMENT_KIND, watched),
+        *(select(t.c.seq).where(chain, watched, r) for r in ranges),
+    )
+
+
 def payments_due(
     txn: BlockTxn,
     late_watch_ms: int,
@@ -308,7 +327,9 @@ def payments_due(
 
     The transfers are looked up per watched payment (``EXISTS`` on the settlement's own
     transfers, by index), not scanned: the transfers of final deposits stay while their
-    blocks are canonical, so a scan grew with every deposit ever seen."""
+    blocks are canonical, so a scan grew with every deposit ever seen. And only for the
+    rows that index ranges name (:func:`_may_be_due`), not for every watched deposit: on
+    Ethereum 64 blocks of deposits await the finalized tag."""
     t, x = s.settlements, s.payment_transfers
     own = x.c.settlement_id == t.c.settlement_id
     with_transfers = select(x.c.id).where(own).exists()
@@ -320,9 +341,8 @@ def payments_due(
         txn.conn.execute(
             select(t)
             .where(
-                t.c.chain == txn.chain,
+                t.c.seq.in_(_may_be_due(txn, head, finalized, safe)),
                 t.c.kind.in_(ADDRESS_KINDS),
-                t.c.watching.is_(True),
                 or_(
                     and_(t.c.kind == PAYMENT_KIND, with_transfers),
                     # The verdict before the transfer's lookup: the narrow read takes the
