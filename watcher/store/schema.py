@@ -122,6 +122,8 @@ settlements = Table(
     _partial("ix_settlements_replaced", "replaced_block_number", "chain"),
     _partial("ix_settlements_probe", "next_probe_at", "chain", "watching"),
     _partial("ix_settlements_transfer_block", "transfer_block", "chain", "watching"),
+    _partial("ix_settlements_watched_block", "block_number", "chain", "watching"),
+    _partial("ix_settlements_watched_replaced", "replaced_block_number", "chain", "watching"),
     Index("ix_settlements_owner", "owner", "seq"),
     # 0019: a poll's reads of watched payments and provisional settlements, and listing
     # pages by verdict, each a range of an index, not every watched (or stored) row.

@@ -9,7 +9,9 @@ take ``confirm_height <= head`` (``ix_settlements_confirm``) and ``transfer_bloc
 watched rows only. Before, on a chain whose rule is the ``finalized`` tag (a deposit waits
 64 blocks on Ethereum), that read walked every awaiting deposit at every block: 121-206 ms
 of a block with 64,000 of them (bench/README.md). Watched deposits get both from their
-counted transfers; the others need neither.
+counted transfers; the others need neither. The reads of the due txs under a finalized
+height walked the same rows: two more partial indexes, of the watched rows by their
+inclusion and replacing blocks, give them ranges too.
 
 Revision ID: 0022_deposit_ripe_index
 Revises: 0021_deposit_specs
@@ -22,6 +24,14 @@ revision = "0022_deposit_ripe_index"
 down_revision = "0021_deposit_specs"
 branch_labels = None
 depends_on = None
+
+WATCHED_ANCHORS = {
+    "ix_settlements_watched_block": "block_number",
+    "ix_settlements_watched_replaced": "replaced_block_number",
+}
+"""The watched txs by their inclusion and replacing blocks: what a block under a finalized
+height may make final, found by a range (the indexes of 0020 on those columns hold every
+included tx ever, watched or not)."""
 
 DEPTH_MODES = "('depth', 'depth_or_finalized', 'depth_and_finalized')"
 """The rules with a depth basis (guard/finality_rule.py BASES_OF_MODE), as of this revision."""
@@ -37,6 +47,15 @@ def upgrade() -> None:
         sqlite_where=where,
         postgresql_where=where,
     )
+    for name, keyed in WATCHED_ANCHORS.items():
+        where = sa.text(f"{keyed} IS NOT NULL")
+        op.create_index(
+            name,
+            "settlements",
+            ["chain", "watching", keyed],
+            sqlite_where=where,
+            postgresql_where=where,
+        )
     deposit = "kind = 'evm_deposit' AND watching"
     op.execute(
         "UPDATE settlements SET transfer_block = (SELECT MIN(t.block_number)"
@@ -51,6 +70,8 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.execute("UPDATE settlements SET confirm_height = NULL WHERE kind = 'evm_deposit'")
+    for name in WATCHED_ANCHORS:
+        op.drop_index(name, "settlements")
     op.drop_index("ix_settlements_transfer_block", "settlements")
     with op.batch_alter_table("settlements") as batch:
         batch.drop_column("transfer_block")
