@@ -13,10 +13,11 @@ test_deposit_keys_migration.py); here, how SQLite means to find them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import event
 from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from tests.support.rigs import START_MS
 from watcher.store import Store
@@ -35,7 +36,7 @@ def _plan(store: Store, sql: str, params: Any) -> str:
 
 
 def _compiled(store: Store, statement: ClauseElement) -> tuple[str, tuple[int, ...]]:
-    compiled = statement.compile(dialect=store.writer.engine.dialect)
+    compiled = cast(SQLCompiler, statement.compile(dialect=store.writer.engine.dialect))
     return str(compiled), (1,) * len(compiled.positiontup or ())
 
 
