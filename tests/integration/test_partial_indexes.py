@@ -22,6 +22,10 @@ PARTIAL = {
     "ix_settlements_block": "block_number",
     "ix_settlements_replaced": "replaced_block_number",
     "ix_settlements_probe": "next_probe_at",
+    # 0022: the watched rows by a deposit's block, and by an inclusion or replacing block.
+    "ix_settlements_transfer_block": "transfer_block",
+    "ix_settlements_watched_block": "block_number",
+    "ix_settlements_watched_replaced": "replaced_block_number",
 }
 
 
