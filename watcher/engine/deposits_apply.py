@@ -66,7 +66,7 @@ def deposit_writes(
         if (
             row is None
             or row["verdict"] != first.verdict.value
-            or row["transfer_block"] != (t.block_number)
+            or row["transfer_block"] != t.block_number
         ):
             awaiting = Awaiting(chain, sub.confirmations, None, None, sub.commit_url)
             new = awaiting_row(awaiting, sid, sid, sub.owner, txn.now, first, kind=DEPOSIT_KIND)

@@ -183,7 +183,13 @@ class SettlementQueries:
                     t.c.replaced_block_number,
                     t.c.replaced_block_hash,
                     t.c.confirm_height,
-                ).where(t.c.chain == chain, t.c.watching.is_(True), or_(*reasons))
+                ).where(
+                    t.c.chain == chain,
+                    t.c.watching.is_(True),
+                    or_(*reasons),
+                    # A tx's anchor: a deposit (since 0022 with a depth height) has none.
+                    or_(t.c.block_number.is_not(None), t.c.replaced_block_number.is_not(None)),
+                )
             ).all()
         return [
             Anchor(
