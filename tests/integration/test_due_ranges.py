@@ -1,7 +1,7 @@
 """The reads a block makes to find what it may decide are planned on index ranges on SQLite,
 none of them walking every watched row of the chain: with a ``finalized`` (and ``safe``)
 height, the due txs (one block, and a catch-up's stretch), the ripe deposits and the rest of
-the due payments.
+the due payments; and every poll's read of the settlements registered since its last look.
 
 Why: a chain whose rule is the ``finalized`` tag keeps every deposit watched until the tag
 reaches it, 64 blocks on Ethereum: at 1,000 deposits a block, 64,000 watched rows that each
@@ -19,11 +19,13 @@ from sqlalchemy import event
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from guard.payment import ADDRESS_KINDS
 from tests.support.rigs import START_MS
 from watcher.store import Store
 from watcher.store import block_queries as queries
 from watcher.store.deposits_ripe import _query as ripe_query
 from watcher.store.payments_store import payments_due
+from watcher.store.schema import WATCHED_TXS
 
 WALK = "(chain=? AND watching=?)"
 """An index searched on the chain and ``watching`` alone: every watched row."""
@@ -57,13 +59,17 @@ def test_a_blocks_reads_with_a_finalized_height_take_index_ranges(tmp_path: obje
             seen.append((sql, params))
 
         event.listen(store.writer.engine, "before_cursor_execute", capture)
+        event.listen(store.reader.engine, "before_cursor_execute", capture)
         with store.block_txn("local", START_MS) as txn:
             txn.due(100, 90, 0)
             payments_due(txn, 0, 100, 90, 95, plain_deposits=False)
+        store.watch_entries("local", 10)  # every poll: what was registered since
         event.remove(store.writer.engine, "before_cursor_execute", capture)
-        due_txs, due_payments = [(q, p) for q, p in seen if "FROM settlements" in q]
+        event.remove(store.reader.engine, "before_cursor_execute", capture)
+        due_txs, due_payments, new_txs = [(q, p) for q, p in seen if "FROM settlements" in q]
         plans["due txs"] = _plan(store, *due_txs)
         plans["due payments"] = _plan(store, *due_payments)
+        plans["newly registered"] = _plan(store, *new_txs)
     finally:
         store.close()
     for name, plan in plans.items():
@@ -81,3 +87,11 @@ def test_a_blocks_reads_with_a_finalized_height_take_index_ranges(tmp_path: obje
         "ix_settlements_confirm (chain=? AND watching=? AND confirm_height<?)"
         in (plans["due payments"])
     )
+    assert "ix_settlements_watched_txs (chain=? AND seq>?)" in plans["newly registered"]
+
+
+def test_the_watched_txs_index_leaves_out_exactly_the_address_watches() -> None:
+    """The literal words of ``ix_settlements_watched_txs`` (a partial index is used only by
+    a query in the same words) name exactly the kinds the engine treats as address watches."""
+    kinds = WATCHED_TXS.split("NOT IN (")[1].rstrip(")").split(", ")
+    assert {k.strip("'") for k in kinds} == set(ADDRESS_KINDS)

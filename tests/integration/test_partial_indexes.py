@@ -55,6 +55,14 @@ def test_the_indexes_on_nullable_anchors_keep_only_rows_that_have_them(store: St
         assert f"WHERE {column} IS NOT NULL" in definition, definition
 
 
+def test_the_watched_txs_index_keeps_only_watched_rows_that_are_not_address_watches(
+    store: Store,
+) -> None:
+    definition = " ".join(_definition(store, "ix_settlements_watched_txs").split()).lower()
+    assert "watching" in definition, definition
+    assert "evm_payment" in definition and "evm_deposit" in definition, definition
+
+
 def test_the_reads_on_those_columns_are_planned_on_them_on_sqlite(tmp_path: object) -> None:
     store = Store.open(f"sqlite:///{tmp_path}/finality.db")
     seen: list[tuple[str, Any]] = []

@@ -14,12 +14,13 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from sqlalchemy import Select, bindparam, or_, select
+from sqlalchemy import Select, bindparam, or_, select, text
 
-from guard.payment import ADDRESS_KINDS, PAYMENT_KIND
+from guard.payment import PAYMENT_KIND
 from watcher.store import schema as s
 from watcher.store.block_queries import param as _param
 from watcher.store.conditions import deadline_reasons_at
+from watcher.store.schema import WATCHED_TXS
 
 _t = s.settlements
 
@@ -33,9 +34,11 @@ def watch_entries() -> Select[Any]:
         )
         .where(
             _t.c.chain == _param("chain", _t.c.chain),
-            _t.c.watching.is_(True),
             _t.c.seq > _param("seq", _t.c.seq),
-            _t.c.kind.not_in(ADDRESS_KINDS),  # payments: watcher/engine/payments.py
+            # Watched, not an address watch (payments: watcher/engine/payments.py), in the
+            # words of ix_settlements_watched_txs, so that it is read by that index: by the
+            # (chain, watching) one, a poll walked every deposit awaiting finality.
+            text(WATCHED_TXS),
         )
         .order_by(_t.c.seq)
     )

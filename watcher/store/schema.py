@@ -34,6 +34,13 @@ SCHEMA_REVISION = "0022_deposit_ripe_index"
 """Alembic revision this code writes and reads."""
 
 
+WATCHED_TXS = "watching AND kind NOT IN ('evm_payment', 'evm_deposit')"
+"""The rows the poll's read of newly registered settlements looks for (watched, not an
+address watch), written out as literal SQL: a partial index is used only by a query that
+states its condition in the same words (migration 0022, ``ix_settlements_watched_txs``;
+``guard.payment.ADDRESS_KINDS``, checked by tests/integration/test_due_ranges.py)."""
+
+
 def _partial(name: str, keyed: str, *leading: str) -> Index:
     """An index on ``leading`` then ``keyed`` of only the rows whose ``keyed`` is set."""
     where = text(f"{keyed} IS NOT NULL")
@@ -124,6 +131,13 @@ settlements = Table(
     _partial("ix_settlements_transfer_block", "transfer_block", "chain", "watching"),
     _partial("ix_settlements_watched_block", "block_number", "chain", "watching"),
     _partial("ix_settlements_watched_replaced", "replaced_block_number", "chain", "watching"),
+    Index(
+        "ix_settlements_watched_txs",
+        "chain",
+        "seq",
+        sqlite_where=text(WATCHED_TXS),
+        postgresql_where=text(WATCHED_TXS),
+    ),
     Index("ix_settlements_owner", "owner", "seq"),
     # 0019: a poll's reads of watched payments and provisional settlements, and listing
     # pages by verdict, each a range of an index, not every watched (or stored) row.

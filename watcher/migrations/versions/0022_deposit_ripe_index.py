@@ -11,7 +11,8 @@ watched rows only. Before, on a chain whose rule is the ``finalized`` tag (a dep
 of a block with 64,000 of them (bench/README.md). Watched deposits get both from their
 counted transfers; the others need neither. The reads of the due txs under a finalized
 height walked the same rows: two more partial indexes, of the watched rows by their
-inclusion and replacing blocks, give them ranges too.
+inclusion and replacing blocks, give them ranges too; and a third, of the watched rows
+that are not address watches, the poll's read of those registered since its last look.
 
 Revision ID: 0022_deposit_ripe_index
 Revises: 0021_deposit_specs
@@ -32,6 +33,10 @@ WATCHED_ANCHORS = {
 """The watched txs by their inclusion and replacing blocks: what a block under a finalized
 height may make final, found by a range (the indexes of 0020 on those columns hold every
 included tx ever, watched or not)."""
+
+WATCHED_TXS = "watching AND kind NOT IN ('evm_payment', 'evm_deposit')"
+"""The watched rows that are not address watches: the poll reads those registered since its
+last look by this index (``ix_settlements_watched_txs``), in these words."""
 
 DEPTH_MODES = "('depth', 'depth_or_finalized', 'depth_and_finalized')"
 """The rules with a depth basis (guard/finality_rule.py BASES_OF_MODE), as of this revision."""
@@ -56,6 +61,14 @@ def upgrade() -> None:
             sqlite_where=where,
             postgresql_where=where,
         )
+    where = sa.text(WATCHED_TXS)
+    op.create_index(
+        "ix_settlements_watched_txs",
+        "settlements",
+        ["chain", "seq"],
+        sqlite_where=where,
+        postgresql_where=where,
+    )
     deposit = "kind = 'evm_deposit' AND watching"
     op.execute(
         "UPDATE settlements SET transfer_block = (SELECT MIN(t.block_number)"
@@ -70,6 +83,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.execute("UPDATE settlements SET confirm_height = NULL WHERE kind = 'evm_deposit'")
+    op.drop_index("ix_settlements_watched_txs", "settlements")
     for name in WATCHED_ANCHORS:
         op.drop_index(name, "settlements")
     op.drop_index("ix_settlements_transfer_block", "settlements")
