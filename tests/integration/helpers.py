@@ -114,6 +114,18 @@ def migrate(store_url: str, step: str, revision: str) -> None:
         engine.dispose()
 
 
+def run_sql(store_url: str, sql: str) -> list[tuple[object, ...]]:
+    """``sql`` run as it is on the store at ``store_url``, in a transaction of its own (rows
+    written as an older schema wrote them, read back as stored); its rows, if any."""
+    engine = create_engine(normalise_url(store_url))
+    try:
+        with engine.begin() as conn:
+            result = conn.execute(text(sql))
+            return [tuple(r) for r in result.all()] if result.returns_rows else []
+    finally:
+        engine.dispose()
+
+
 def stored_text(store: Store, settlement_id: str) -> dict[str, Any]:
     """Every column of a settlement's row as the database's own text of it (NULL as None):
     two rows compared this way were stored alike, whatever wrote them."""

@@ -6,24 +6,10 @@ it was; the downgrade takes them away."""
 
 from __future__ import annotations
 
-from sqlalchemy import create_engine, text
-
-from tests.integration.helpers import migrate
+from tests.integration.helpers import migrate, run_sql
 from tests.support.rigs import START_MS
 from watcher.store import Store
-from watcher.store.db import normalise_url
 from watcher.store.deposits_ripe import ripe_deposits
-
-
-def _run(store_url: str, sql: str) -> list[tuple[object, ...]]:
-    engine = create_engine(normalise_url(store_url))
-    try:
-        with engine.begin() as conn:
-            result = conn.execute(text(sql))
-            return [tuple(r) for r in result.all()] if result.returns_rows else []
-    finally:
-        engine.dispose()
-
 
 SETTLEMENT = (
     "INSERT INTO settlements (settlement_id, chain, tx_hash, required_confirmations,"
@@ -56,21 +42,21 @@ def test_watched_deposits_get_their_block_keys_across_0022_and_back(store_url: s
     }
     for n, (sid, (mode, verdict, watching, block)) in enumerate(rows.items()):
         values = {"sid": sid, "t": START_MS, "mode": mode, "verdict": verdict}
-        _run(store_url, SETTLEMENT.format(watching=watching, **values))
+        run_sql(store_url, SETTLEMENT.format(watching=watching, **values))
         tx, who = f"{n + 1:064x}", f"{n + 1:040x}"
-        _run(store_url, DEPOSIT.format(sid=sid, tx=tx, to="d1" * 20, sender=who))
+        run_sql(store_url, DEPOSIT.format(sid=sid, tx=tx, to="d1" * 20, sender=who))
         if block is not None:
-            _run(
+            run_sql(
                 store_url,
                 TRANSFER.format(sid=sid, tx=tx, block=block, hash=f"{block:064x}", sender=who),
             )
 
     store = Store.open(store_url)  # migrates to the head
     try:
-        assert _run(store_url, KEYS.format(sid=deep)) == [(42, 44)]
-        assert _run(store_url, KEYS.format(sid=tagged)) == [(50, None)]
-        assert _run(store_url, KEYS.format(sid=gone)) == [(None, None)]
-        assert _run(store_url, KEYS.format(sid=final)) == [(None, None)]
+        assert run_sql(store_url, KEYS.format(sid=deep)) == [(42, 44)]
+        assert run_sql(store_url, KEYS.format(sid=tagged)) == [(50, None)]
+        assert run_sql(store_url, KEYS.format(sid=gone)) == [(None, None)]
+        assert run_sql(store_url, KEYS.format(sid=final)) == [(None, None)]
         with store.block_txn("local", START_MS - 1) as txn:
             assert [d.settlement_id for d in ripe_deposits(txn, 43)] == []
             assert [d.settlement_id for d in ripe_deposits(txn, 44)] == [deep]
@@ -80,6 +66,6 @@ def test_watched_deposits_get_their_block_keys_across_0022_and_back(store_url: s
         store.close()
 
     migrate(store_url, "downgrade", "0021_deposit_specs")
-    assert _run(
+    assert run_sql(
         store_url, f"SELECT confirm_height FROM settlements WHERE settlement_id = '{deep}'"
     ) == [(None,)]

@@ -5,23 +5,9 @@ spec row back."""
 
 from __future__ import annotations
 
-from sqlalchemy import create_engine, text
-
-from tests.integration.helpers import migrate
+from tests.integration.helpers import migrate, run_sql
 from tests.support.rigs import START_MS
 from watcher.store import Store
-from watcher.store.db import normalise_url
-
-
-def _run(store_url: str, sql: str) -> list[tuple[object, ...]]:
-    engine = create_engine(normalise_url(store_url))
-    try:
-        with engine.begin() as conn:
-            result = conn.execute(text(sql))
-            return [tuple(r) for r in result.all()] if result.returns_rows else []
-    finally:
-        engine.dispose()
-
 
 SETTLEMENT = (
     "INSERT INTO settlements (settlement_id, chain, tx_hash, required_confirmations,"
@@ -40,16 +26,16 @@ def test_a_deposit_keeps_its_spec_across_0021_and_back(store_url: str) -> None:
     migrate(store_url, "upgrade", "0020_partial_indexes")
     dep, pay = "dep_" + "a1" * 12, "pay_" + "b2" * 12
     for sid, kind in ((dep, "evm_deposit"), (pay, "evm_payment")):
-        _run(store_url, SETTLEMENT.format(sid=sid, t=START_MS, kind=kind))
-    _run(store_url, SPEC.format(sid=dep, to="d1" * 20, amount="12345", sender="5e" * 20))
-    _run(store_url, SPEC.format(sid=pay, to="e1" * 20, amount="777", sender="5f" * 20))
-    _run(
+        run_sql(store_url, SETTLEMENT.format(sid=sid, t=START_MS, kind=kind))
+    run_sql(store_url, SPEC.format(sid=dep, to="d1" * 20, amount="12345", sender="5e" * 20))
+    run_sql(store_url, SPEC.format(sid=pay, to="e1" * 20, amount="777", sender="5f" * 20))
+    run_sql(
         store_url,
         "INSERT INTO deposits (settlement_id, subscription_id, chain, tx_hash, ordinal,"
         f" address, asset) VALUES ('{dep}', 'sub_x', 'local', '0x{'11' * 32}', 0,"
         f" '0x{'d1' * 20}', 'native')",
     )
-    _run(
+    run_sql(
         store_url,
         "INSERT INTO payment_transfers (settlement_id, chain, tx_hash, block_number,"
         f" block_hash, tx_index, sender, value) VALUES ('{dep}', 'local', '0x{'11' * 32}', 42,"
@@ -68,14 +54,14 @@ def test_a_deposit_keeps_its_spec_across_0021_and_back(store_url: str) -> None:
         assert store.payment_spec(pay).amount == "777"
     finally:
         store.close()
-    assert _run(
+    assert run_sql(
         store_url, f"SELECT amount, sender FROM deposits WHERE settlement_id = '{dep}'"
     ) == [("12345", "0x" + "5e" * 20)]
-    specs = _run(store_url, "SELECT settlement_id FROM payment_specs")
+    specs = run_sql(store_url, "SELECT settlement_id FROM payment_specs")
     assert specs == [(pay,)]
 
     migrate(store_url, "downgrade", "0020_partial_indexes")
-    back = _run(
+    back = run_sql(
         store_url,
         "SELECT to_address, amount, sender, after_block FROM payment_specs"
         f" WHERE settlement_id = '{dep}'",
