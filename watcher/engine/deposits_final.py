@@ -20,8 +20,8 @@ from guard.payment import DEPOSIT_KIND, RulePosition
 from guard.settlement import Decision, Settlement, Transition, Verdict, settle_transition
 from guard.types import SettlementId, UnixMillis
 from watcher.engine.observe import ChainPosition
-from watcher.engine.payment_terms import hold, rule_position, spec_of, transfer_of
-from watcher.engine.settle import Rules
+from watcher.engine.payment_terms import rule_position, spec_of, transfer_of
+from watcher.engine.settle import Rules, gate_hold
 from watcher.store.deposits_ripe import RipeDeposit
 from watcher.store.payment_records import PaymentSpecRecord, TransferRecord
 from watcher.store.refs import DepositRef
@@ -78,7 +78,7 @@ def confirmed_deposits(
             or reversed_
             or len(transfers) != 1
             or rec.verdict != Verdict.AWAITING_FINALITY
-            or hold(rec, rules) is not None
+            or gate_hold(rec, rules) is not None
         ):
             continue
         rule = (rec.finality_mode, rec.required_confirmations)

@@ -1,16 +1,16 @@
-"""A stored payment's terms as the guard takes them: its spec, its counted transfers, the
-chain position under its own rule, and whether a finality gate holds it back. Shared by the
-one-by-one decisions of payments and deposits (:mod:`watcher.engine.payments_settle`) and the
-batch of a block's final deposits (:mod:`watcher.engine.deposits_final`).
+"""A stored payment's terms as the guard takes them: its spec, its counted transfers and the
+chain position under its own rule (whether a finality gate holds it back is
+:func:`watcher.engine.settle.gate_hold`, as for a tx). Shared by the one-by-one decisions of
+payments and deposits (:mod:`watcher.engine.payments_settle`) and the batch of a block's
+final deposits (:mod:`watcher.engine.deposits_final`).
 """
 
 from __future__ import annotations
 
 from guard.payment import PaymentSpec, RulePosition, Transfer
 from watcher.engine.observe import ChainPosition
-from watcher.engine.settle import Rules
 from watcher.store.payment_records import PaymentSpecRecord, TransferRecord
-from watcher.store.refs import DepositRef, SettlementRef
+from watcher.store.refs import DepositRef
 
 
 def spec_of(rec: PaymentSpecRecord) -> PaymentSpec:
@@ -41,14 +41,3 @@ def rule_position(rec: DepositRef, pos: ChainPosition) -> RulePosition:
         pos.finalized_number,
         pos.safe_number,
     )
-
-
-def hold(rec: SettlementRef, rules: Rules) -> str | None:
-    """Why a non-trivial finality gate holds the payment back (None: it does not)."""
-    if not rules.gated:
-        return None
-    approval = rules.approval
-    if approval is not None and rec.settlement_id in approval.approved:
-        return None
-    waiting = approval.waiting if approval is not None else {}
-    return waiting.get(rec.settlement_id, "not yet checked against the other endpoints")

@@ -33,8 +33,8 @@ from watcher.engine.decisions import store_decision
 from watcher.engine.deposits_final import Outcome, confirmed_deposits
 from watcher.engine.invoice_states import follow_invoice
 from watcher.engine.observe import ChainPosition
-from watcher.engine.payment_terms import hold, rule_position, spec_of, transfer_of
-from watcher.engine.settle import UNCHANGED, Decided, Rules
+from watcher.engine.payment_terms import rule_position, spec_of, transfer_of
+from watcher.engine.settle import UNCHANGED, Decided, Rules, gate_hold
 from watcher.store.block_txn import BlockTxn
 from watcher.store.deposits_store import subscriptions_of
 from watcher.store.payment_records import PaymentSpecRecord, TransferRecord
@@ -122,9 +122,9 @@ def _evaluate(
     if rec.kind == DEPOSIT_KIND:
         reorg = rules.reversal.evidence if rules.reversal is not None else None
         lost = None if counted else lost_transfer(rec.settlement_id, previous, reorg)
-        fresh = decide_deposit(settlement, *args, hold(rec, rules), lost)
+        fresh = decide_deposit(settlement, *args, gate_hold(rec, rules), lost)
     else:
-        fresh = decide_payment(settlement, *args, hold(rec, rules))
+        fresh = decide_payment(settlement, *args, gate_hold(rec, rules))
     transition = settle_transition(previous, fresh, rules.reversal if reversed_ else None)
     watching = still_watched(transition, rec.deadline, rules.late_watch_ms, now)
     same = watching == rec.watching

@@ -26,6 +26,7 @@ from watcher.engine.decisions import store_decision
 from watcher.engine.observe import ChainPosition, decide
 from watcher.store.block_txn import BlockTxn
 from watcher.store.records import SettlementRecord
+from watcher.store.refs import SettlementRef
 
 
 @dataclass(frozen=True)
@@ -98,13 +99,19 @@ def _gate_hold(rec: SettlementRecord, rules: Rules) -> tuple[str | None, tuple[s
     """Why the gate holds ``rec`` back (None: it does not) and the endpoints it asked."""
     if not rules.gated:
         return None, ()
-    approval = rules.approval or GateResult(approved=frozenset())
-    hold = None
-    if rec.settlement_id not in approval.approved:
-        hold = approval.waiting.get(
-            rec.settlement_id, "not yet checked against the other endpoints"
-        )
-    return hold, approval.endpoints
+    return gate_hold(rec, rules), (rules.approval or GateResult(frozenset())).endpoints
+
+
+def gate_hold(rec: SettlementRef, rules: Rules) -> str | None:
+    """Why a non-trivial finality gate holds the settlement back (None: it does not): the
+    one answer for a tx, a payment and a deposit."""
+    if not rules.gated:
+        return None
+    approval = rules.approval
+    if approval is not None and rec.settlement_id in approval.approved:
+        return None
+    waiting = approval.waiting if approval is not None else {}
+    return waiting.get(rec.settlement_id, "not yet checked against the other endpoints")
 
 
 def wait_reason(decision: Decision) -> str | None:
