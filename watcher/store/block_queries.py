@@ -23,14 +23,13 @@ from sqlalchemy import (
     literal,
     or_,
     select,
-    union,
     update,
 )
 
 from guard.payment import ADDRESS_KINDS
 from guard.settlement import Verdict
 from watcher.store import schema as s
-from watcher.store.conditions import deadline_reasons_at, finality_reasons
+from watcher.store.conditions import deadline_reasons_at, finality_reasons, watched_in
 
 _t = s.settlements
 _h = s.headers
@@ -98,8 +97,6 @@ def _may_be_due(with_finalized: bool) -> Any:
     block of a catch-up (1,000 queries over up to 1,000 rows: the largest part of its
     writes), and at every block every deposit awaiting a ``finalized`` tag (64,000 on
     Ethereum at 1,000 a block)."""
-    chain = _t.c.chain == param("chain", _t.c.chain)
-    watched = _t.c.watching.is_(True)
     ranges = [
         _t.c.confirm_height <= param("head", _t.c.confirm_height),
         _t.c.deadline <= param("now", _t.c.deadline),
@@ -108,7 +105,7 @@ def _may_be_due(with_finalized: bool) -> Any:
     if with_finalized:
         finalized = param("finalized", _t.c.block_number)
         ranges += [_t.c.block_number <= finalized, _t.c.replaced_block_number <= finalized]
-    return union(*(select(_t.c.seq).where(chain, watched, r) for r in ranges))
+    return watched_in(param("chain", _t.c.chain), ranges)
 
 
 ID_BUCKETS = (1, 4, 16, 64, 256)

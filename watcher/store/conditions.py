@@ -4,9 +4,10 @@ cannot drift apart)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, literal, or_
+from sqlalchemy import CompoundSelect, and_, literal, or_, select, union
 
 from guard.finality_rule import BASES_OF_MODE
 from guard.settlement import Verdict
@@ -91,3 +92,13 @@ def deposit_key_ranges(head: Any, finalized: Any | None, safe: Any | None) -> li
     ranges = [t.c.confirm_height <= head]
     ranges += [t.c.transfer_block <= tag for tag in (finalized, safe) if tag is not None]
     return ranges
+
+
+def watched_in(chain: Any, ranges: Sequence[Any]) -> CompoundSelect[tuple[int]]:
+    """The sequences of ``chain``'s watched settlements that fall in any of ``ranges``, each
+    range read through an index of its own: a union, not the ranges or'ed (SQLite then
+    walked every watched row of the chain). The chain and ``watching`` are asked here only:
+    a query on ``seq IN`` this reads the rows it names, not the watched ones."""
+    t = s.settlements
+    watched = t.c.watching.is_(True)
+    return union(*(select(t.c.seq).where(t.c.chain == chain, watched, r) for r in ranges))

@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from sqlalchemy import CompoundSelect, bindparam, select, union
+from sqlalchemy import CompoundSelect, bindparam, select
 from sqlalchemy.sql import ClauseElement
 
 from guard.payment import DEPOSIT_KIND
 from guard.settlement import Verdict
 from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
-from watcher.store.conditions import deposit_key_ranges, rule_reached
+from watcher.store.conditions import deposit_key_ranges, rule_reached, watched_in
 from watcher.store.driver_sql import statement
 from watcher.store.payment_records import PaymentSpecRecord, TransferRecord
 from watcher.store.records import from_values
@@ -151,16 +151,13 @@ def _candidates(finalized: bool, safe: bool) -> CompoundSelect[tuple[int]]:
     deposits it may make final, not every one awaiting (on Ethereum, 64 blocks of them).
     A superset: the keys are never above a deposit's counted transfers
     (:func:`watcher.store.deposits_store.lower_deposit_blocks`), and the query asks the
-    exact rule of those transfers. The chain and ``watching`` are asked here only, so that
-    SQLite reads the rows these name instead of walking the watched ones."""
-    t = s.settlements
-    chain, watched = t.c.chain == bindparam("q_chain"), t.c.watching.is_(True)
+    exact rule of those transfers (:func:`~watcher.store.conditions.watched_in`)."""
     ranges = deposit_key_ranges(
         bindparam("q_head"),
         bindparam("q_finalized") if finalized else None,
         bindparam("q_safe") if safe else None,
     )
-    return union(*(select(t.c.seq).where(chain, watched, r) for r in ranges))
+    return watched_in(bindparam("q_chain"), ranges)
 
 
 _TRANSFER_COLUMNS: Sequence[str] = (

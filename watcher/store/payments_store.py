@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from sqlalchemy import CompoundSelect, Select, and_, delete, insert, or_, select, union
+from sqlalchemy import CompoundSelect, Select, and_, delete, insert, or_, select
 from sqlalchemy.engine import Connection
 
 from chains.quorum import Anchor
@@ -26,7 +26,12 @@ from guard.settlement import Verdict
 from watcher.store import poll_queries as pq
 from watcher.store import schema as s
 from watcher.store.block_txn import BlockTxn
-from watcher.store.conditions import deadline_reasons, deposit_key_ranges, rule_reached
+from watcher.store.conditions import (
+    deadline_reasons,
+    deposit_key_ranges,
+    rule_reached,
+    watched_in,
+)
 from watcher.store.db import Db
 from watcher.store.deposits_store import deposit_specs, lower_deposit_blocks
 from watcher.store.driver_sql import insert_many
@@ -294,17 +299,16 @@ def _may_be_due(
     """The chain's watched rows :func:`payments_due` may pick, each reason through an index
     of its own: the payments (``ix_settlements_kind``), the deposits whose rule may be
     reached (:func:`~watcher.store.conditions.deposit_key_ranges`), the deadlines passed
-    (``ix_settlements_deadline``). The chain and ``watching`` are asked here only, so that
-    SQLite reads the rows these name instead of walking the watched ones."""
+    (``ix_settlements_deadline``) — :func:`~watcher.store.conditions.watched_in`."""
     t = s.settlements
-    chain, watched = t.c.chain == txn.chain, t.c.watching.is_(True)
     # A late watch ends after the deadline: ``deadline <= now`` holds every row either
     # deadline reason names.
-    ranges = [*deposit_key_ranges(head, finalized, safe), t.c.deadline <= txn.now]
-    return union(
-        select(t.c.seq).where(chain, t.c.kind == PAYMENT_KIND, watched),
-        *(select(t.c.seq).where(chain, watched, r) for r in ranges),
-    )
+    ranges = [
+        t.c.kind == PAYMENT_KIND,
+        *deposit_key_ranges(head, finalized, safe),
+        t.c.deadline <= txn.now,
+    ]
+    return watched_in(txn.chain, ranges)
 
 
 def payments_due(
