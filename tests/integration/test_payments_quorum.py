@@ -5,29 +5,51 @@ fault-injecting proxies in front (tests/integration/quorum_helpers.py), as for a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from guard.payment import NATIVE, PaymentSpec
 from tests.integration.deposit_helpers import deposits, event_kinds, pay, subscribe
-from tests.integration.quorum_helpers import multi_rig
+from tests.integration.quorum_helpers import MultiRig, multi_rig
 from tests.support.anvil import Anvil
 from watcher.engine.payment_registration import PaymentRegistration, new_payment
 
 pytestmark = pytest.mark.anvil
 
 
-def test_a_payment_waits_while_an_endpoint_shows_another_chain(
+@contextmanager
+def _two_endpoints(
     start_anvil: Callable[..., Anvil], tmp_path: Path
-) -> None:
+) -> Iterator[tuple[Anvil, MultiRig, int]]:
+    """A node, a watcher needing 2 of its 2 endpoints (both the node, through proxies) and
+    the head it has polled: the block a competing chain forks from (:func:`_fork`)."""
     main = start_anvil()
     main.mine(2)
     rig = multi_rig(main, f"sqlite:///{tmp_path}/q.db", [main.url, main.url], quorum=2)
     try:
         rig.watcher.poll()
-        fork_point = main.head()
+        yield main, rig, main.head()
+    finally:
+        rig.close()
+
+
+def _fork(start_anvil: Callable[..., Anvil], main: Anvil, rig: MultiRig, at: int) -> None:
+    """The second endpoint moved onto a chain forked from ``main`` at ``at``, 8 blocks long;
+    then 3 polls of 2 new blocks each on ``main``."""
+    fork = start_anvil("--fork-url", main.url, "--fork-block-number", str(at))
+    fork.mine(8)
+    rig.proxies[1].upstream = fork.url  # the second endpoint is on another chain
+    for _ in range(3):
+        rig.mine_and_poll(2)
+
+
+def test_a_payment_waits_while_an_endpoint_shows_another_chain(
+    start_anvil: Callable[..., Anvil], tmp_path: Path
+) -> None:
+    with _two_endpoints(start_anvil, tmp_path) as (main, rig, fork_point):
         to = main.accounts[5]
         reg = PaymentRegistration(chain=rig.config, spec=PaymentSpec(to.lower(), NATIVE, 1000))
         head = rig.store.chain(rig.config.name)
@@ -36,11 +58,7 @@ def test_a_payment_waits_while_an_endpoint_shows_another_chain(
         )
         tx = {"from": main.accounts[1], "to": to, "value": hex(1000)}
         main.receipt(main.rpc("eth_sendTransaction", tx))
-        fork = start_anvil("--fork-url", main.url, "--fork-block-number", str(fork_point))
-        fork.mine(8)
-        rig.proxies[1].upstream = fork.url  # the second endpoint is on another chain
-        for _ in range(3):
-            rig.mine_and_poll(2)
+        _fork(start_anvil, main, rig, fork_point)
         waiting = rig.store.settlement(rec.settlement_id)
         assert [int(t.value) for t in rig.store.payment_transfers(rec.settlement_id)] == [1000]
         assert waiting.verdict == "AWAITING_FINALITY"
@@ -48,8 +66,6 @@ def test_a_payment_waits_while_an_endpoint_shows_another_chain(
         rig.proxies[1].upstream = main.url  # back on the main chain: two agree
         rig.mine_and_poll(1)
         assert rig.store.settlement(rec.settlement_id).verdict == "FINALITY_CONFIRMED"
-    finally:
-        rig.close()
 
 
 def test_a_deposit_waits_while_an_endpoint_shows_another_chain(
@@ -58,20 +74,11 @@ def test_a_deposit_waits_while_an_endpoint_shows_another_chain(
     """The same for a deposit: a block's ripe deposits are read narrowly
     (watcher/store/deposits_ripe.py), and one the gate holds is decided the whole way,
     waiting with its reason; once two endpoints agree it is final."""
-    main = start_anvil()
-    main.mine(2)
-    rig = multi_rig(main, f"sqlite:///{tmp_path}/q.db", [main.url, main.url], quorum=2)
-    try:
-        rig.watcher.poll()
-        fork_point = main.head()
+    with _two_endpoints(start_anvil, tmp_path) as (main, rig, fork_point):
         to = "0x" + "d0" * 20
         sub = subscribe(rig, [to], [NATIVE])
         pay(rig, 1, to, 1000)
-        fork = start_anvil("--fork-url", main.url, "--fork-block-number", str(fork_point))
-        fork.mine(8)
-        rig.proxies[1].upstream = fork.url  # the second endpoint is on another chain
-        for _ in range(3):
-            rig.mine_and_poll(2)
+        _fork(start_anvil, main, rig, fork_point)
         (waiting,) = deposits(rig, sub)
         assert [int(t.value) for t in rig.store.payment_transfers(waiting.settlement_id)] == [1000]
         assert waiting.verdict == "AWAITING_FINALITY"
@@ -81,5 +88,3 @@ def test_a_deposit_waits_while_an_endpoint_shows_another_chain(
         (final,) = deposits(rig, sub)
         assert final.verdict == "FINALITY_CONFIRMED"
         assert event_kinds(rig, final.settlement_id) == ["deposit_seen", "deposit_confirmed"]
-    finally:
-        rig.close()
